@@ -1,0 +1,22 @@
+//! The learner: serves actor streams, batches inference across all of them,
+//! assembles unrolls, stores them in the replay buffer, and trains.
+//!
+//! Data flows one way: stream -> batcher -> inference -> unroll -> replay ->
+//! prefetch -> train -> weights -> inference. See the README's architecture
+//! section for the thread model.
+pub mod algo;
+pub mod batcher;
+pub mod checkpoint;
+pub mod cli;
+pub mod error;
+pub mod inference;
+pub mod loom;
+pub mod metrics;
+pub mod model;
+pub mod prefetch;
+pub mod replay;
+pub mod server;
+pub mod state_table;
+pub mod train;
+pub mod unroll;
+pub mod weights;

@@ -1,0 +1,6 @@
+//! Atomics and cells, swapped for loom's under `cfg(loom)` so the replay
+//! buffer's slot protocol can be model-checked.
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic;
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic;

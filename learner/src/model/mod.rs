@@ -1,0 +1,1 @@
+//! Policy and value networks.

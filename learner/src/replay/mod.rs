@@ -1,0 +1,1 @@
+//! Replay buffer (to be written).

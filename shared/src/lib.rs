@@ -1,0 +1,15 @@
+//! What the actor and the learner both need: the generated wire types
+//! ([`pb`]), observation/action specs with their validation ([`spec`]), and
+//! the observation byte codec ([`codec`]).
+pub mod codec;
+pub mod error;
+pub mod pb;
+pub mod spec;
+
+pub use error::ProtocolError;
+pub use spec::{EnvSpec, ObsDType};
+
+/// Default learner address (loopback, so nothing is exposed by accident).
+pub const DEFAULT_LEARNER_ADDR: &str = "127.0.0.1:50051";
+/// Default largest message accepted on the stream (64 MiB).
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 20;

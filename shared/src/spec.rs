@@ -1,0 +1,351 @@
+//! Observation and action specs, and the validation of step batches against them.
+//!
+//! An actor declares its [`EnvSpec`] once, in its hello. From then on every
+//! step batch is checked against it before any of its bytes reach the batcher,
+//! so a malformed message costs only the stream that sent it.
+
+use crate::error::ProtocolError;
+use crate::pb;
+
+/// Element type of observations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObsDType {
+    F32,
+    U8,
+}
+
+impl ObsDType {
+    /// Bytes per element on the wire.
+    pub const fn size(self) -> usize {
+        match self {
+            ObsDType::F32 => 4,
+            ObsDType::U8 => 1,
+        }
+    }
+
+    /// Lower-case name (`f32`, `u8`), as used on command lines.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ObsDType::F32 => "f32",
+            ObsDType::U8 => "u8",
+        }
+    }
+
+    pub fn from_proto(value: i32) -> Result<Self, ProtocolError> {
+        match pb::DType::try_from(value) {
+            Ok(pb::DType::DtypeF32) => Ok(ObsDType::F32),
+            Ok(pb::DType::DtypeU8) => Ok(ObsDType::U8),
+            _ => Err(ProtocolError::UnknownDType {
+                field: "spec.obs_dtype",
+                value,
+            }),
+        }
+    }
+
+    pub fn to_proto(self) -> pb::DType {
+        match self {
+            ObsDType::F32 => pb::DType::DtypeF32,
+            ObsDType::U8 => pb::DType::DtypeU8,
+        }
+    }
+}
+
+impl std::str::FromStr for ObsDType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "f32" => Ok(ObsDType::F32),
+            "u8" => Ok(ObsDType::U8),
+            other => Err(format!("unknown dtype `{other}` (expected f32 or u8)")),
+        }
+    }
+}
+
+impl std::fmt::Display for ObsDType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Largest observation one env may send (64 MiB); guards `obs_bytes` overflow.
+pub const MAX_OBS_BYTES: usize = 64 << 20;
+/// Largest number of discrete actions accepted.
+pub const MAX_ACTIONS: u32 = 1 << 16;
+
+/// What every env of one actor looks like.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EnvSpec {
+    pub env_name: String,
+    /// Shape of one env's observation, without a batch dimension.
+    pub obs_shape: Vec<usize>,
+    pub obs_dtype: ObsDType,
+    /// Number of discrete actions; actions are `0..num_actions`.
+    pub num_actions: u32,
+}
+
+impl EnvSpec {
+    /// Elements in one env's observation.
+    pub fn obs_len(&self) -> usize {
+        self.obs_shape.iter().product()
+    }
+
+    /// Bytes of one env's observation on the wire.
+    pub fn obs_bytes(&self) -> usize {
+        self.obs_len() * self.obs_dtype.size()
+    }
+
+    /// Checks a spec received from an actor.
+    pub fn from_proto(spec: &pb::EnvSpec) -> Result<Self, ProtocolError> {
+        let obs_dtype = ObsDType::from_proto(spec.obs_dtype)?;
+        if spec.obs_shape.is_empty() {
+            return Err(ProtocolError::InvalidSpec {
+                field: "spec.obs_shape",
+                reason: "must have at least one dimension".into(),
+            });
+        }
+        let mut bytes = obs_dtype.size();
+        for (i, &d) in spec.obs_shape.iter().enumerate() {
+            if d == 0 {
+                return Err(ProtocolError::InvalidSpec {
+                    field: "spec.obs_shape",
+                    reason: format!("dimension {i} is zero"),
+                });
+            }
+            bytes = bytes.saturating_mul(d as usize);
+        }
+        if bytes > MAX_OBS_BYTES {
+            return Err(ProtocolError::InvalidSpec {
+                field: "spec.obs_shape",
+                reason: format!("{bytes} bytes per observation exceeds {MAX_OBS_BYTES}"),
+            });
+        }
+        if spec.num_actions == 0 || spec.num_actions > MAX_ACTIONS {
+            return Err(ProtocolError::InvalidSpec {
+                field: "spec.num_actions",
+                reason: format!("{} is not in 1..={MAX_ACTIONS}", spec.num_actions),
+            });
+        }
+        Ok(EnvSpec {
+            env_name: spec.env_name.clone(),
+            obs_shape: spec.obs_shape.iter().map(|&d| d as usize).collect(),
+            obs_dtype,
+            num_actions: spec.num_actions,
+        })
+    }
+
+    pub fn to_proto(&self) -> pb::EnvSpec {
+        pb::EnvSpec {
+            env_name: self.env_name.clone(),
+            obs_shape: self.obs_shape.iter().map(|&d| d as u32).collect(),
+            obs_dtype: self.obs_dtype.to_proto() as i32,
+            num_actions: self.num_actions,
+        }
+    }
+
+    /// Checks a step batch from an actor with `num_envs` envs of this spec.
+    ///
+    /// On success every per-env field has one entry per env index, indices are
+    /// distinct and in range, rewards are finite and `observations` holds
+    /// exactly one observation per env index.
+    pub fn validate_step_batch(
+        &self,
+        batch: &pb::StepBatch,
+        num_envs: u32,
+    ) -> Result<(), ProtocolError> {
+        let n = batch.env_indices.len();
+        if n == 0 {
+            return Err(ProtocolError::EmptyBatch);
+        }
+        // Duplicate detection without allocation for the common small case.
+        let mut seen_small = [0u64; 4];
+        let mut seen_large: Vec<u64> = Vec::new();
+        if num_envs as usize > 256 {
+            seen_large = vec![0u64; (num_envs as usize).div_ceil(64)];
+        }
+        for (position, &index) in batch.env_indices.iter().enumerate() {
+            if index >= num_envs {
+                return Err(ProtocolError::EnvIndexOutOfRange {
+                    position,
+                    index,
+                    num_envs,
+                });
+            }
+            let words: &mut [u64] = if seen_large.is_empty() {
+                &mut seen_small
+            } else {
+                &mut seen_large
+            };
+            let (w, b) = ((index / 64) as usize, index % 64);
+            if words[w] & (1 << b) != 0 {
+                return Err(ProtocolError::DuplicateEnvIndex { position, index });
+            }
+            words[w] |= 1 << b;
+        }
+        let counts: [(&'static str, usize); 4] = [
+            ("rewards", batch.rewards.len()),
+            ("terminated", batch.terminated.len()),
+            ("truncated", batch.truncated.len()),
+            ("run_ids", batch.run_ids.len()),
+        ];
+        for (field, got) in counts {
+            if got != n {
+                return Err(ProtocolError::Count {
+                    field,
+                    expected: n,
+                    got,
+                });
+            }
+        }
+        let expected = n * self.obs_bytes();
+        if batch.observations.len() != expected {
+            return Err(ProtocolError::ByteLength {
+                field: "observations",
+                expected,
+                got: batch.observations.len(),
+            });
+        }
+        if let Some((position, &value)) = batch
+            .rewards
+            .iter()
+            .enumerate()
+            .find(|(_, r)| !r.is_finite())
+        {
+            return Err(ProtocolError::NonFiniteReward { position, value });
+        }
+        for (position, ep) in batch.episodes.iter().enumerate() {
+            if ep.env_index >= num_envs {
+                return Err(ProtocolError::EpisodeEnvOutOfRange {
+                    position,
+                    index: ep.env_index,
+                    num_envs,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cartpole() -> EnvSpec {
+        EnvSpec {
+            env_name: "CartPole-v1".into(),
+            obs_shape: vec![4],
+            obs_dtype: ObsDType::F32,
+            num_actions: 2,
+        }
+    }
+
+    fn good_batch(n: usize) -> pb::StepBatch {
+        pb::StepBatch {
+            seq: 1,
+            env_indices: (0..n as u32).collect(),
+            observations: vec![0u8; n * 16].into(),
+            rewards: vec![1.0; n],
+            terminated: vec![false; n],
+            truncated: vec![false; n],
+            run_ids: vec![7; n],
+            episodes: vec![],
+        }
+    }
+
+    #[test]
+    fn spec_round_trips_through_proto() {
+        let spec = cartpole();
+        assert_eq!(EnvSpec::from_proto(&spec.to_proto()).unwrap(), spec);
+        assert_eq!(spec.obs_bytes(), 16);
+    }
+
+    #[test]
+    fn spec_rejects_unknown_dtype_empty_shape_and_zero_actions() {
+        let mut p = cartpole().to_proto();
+        p.obs_dtype = 0;
+        assert!(matches!(
+            EnvSpec::from_proto(&p),
+            Err(ProtocolError::UnknownDType { .. })
+        ));
+        let mut p = cartpole().to_proto();
+        p.obs_dtype = 99;
+        assert!(matches!(
+            EnvSpec::from_proto(&p),
+            Err(ProtocolError::UnknownDType { .. })
+        ));
+        let mut p = cartpole().to_proto();
+        p.obs_shape.clear();
+        assert!(EnvSpec::from_proto(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("spec.obs_shape"));
+        let mut p = cartpole().to_proto();
+        p.obs_shape = vec![u32::MAX, u32::MAX];
+        assert!(EnvSpec::from_proto(&p).is_err());
+        let mut p = cartpole().to_proto();
+        p.num_actions = 0;
+        assert!(EnvSpec::from_proto(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("spec.num_actions"));
+    }
+
+    #[test]
+    fn valid_batch_passes() {
+        cartpole().validate_step_batch(&good_batch(3), 3).unwrap();
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let spec = cartpole();
+        let mut b = good_batch(2);
+        b.observations = vec![0u8; 31].into();
+        let e = spec.validate_step_batch(&b, 2).unwrap_err();
+        assert!(e.to_string().contains("observations"), "{e}");
+
+        let mut b = good_batch(2);
+        b.rewards[1] = f32::NAN;
+        let e = spec.validate_step_batch(&b, 2).unwrap_err();
+        assert!(e.to_string().contains("rewards[1]"), "{e}");
+
+        let mut b = good_batch(2);
+        b.rewards[0] = f32::INFINITY;
+        assert!(matches!(
+            spec.validate_step_batch(&b, 2),
+            Err(ProtocolError::NonFiniteReward { position: 0, .. })
+        ));
+
+        let mut b = good_batch(2);
+        b.env_indices[1] = 5;
+        let e = spec.validate_step_batch(&b, 2).unwrap_err();
+        assert!(e.to_string().contains("env_indices[1]"), "{e}");
+
+        let mut b = good_batch(2);
+        b.env_indices[1] = 0;
+        assert!(matches!(
+            spec.validate_step_batch(&b, 2),
+            Err(ProtocolError::DuplicateEnvIndex { .. })
+        ));
+
+        let mut b = good_batch(2);
+        b.truncated.pop();
+        let e = spec.validate_step_batch(&b, 2).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+
+        let b = good_batch(0);
+        assert_eq!(
+            spec.validate_step_batch(&b, 2),
+            Err(ProtocolError::EmptyBatch)
+        );
+    }
+
+    #[test]
+    fn duplicates_detected_with_many_envs() {
+        let spec = cartpole();
+        let mut b = good_batch(300);
+        b.env_indices[299] = 250;
+        assert!(matches!(
+            spec.validate_step_batch(&b, 300),
+            Err(ProtocolError::DuplicateEnvIndex { index: 250, .. })
+        ));
+    }
+}
