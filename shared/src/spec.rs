@@ -84,6 +84,26 @@ pub struct EnvSpec {
 }
 
 impl EnvSpec {
+    /// Gymnasium's CartPole-v1: 4 f32 observations, 2 actions.
+    pub fn cartpole() -> Self {
+        EnvSpec {
+            env_name: "CartPole-v1".into(),
+            obs_shape: vec![4],
+            obs_dtype: ObsDType::F32,
+            num_actions: 2,
+        }
+    }
+
+    /// The synthetic benchmark env with the given observation and action space.
+    pub fn synthetic(obs_shape: Vec<usize>, obs_dtype: ObsDType, num_actions: u32) -> Self {
+        EnvSpec {
+            env_name: "Synthetic".into(),
+            obs_shape,
+            obs_dtype,
+            num_actions,
+        }
+    }
+
     /// Elements in one env's observation.
     pub fn obs_len(&self) -> usize {
         self.obs_shape.iter().product()
@@ -230,12 +250,7 @@ mod tests {
     use super::*;
 
     fn cartpole() -> EnvSpec {
-        EnvSpec {
-            env_name: "CartPole-v1".into(),
-            obs_shape: vec![4],
-            obs_dtype: ObsDType::F32,
-            num_actions: 2,
-        }
+        EnvSpec::cartpole()
     }
 
     fn good_batch(n: usize) -> pb::StepBatch {
