@@ -3,4 +3,5 @@
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic;
 #[cfg(not(loom))]
+#[allow(unused_imports)] // used once the replay slots land
 pub(crate) use std::sync::atomic;

@@ -1,1 +1,426 @@
-//! Policy and value networks.
+//! Policy and value networks: one actor-critic whose torso is chosen by the
+//! observation type.
+//!
+//! - vector observations (`[D]`, f32): an MLP torso ([`mlp`]);
+//! - image observations (`[H, W, C]`, u8 or f32): a small conv torso ([`conv`]);
+//! - optionally an LSTM core ([`lstm`]) whose state lives per env slot at
+//!   inference and is stored at the start of each unroll for training.
+//!
+//! Heads: `policy` gives logits `[B, A]`, `value` gives `[B]`. Weight names
+//! mirror the struct fields (`torso.*`, `core.*`, `policy.*`, `value.*`) so
+//! safetensors checkpoints read like the code.
+pub mod conv;
+pub mod init;
+pub mod lstm;
+pub mod mlp;
+pub mod sampling;
+
+use candle_core::{DType, Device, Module, Result, Tensor};
+use candle_nn::{Linear, VarBuilder, VarMap};
+use seed_shared::{EnvSpec, ObsDType};
+
+pub use lstm::RecurrentState;
+pub use sampling::ActionSampler;
+
+/// Architecture of an [`ActorCritic`], derived from the env spec plus flags.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ModelConfig {
+    /// Shape of one observation, without batch dimension.
+    pub obs_shape: Vec<usize>,
+    /// `true` for u8 observations (scaled by 1/255 inside the model).
+    pub obs_is_u8: bool,
+    pub num_actions: usize,
+    /// Widths of the MLP torso's hidden layers (vector observations).
+    pub hidden_sizes: Vec<usize>,
+    /// Output width of the conv torso (image observations).
+    pub conv_features: usize,
+    /// Hidden size of the LSTM core; `None` for a feed-forward policy.
+    pub lstm_size: Option<usize>,
+}
+
+impl ModelConfig {
+    /// The default architecture for an env: MLP 64x64 for vectors, conv for images.
+    pub fn for_spec(spec: &EnvSpec) -> Self {
+        ModelConfig {
+            obs_shape: spec.obs_shape.clone(),
+            obs_is_u8: spec.obs_dtype == ObsDType::U8,
+            num_actions: spec.num_actions as usize,
+            hidden_sizes: vec![64, 64],
+            conv_features: 256,
+            lstm_size: None,
+        }
+    }
+
+    /// Image observations (`[H, W, C]`) get the conv torso; everything else is flattened.
+    pub fn is_image(&self) -> bool {
+        self.obs_shape.len() == 3
+    }
+
+    /// Elements in one observation.
+    pub fn obs_len(&self) -> usize {
+        self.obs_shape.iter().product()
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Torso {
+    Mlp(mlp::Mlp),
+    Conv(conv::ConvTorso),
+}
+
+impl Torso {
+    fn out_dim(&self) -> usize {
+        match self {
+            Torso::Mlp(m) => m.out_dim(),
+            Torso::Conv(c) => c.out_dim(),
+        }
+    }
+}
+
+impl Module for Torso {
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        match self {
+            Torso::Mlp(m) => m.forward(xs),
+            Torso::Conv(c) => c.forward(xs),
+        }
+    }
+}
+
+/// Output of one inference step over a batch of envs.
+#[derive(Debug, Clone)]
+pub struct PolicyStep {
+    /// `[B, A]` action logits.
+    pub logits: Tensor,
+    /// `[B]` state values.
+    pub values: Tensor,
+    /// Next recurrent state `[B, H]` each, when the model has an LSTM core.
+    pub state: Option<RecurrentState>,
+}
+
+/// Output of the model run over a whole unroll (training).
+#[derive(Debug, Clone)]
+pub struct PolicyUnroll {
+    /// `[T+1, B, A]` action logits.
+    pub logits: Tensor,
+    /// `[T+1, B]` state values.
+    pub values: Tensor,
+}
+
+/// The actor-critic network.
+#[derive(Debug, Clone)]
+pub struct ActorCritic {
+    config: ModelConfig,
+    torso: Torso,
+    core: Option<lstm::LstmCore>,
+    policy: Linear,
+    value: Linear,
+}
+
+impl ActorCritic {
+    /// Builds the network, reading (or creating) its weights through `vb`.
+    pub fn new(config: &ModelConfig, vb: VarBuilder) -> Result<Self> {
+        let torso = if config.is_image() {
+            Torso::Conv(conv::ConvTorso::new(
+                &config.obs_shape,
+                config.conv_features,
+                vb.pp("torso"),
+            )?)
+        } else {
+            Torso::Mlp(mlp::Mlp::new(
+                config.obs_len(),
+                &config.hidden_sizes,
+                vb.pp("torso"),
+            )?)
+        };
+        let mut features = torso.out_dim();
+        let core = match config.lstm_size {
+            Some(h) => {
+                let core = lstm::LstmCore::new(features, h, vb.pp("core"))?;
+                features = h;
+                Some(core)
+            }
+            None => None,
+        };
+        let policy = candle_nn::linear(features, config.num_actions, vb.pp("policy"))?;
+        let value = candle_nn::linear(features, 1, vb.pp("value"))?;
+        Ok(ActorCritic {
+            config: config.clone(),
+            torso,
+            core,
+            policy,
+            value,
+        })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Hidden size of the recurrent core, `0` for a feed-forward policy.
+    pub fn state_size(&self) -> usize {
+        self.config.lstm_size.unwrap_or(0)
+    }
+
+    /// Converts raw observations `[N, ...obs_shape]` (u8 or f32) into the
+    /// f32 torso input; u8 frames are scaled into `[0, 1]` here, on the
+    /// observations' device, so only raw bytes cross to the device.
+    fn torso_input(&self, obs: &Tensor) -> Result<Tensor> {
+        let obs = if obs.dtype() == DType::F32 {
+            obs.clone()
+        } else {
+            obs.to_dtype(DType::F32)?
+        };
+        if self.config.obs_is_u8 {
+            obs.affine(1.0 / 255.0, 0.0)
+        } else {
+            Ok(obs)
+        }
+    }
+
+    fn heads(&self, features: &Tensor) -> Result<(Tensor, Tensor)> {
+        let logits = self.policy.forward(features)?;
+        let values = self
+            .value
+            .forward(features)?
+            .squeeze(candle_core::D::Minus1)?;
+        Ok((logits, values))
+    }
+
+    /// One inference step. `obs`: `[B, ...obs_shape]`; `state`: the envs'
+    /// recurrent state (`None` means zeros, or a feed-forward model).
+    pub fn step(&self, obs: &Tensor, state: Option<&RecurrentState>) -> Result<PolicyStep> {
+        let features = self.torso.forward(&self.torso_input(obs)?)?;
+        match &self.core {
+            None => {
+                let (logits, values) = self.heads(&features)?;
+                Ok(PolicyStep {
+                    logits,
+                    values,
+                    state: None,
+                })
+            }
+            Some(core) => {
+                let batch = features.dim(0)?;
+                let zero;
+                let state = match state {
+                    Some(s) => s,
+                    None => {
+                        zero = core.zero_state(batch, features.device())?;
+                        &zero
+                    }
+                };
+                let next = core.step(&features, state)?;
+                let (logits, values) = self.heads(&next.h)?;
+                Ok(PolicyStep {
+                    logits,
+                    values,
+                    state: Some(next),
+                })
+            }
+        }
+    }
+
+    /// Runs the model over an unroll for training.
+    ///
+    /// `obs`: `[T+1, B, ...obs_shape]`. `episode_start`: `[T+1, B]` f32, 1.0
+    /// where the recurrent state must be zeroed before that step (a new
+    /// episode begins). `initial_state`: the state before step 0, `[B, H]`.
+    pub fn unroll(
+        &self,
+        obs: &Tensor,
+        episode_start: &Tensor,
+        initial_state: Option<&RecurrentState>,
+    ) -> Result<PolicyUnroll> {
+        let dims = obs.dims();
+        let (t1, b) = (dims[0], dims[1]);
+        let flat = obs.flatten(0, 1)?;
+        let features = self.torso.forward(&self.torso_input(&flat)?)?;
+        let features = match &self.core {
+            None => features,
+            Some(core) => {
+                let f = features.reshape((t1, b, ()))?;
+                core.unroll(&f, episode_start, initial_state)?
+                    .flatten(0, 1)?
+            }
+        };
+        let (logits, values) = self.heads(&features)?;
+        Ok(PolicyUnroll {
+            logits: logits.reshape((t1, b, self.config.num_actions))?,
+            values: values.reshape((t1, b))?,
+        })
+    }
+}
+
+/// A model together with the variables that training updates in place.
+pub struct TrainableModel {
+    pub varmap: VarMap,
+    pub model: ActorCritic,
+}
+
+impl TrainableModel {
+    /// Creates a model with weights drawn from a seeded RNG (candle's CPU
+    /// RNG cannot be seeded), so runs with the same seed start identically.
+    pub fn new(config: &ModelConfig, device: &Device, seed: u64) -> Result<Self> {
+        let varmap = VarMap::new();
+        let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
+        let model = ActorCritic::new(config, vb)?;
+        init::reinitialise(&varmap, seed)?;
+        Ok(TrainableModel { varmap, model })
+    }
+
+    /// A frozen deep copy of the current weights, for inference to use while
+    /// training keeps updating the variables.
+    pub fn snapshot(&self) -> Result<ActorCritic> {
+        let tensors = self.named_tensors()?;
+        let device = self.device();
+        ActorCritic::new(
+            self.model.config(),
+            VarBuilder::from_tensors(tensors, DType::F32, &device),
+        )
+    }
+
+    /// Deep copies of every variable, keyed by weight name.
+    pub fn named_tensors(&self) -> Result<std::collections::HashMap<String, Tensor>> {
+        let data = self
+            .varmap
+            .data()
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("variable map lock poisoned".into()))?;
+        data.iter()
+            .map(|(name, var)| Ok((name.clone(), var.as_tensor().copy()?)))
+            .collect()
+    }
+
+    fn device(&self) -> Device {
+        self.model.policy.weight().device().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cartpole_config() -> ModelConfig {
+        ModelConfig::for_spec(&EnvSpec::cartpole())
+    }
+
+    #[test]
+    fn mlp_step_shapes() -> Result<()> {
+        let m = TrainableModel::new(&cartpole_config(), &Device::Cpu, 1)?;
+        let obs = Tensor::zeros((5, 4), DType::F32, &Device::Cpu)?;
+        let out = m.model.step(&obs, None)?;
+        assert_eq!(out.logits.dims(), &[5, 2]);
+        assert_eq!(out.values.dims(), &[5]);
+        assert!(out.state.is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn unroll_matches_step_for_feed_forward() -> Result<()> {
+        let m = TrainableModel::new(&cartpole_config(), &Device::Cpu, 2)?;
+        let obs = Tensor::randn(0f32, 1.0, (3, 2, 4), &Device::Cpu)?;
+        let starts = Tensor::zeros((3, 2), DType::F32, &Device::Cpu)?;
+        let u = m.model.unroll(&obs, &starts, None)?;
+        assert_eq!(u.logits.dims(), &[3, 2, 2]);
+        let s = m.model.step(&obs.get(1)?, None)?;
+        let diff = (u.logits.get(1)? - s.logits)?
+            .abs()?
+            .max_all()?
+            .to_scalar::<f32>()?;
+        assert!(diff < 1e-6, "{diff}");
+        Ok(())
+    }
+
+    #[test]
+    fn same_seed_same_weights_and_snapshot_is_frozen() -> Result<()> {
+        let cfg = cartpole_config();
+        let a = TrainableModel::new(&cfg, &Device::Cpu, 7)?;
+        let b = TrainableModel::new(&cfg, &Device::Cpu, 7)?;
+        let c = TrainableModel::new(&cfg, &Device::Cpu, 8)?;
+        let obs = Tensor::ones((1, 4), DType::F32, &Device::Cpu)?;
+        let la = a
+            .model
+            .step(&obs, None)?
+            .logits
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        let lb = b
+            .model
+            .step(&obs, None)?
+            .logits
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        let lc = c
+            .model
+            .step(&obs, None)?
+            .logits
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        assert_eq!(la, lb);
+        assert_ne!(la, lc);
+
+        let snap = a.snapshot()?;
+        for var in a.varmap.all_vars() {
+            var.set(&var.as_tensor().zeros_like()?)?;
+        }
+        let ls = snap
+            .step(&obs, None)?
+            .logits
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        assert_eq!(ls, la, "snapshot must not see later updates");
+        Ok(())
+    }
+
+    #[test]
+    fn conv_torso_takes_u8_frames() -> Result<()> {
+        let spec = EnvSpec::synthetic(vec![84, 84, 4], ObsDType::U8, 6);
+        let m = TrainableModel::new(&ModelConfig::for_spec(&spec), &Device::Cpu, 3)?;
+        let obs = Tensor::zeros((2, 84, 84, 4), DType::U8, &Device::Cpu)?;
+        let out = m.model.step(&obs, None)?;
+        assert_eq!(out.logits.dims(), &[2, 6]);
+        Ok(())
+    }
+
+    #[test]
+    fn lstm_unroll_matches_stepping_with_resets() -> Result<()> {
+        let mut cfg = cartpole_config();
+        cfg.lstm_size = Some(8);
+        let m = TrainableModel::new(&cfg, &Device::Cpu, 4)?;
+        let dev = Device::Cpu;
+        let obs = Tensor::randn(0f32, 1.0, (4, 2, 4), &dev)?;
+        // Env 1 starts a new episode at step 2.
+        let starts = Tensor::new(&[[0f32, 0.], [0., 0.], [0., 1.], [0., 0.]], &dev)?;
+        let init = RecurrentState {
+            h: Tensor::randn(0f32, 1.0, (2, 8), &dev)?,
+            c: Tensor::randn(0f32, 1.0, (2, 8), &dev)?,
+        };
+        let u = m.model.unroll(&obs, &starts, Some(&init))?;
+
+        // Step env 1 alone, zeroing its state at step 2 by hand.
+        let mut state = RecurrentState {
+            h: init.h.get(1)?.unsqueeze(0)?,
+            c: init.c.get(1)?.unsqueeze(0)?,
+        };
+        for t in 0..4 {
+            if t == 2 {
+                state = RecurrentState {
+                    h: state.h.zeros_like()?,
+                    c: state.c.zeros_like()?,
+                };
+            }
+            let o = obs.get(t)?.get(1)?.unsqueeze(0)?;
+            let s = m.model.step(&o, Some(&state))?;
+            let want = u.logits.get(t)?.get(1)?;
+            let diff = (s.logits.squeeze(0)? - want)?
+                .abs()?
+                .max_all()?
+                .to_scalar::<f32>()?;
+            assert!(diff < 1e-5, "step {t}: {diff}");
+            state = s
+                .state
+                .ok_or_else(|| candle_core::Error::Msg("no state".into()))?;
+        }
+        Ok(())
+    }
+}

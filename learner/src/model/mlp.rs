@@ -1,0 +1,41 @@
+//! MLP torso for vector observations: `[B, D] -> [B, H_last]`, tanh between
+//! layers (tanh keeps CartPole-sized policies well conditioned; CleanRL's
+//! choice too).
+use candle_core::{Module, Result, Tensor};
+use candle_nn::{Linear, VarBuilder};
+
+#[derive(Debug, Clone)]
+pub struct Mlp {
+    layers: Vec<Linear>,
+    out_dim: usize,
+}
+
+impl Mlp {
+    pub fn new(in_dim: usize, hidden_sizes: &[usize], vb: VarBuilder) -> Result<Self> {
+        let mut layers = Vec::with_capacity(hidden_sizes.len());
+        let mut width = in_dim;
+        for (i, &h) in hidden_sizes.iter().enumerate() {
+            layers.push(candle_nn::linear(width, h, vb.pp(i))?);
+            width = h;
+        }
+        Ok(Mlp {
+            layers,
+            out_dim: width,
+        })
+    }
+
+    pub fn out_dim(&self) -> usize {
+        self.out_dim
+    }
+}
+
+impl Module for Mlp {
+    /// `xs`: `[B, ...]`, flattened to `[B, D]`.
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        let mut x = xs.flatten_from(1)?;
+        for layer in &self.layers {
+            x = layer.forward(&x)?.tanh()?;
+        }
+        Ok(x)
+    }
+}
