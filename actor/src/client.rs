@@ -32,6 +32,8 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
 
 use seed_shared::pb::actor_message::Kind as ActorKind;
 use seed_shared::pb::learner_client::LearnerClient;
@@ -40,6 +42,7 @@ use seed_shared::{pb, EnvSpec};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
 use tonic::{Code, Status, Streaming};
 use tracing::{debug, info, warn};
 
@@ -51,6 +54,8 @@ use crate::pool::EnvPool;
 
 /// Messages queued for the request stream; two batches plus the hello fit.
 const OUTBOUND_CAPACITY: usize = 4;
+/// How long a stopping actor waits for the learner to close the stream.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// What an actor did before it stopped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -139,7 +144,7 @@ pub async fn run_actor(
     let mut backoff = Backoff::new(cfg.reconnect.clone());
     let deadline = cfg
         .max_seconds
-        .map(|s| Instant::now() + std::time::Duration::from_secs_f64(s));
+        .map(|s| Instant::now() + Duration::from_secs_f64(s));
     let stop = async move {
         match deadline {
             Some(at) => tokio::select! {
@@ -153,20 +158,12 @@ pub async fn run_actor(
 
     loop {
         let sessions_before = report.sessions;
-        let outcome = tokio::select! {
-            biased;
-            () = &mut stop => None,
-            r = run_session(&cfg, &address, &spec, &mut pool, &mut report) => Some(r),
-        };
-        let reason = match outcome {
-            None => {
-                info!("actor stopping");
-                return Ok(report);
-            }
-            Some(Ok(())) => return Ok(report),
-            Some(Err(SessionError::Fatal(e))) => return Err(e),
-            Some(Err(SessionError::Retry(reason))) => reason,
-        };
+        let reason =
+            match run_session(&cfg, &address, &spec, &mut pool, &mut report, stop.as_mut()).await {
+                Ok(()) => return Ok(report),
+                Err(SessionError::Fatal(e)) => return Err(e),
+                Err(SessionError::Retry(reason)) => reason,
+            };
         let delay = if report.sessions > sessions_before {
             // The learner was there a moment ago: retry soon, count afresh.
             backoff.reset();
@@ -185,7 +182,7 @@ pub async fn run_actor(
         warn!(learner = %address, %reason, ?delay, failures = backoff.failures(), "reconnecting");
         tokio::select! {
             biased;
-            () = &mut stop => {
+            () = stop.as_mut() => {
                 info!("actor stopping");
                 return Ok(report);
             }
@@ -195,22 +192,15 @@ pub async fn run_actor(
 }
 
 /// One connection: hello, welcome, then the pipelined step loop. `Ok` means
-/// `max_env_steps` was reached.
-async fn run_session(
+/// the actor is done (`stop` resolved or `max_env_steps` reached).
+async fn run_session<S: Future<Output = ()>>(
     cfg: &ActorConfig,
     address: &LearnerAddress,
     spec: &EnvSpec,
     pool: &mut EnvPool,
     report: &mut ActorReport,
+    mut stop: Pin<&mut S>,
 ) -> Result<(), SessionError> {
-    let channel = address
-        .connect()
-        .await
-        .map_err(|e| SessionError::Retry(format!("connect to {address}: {}", error_chain(&e))))?;
-    let mut client = LearnerClient::new(channel)
-        .max_decoding_message_size(cfg.max_message_bytes)
-        .max_encoding_message_size(cfg.max_message_bytes);
-
     let (outbound, requests) = mpsc::channel(OUTBOUND_CAPACITY);
     let hello = pb::Hello {
         actor_id: cfg.actor_id.clone(),
@@ -224,15 +214,15 @@ async fn run_session(
             kind: Some(ActorKind::Hello(hello)),
         })
         .map_err(|_| SessionError::Retry("request stream closed before hello".into()))?;
-    let mut inbound = client
-        .act(ReceiverStream::new(requests))
-        .await
-        .map_err(classify)?
-        .into_inner();
-
-    let welcome = match next_message(&mut inbound).await? {
-        LearnerKind::Welcome(w) => w,
-        LearnerKind::Actions(_) => return Err(ProtocolViolation::ExpectedWelcome.into()),
+    let opening = open_stream(cfg, address, ReceiverStream::new(requests));
+    let (_client, mut inbound, welcome) = tokio::select! {
+        biased;
+        // Nothing was streamed yet: dropping the half-open call is enough.
+        () = stop.as_mut() => {
+            info!("actor stopping");
+            return Ok(());
+        }
+        opened = opening => opened?,
     };
     if welcome.env_slots.len() != cfg.num_envs {
         return Err(ProtocolViolation::SlotCount {
@@ -258,7 +248,16 @@ async fn run_session(
     }
 
     loop {
-        let actions = match next_message(&mut inbound).await? {
+        let next = tokio::select! {
+            biased;
+            () = stop.as_mut() => {
+                info!("actor stopping");
+                close(outbound, &mut inbound).await;
+                return Ok(());
+            }
+            next = next_message(&mut inbound) => next?,
+        };
+        let actions = match next {
             LearnerKind::Actions(a) => a,
             LearnerKind::Welcome(_) => return Err(ProtocolViolation::UnexpectedWelcome.into()),
         };
@@ -273,12 +272,57 @@ async fn run_session(
         report.last_policy_version = actions.policy_version;
         if cfg.max_env_steps.is_some_and(|max| report.env_steps >= max) {
             info!(env_steps = report.env_steps, "reached --max-env-steps");
+            close(outbound, &mut inbound).await;
             return Ok(());
         }
         send(&outbound, &mut inbound, pool.take_batch(half, next_seq)).await?;
         in_flight.push_back((next_seq, half));
         next_seq += 1;
         report.step_batches += 1;
+    }
+}
+
+/// Connects, starts `Learner.Act` with `requests` (the hello already queued)
+/// and waits for the welcome. The client is returned because the call lives
+/// on its channel.
+async fn open_stream(
+    cfg: &ActorConfig,
+    address: &LearnerAddress,
+    requests: ReceiverStream<pb::ActorMessage>,
+) -> Result<
+    (
+        LearnerClient<Channel>,
+        Streaming<pb::LearnerMessage>,
+        pb::Welcome,
+    ),
+    SessionError,
+> {
+    let channel = address
+        .connect()
+        .await
+        .map_err(|e| SessionError::Retry(format!("connect to {address}: {}", error_chain(&e))))?;
+    let mut client = LearnerClient::new(channel)
+        .max_decoding_message_size(cfg.max_message_bytes)
+        .max_encoding_message_size(cfg.max_message_bytes);
+    let mut inbound = client.act(requests).await.map_err(classify)?.into_inner();
+    match next_message(&mut inbound).await? {
+        LearnerKind::Welcome(w) => Ok((client, inbound, w)),
+        LearnerKind::Actions(_) => Err(ProtocolViolation::ExpectedWelcome.into()),
+    }
+}
+
+/// Ends the stream politely: half-close the request side, so the learner
+/// sees a clean end after every batch sent, and read until it closes its
+/// side (its answers to outstanding batches are discarded). Bounded by
+/// [`CLOSE_GRACE`] in case the learner never closes.
+async fn close(
+    outbound: mpsc::Sender<pb::ActorMessage>,
+    inbound: &mut Streaming<pb::LearnerMessage>,
+) {
+    drop(outbound);
+    let drain = async { while let Ok(Some(_)) = inbound.message().await {} };
+    if tokio::time::timeout(CLOSE_GRACE, drain).await.is_err() {
+        debug!("learner did not close the stream within {CLOSE_GRACE:?}; dropping it");
     }
 }
 

@@ -95,14 +95,11 @@ impl EnvPool {
         let k = envs.len();
         assert!(k > 0, "an env pool needs at least one env");
         let obs_bytes = spec.obs_bytes();
+        // Half boundaries: [0, ceil(K/2), K], or a single half when K = 1.
         let split = k.div_ceil(2);
-        let ranges = if k == 1 {
-            vec![0..1]
-        } else {
-            vec![0..split, split..k]
-        };
+        let bounds: &[usize] = if k == 1 { &[0, 1] } else { &[0, split, k] };
+        let ranges = bounds.windows(2).map(|w| w[0]..w[1]);
         let halves = ranges
-            .into_iter()
             .map(|envs| {
                 let n = envs.len();
                 Half {

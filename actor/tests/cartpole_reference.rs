@@ -47,18 +47,20 @@ fn transitions_match_gymnasium() {
         let t = env.step(case.action, &mut obs);
         let mut got = [0f32; 4];
         read_f32_le_into(&obs, &mut got);
-        for k in 0..4 {
+        let state = env.state();
+        for (k, ((&obs_k, &want_obs), (&state_k, &want_state))) in got
+            .iter()
+            .zip(&case.obs)
+            .zip(state.iter().zip(&case.next))
+            .enumerate()
+        {
             assert!(
-                (f64::from(got[k]) - case.obs[k]).abs() <= 1e-6,
-                "case {i} obs[{k}]: {} vs gymnasium {}",
-                got[k],
-                case.obs[k]
+                (f64::from(obs_k) - want_obs).abs() <= 1e-6,
+                "case {i} obs[{k}]: {obs_k} vs gymnasium {want_obs}"
             );
             assert!(
-                (env.state()[k] - case.next[k]).abs() <= 1e-6,
-                "case {i} state[{k}]: {} vs gymnasium {}",
-                env.state()[k],
-                case.next[k]
+                (state_k - want_state).abs() <= 1e-6,
+                "case {i} state[{k}]: {state_k} vs gymnasium {want_state}"
             );
         }
         assert_eq!(f64::from(t.reward), case.reward, "case {i} reward");

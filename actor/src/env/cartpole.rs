@@ -105,6 +105,8 @@ impl Env for CartPole {
             theta_dot + TAU * thetaacc,
         ];
         let [x, _, theta, _] = self.state;
+        // Gymnasium's comparison, kept literally (it is false for NaN).
+        #[allow(clippy::manual_range_contains)]
         let terminated = x < -X_THRESHOLD
             || x > X_THRESHOLD
             || theta < -THETA_THRESHOLD_RADIANS
