@@ -29,32 +29,40 @@ pub enum EnvKind {
 }
 
 /// Flags of the `actor` binary (and of `learner actor`).
+///
+/// Each doc comment states its flag's default; clap's own `[default: ...]`
+/// is hidden so help does not print it twice.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct ActorArgs {
     /// Learner address: `host:port`, `http://host:port` or `unix:/path/to/socket`
     /// [default: 127.0.0.1:50051].
-    #[arg(long, env = "SEED_LEARNER", default_value = DEFAULT_LEARNER_ADDR)]
+    #[arg(long, env = "SEED_LEARNER", hide_default_value = true, default_value = DEFAULT_LEARNER_ADDR)]
     pub learner: String,
     /// Number of environments K this actor runs, stepped in two halves of K/2 [default: 16].
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, hide_default_value = true, default_value_t = 16)]
     pub envs: usize,
     /// Environment: `cartpole` (Gymnasium CartPole-v1) or `synthetic` [default: cartpole].
-    #[arg(long, value_enum, default_value_t = EnvKind::Cartpole)]
+    #[arg(long, value_enum, hide_default_value = true, default_value_t = EnvKind::Cartpole)]
     pub env: EnvKind,
     /// Synthetic env: observation shape, comma-separated [default: 84,84,4].
-    #[arg(long, value_delimiter = ',', default_value = "84,84,4")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        hide_default_value = true,
+        default_value = "84,84,4"
+    )]
     pub obs_shape: Vec<usize>,
     /// Synthetic env: observation dtype, `f32` or `u8` [default: u8].
-    #[arg(long, default_value = "u8")]
+    #[arg(long, hide_default_value = true, default_value = "u8")]
     pub obs_dtype: ObsDType,
     /// Synthetic env: number of discrete actions [default: 6].
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, hide_default_value = true, default_value_t = 6)]
     pub num_actions: u32,
     /// Synthetic env: CPU busy work per env step, in microseconds [default: 0].
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, hide_default_value = true, default_value_t = 0)]
     pub step_cost_us: u64,
     /// Synthetic env: steps per episode (the last one terminates) [default: 1000].
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, hide_default_value = true, default_value_t = 1000)]
     pub episode_len: u32,
     /// Actor id sent in the hello [default: `hostname-pid`].
     #[arg(long)]
@@ -72,16 +80,16 @@ pub struct ActorArgs {
     #[arg(long)]
     pub max_seconds: Option<f64>,
     /// First reconnect delay in milliseconds; doubles per failure, with jitter [default: 100].
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, hide_default_value = true, default_value_t = 100)]
     pub reconnect_initial_ms: u64,
     /// Largest reconnect delay in milliseconds [default: 5000].
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, hide_default_value = true, default_value_t = 5000)]
     pub reconnect_max_ms: u64,
     /// Consecutive failed connects before giving up with an error [default: retry forever].
     #[arg(long)]
     pub max_reconnects: Option<u32>,
     /// Largest gRPC message sent or accepted, in bytes [default: 67108864 (64 MiB)].
-    #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
+    #[arg(long, hide_default_value = true, default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
     pub max_message_bytes: usize,
 }
 
@@ -230,6 +238,35 @@ mod tests {
         assert_eq!(cfg.reconnect.max_attempts, Some(2));
         assert_eq!(cfg.token.as_deref(), Some("s3cret"));
         assert_eq!(cfg.learner, "unix:/tmp/l.sock");
+    }
+
+    #[test]
+    fn every_flag_documents_its_default() {
+        use clap::CommandFactory;
+        for arg in Cli::command().get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" {
+                continue;
+            }
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(
+                help.contains("[default: "),
+                "--{id} has no default in its doc: {help:?}"
+            );
+            // Where clap has a default, the doc must say the same one.
+            let defaults = arg.get_default_values();
+            if !defaults.is_empty() {
+                let value = defaults
+                    .iter()
+                    .map(|v| v.to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join(",");
+                assert!(
+                    help.contains(&format!("[default: {value}")),
+                    "--{id}: {help:?} vs {value}"
+                );
+            }
+        }
     }
 
     #[test]
