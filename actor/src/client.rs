@@ -23,6 +23,13 @@
 //!   [`ActorError::Rejected`] with the learner's code and message.
 //! - A reply that breaks the contract: [`ActorError::Protocol`].
 //!
+//! # Stopping
+//!
+//! When `shutdown` resolves, `max_seconds` passes or `max_env_steps` is
+//! reached, the actor half-closes its request stream (the learner sees a
+//! clean end after every batch sent) and waits up to one second for the
+//! learner to close its side; answers still arriving are discarded.
+//!
 //! # Cost
 //!
 //! Per batch: one protobuf encode of the observation bytes (a memcpy) and a
