@@ -192,11 +192,15 @@ pub fn vtrace_slices(
     out: VTraceSlicesOut<'_>,
 ) -> Result<()> {
     let batch = inputs.batch;
-    if batch == 0 || inputs.values.len() % batch != 0 {
-        return Err(shape_error("values", (0, batch), inputs.values.len()));
-    }
-    let t_len = inputs.values.len() / batch;
+    let t_len = inputs.values.len().checked_div(batch).unwrap_or(0);
     let n = t_len * batch;
+    if t_len == 0 || inputs.values.len() != n {
+        return Err(shape_error(
+            "values",
+            (t_len.max(1), batch),
+            inputs.values.len(),
+        ));
+    }
     for (name, len) in [
         ("behaviour_log_probs", inputs.behaviour_log_probs.len()),
         ("target_log_probs", inputs.target_log_probs.len()),
@@ -612,18 +616,18 @@ mod tests {
             let got = run(&case, &VTraceClip::NONE, Recursion::Auto);
             // n-step return to the end of the unroll, bootstrapped with V(x_T):
             // Σ_{t=s}^{T-1} (Π_{i=s}^{t-1} γ_i) r_t + (Π_{i=s}^{T-1} γ_i) V(x_T).
-            let mut want = vec![vec![0.0; batch]; t_len];
-            for b in 0..batch {
-                for s in 0..t_len {
-                    let mut ret = 0.0;
-                    let mut discount = 1.0;
-                    for t in s..t_len {
-                        ret += discount * case.rewards[t][b];
-                        discount *= case.discounts[t][b];
-                    }
-                    want[s][b] = ret + discount * case.bootstrap_value[b];
+            let n_step_return = |s: usize, b: usize| {
+                let mut ret = 0.0;
+                let mut discount = 1.0;
+                for t in s..t_len {
+                    ret += discount * case.rewards[t][b];
+                    discount *= case.discounts[t][b];
                 }
-            }
+                ret + discount * case.bootstrap_value[b]
+            };
+            let want: Vec<Vec<f64>> = (0..t_len)
+                .map(|s| (0..batch).map(|b| n_step_return(s, b)).collect())
+                .collect();
             assert_close("vs", &got.vs, &want);
         }
     }
