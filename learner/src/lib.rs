@@ -13,6 +13,7 @@ pub mod inference;
 pub mod loom;
 pub mod metrics;
 pub mod model;
+pub mod optimizer;
 pub mod prefetch;
 pub mod replay;
 pub mod server;

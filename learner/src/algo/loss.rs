@@ -1,0 +1,526 @@
+//! The IMPALA actor-critic loss over a batch of unrolls.
+//!
+//! Given the model run over all `T + 1` steps of `B` unrolls (target logits
+//! `[T+1, B, A]`, values `[T+1, B]`, `values[T]` being the bootstrap), the logits
+//! the behaviour policy acted with, and the step flags, the loss is
+//! (Espeholt et al. 2018, section 4.2):
+//!
+//! ```text
+//! pg_loss    = − mean_valid( pg_advantages_t · log π(a_t|x_t) )
+//! value_loss =   mean_valid( ½ (vs_t − V(x_t))² )
+//! entropy    =   mean_valid( −Σ_a π(a|x_t) log π(a|x_t) )
+//! total      = pg_loss + baseline_cost · value_loss − entropy_cost · entropy
+//! ```
+//!
+//! with `vs` and `pg_advantages` from [`vtrace`](super::vtrace) (no gradient
+//! through them) and `mean_valid(f) = Σ_{t,b} valid_t f_t / max(1, Σ_{t,b} valid_t)`:
+//! a mean over the transitions actually trained on. A mean rather than IMPALA's
+//! sum keeps the learning rate independent of `T` and `B`; dividing by the valid
+//! count rather than `T·B` makes every logged number a true per-transition mean.
+//! Masked transitions (a dummy action after a truncated final observation)
+//! contribute nothing to any term or gradient; see [`Transitions`].
+//!
+//! Cost: two log-softmaxes over `[T, B, A]`, V-trace (`O(T·B)`), a few reductions,
+//! and one device-to-host copy of five scalars for the logged values.
+use candle_core::{DType, Error, Result, Tensor, D};
+
+use super::transitions::Transitions;
+use super::vtrace::{vtrace, VTraceClip, VTraceInputs};
+
+/// Hyperparameters of [`impala_loss`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ImpalaLossConfig {
+    /// γ, the per-step discount. Default 0.99.
+    pub discount: f32,
+    /// Weight of `value_loss` in `total`. Default 0.5.
+    pub baseline_cost: f32,
+    /// Weight of the entropy bonus in `total`. Default 0.01.
+    pub entropy_cost: f32,
+    /// V-trace clipping thresholds ρ̄, c̄, ρ̄_pg. Default 1.0 each.
+    pub clip: VTraceClip,
+}
+
+impl Default for ImpalaLossConfig {
+    fn default() -> Self {
+        Self {
+            discount: 0.99,
+            baseline_cost: 0.5,
+            entropy_cost: 0.01,
+            clip: VTraceClip::default(),
+        }
+    }
+}
+
+/// One batch of unrolls, step-aligned (`T + 1` steps, time-major), all on one device.
+#[derive(Debug, Clone, Copy)]
+pub struct ImpalaLossInputs<'a> {
+    /// Logits of the policy being trained, `[T+1, B, A]`, with gradient.
+    pub target_logits: &'a Tensor,
+    /// `V(x_k)`, `[T+1, B]`, with gradient; `values[T]` is the bootstrap.
+    pub values: &'a Tensor,
+    /// Logits the actors' actions were sampled from, `[T+1, B, A]`; row `T` unused.
+    pub behaviour_logits: &'a Tensor,
+    /// Action taken at each step, `[T+1, B]`, `u32` or `i64`; row `T` unused.
+    pub actions: &'a Tensor,
+    /// `reward_k`, received on the transition into `obs_k`, `[T+1, B]`, `f32`.
+    pub rewards: &'a Tensor,
+    /// `terminated_k ∈ {0, 1}`, `[T+1, B]`, any dtype.
+    pub terminated: &'a Tensor,
+    /// `truncated_k ∈ {0, 1}`, `[T+1, B]`, any dtype.
+    pub truncated: &'a Tensor,
+}
+
+/// The loss to differentiate, and its parts as plain numbers for logging.
+#[derive(Debug, Clone)]
+pub struct ImpalaLoss {
+    /// Scalar to call `backward()` on.
+    pub total: Tensor,
+    /// `train/pg_loss`: policy-gradient term.
+    pub pg_loss: f32,
+    /// `train/value_loss`: `½ mean_valid (vs − V)²`, before `baseline_cost`.
+    pub value_loss: f32,
+    /// `train/entropy`: mean policy entropy in nats, before `entropy_cost`.
+    pub entropy: f32,
+    /// `train/mean_clipped_rho`: mean of `min(ρ̄, π/μ)` over valid transitions.
+    pub mean_clipped_rho: f32,
+    /// `train/mean_pg_advantage`: mean V-trace advantage over valid transitions.
+    pub mean_pg_advantage: f32,
+}
+
+/// Computes the IMPALA loss for one batch of unrolls; see the module docs.
+///
+/// Errors if the shapes disagree (`[T+1, B, A]` logits, `[T+1, B]` for the
+/// rest, `T ≥ 1`), if `actions` is not an integer tensor, or if an action is
+/// out of range.
+pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> Result<ImpalaLoss> {
+    let (steps, batch, _num_actions) = inputs.target_logits.dims3()?;
+    if inputs.behaviour_logits.shape() != inputs.target_logits.shape() {
+        return Err(Error::UnexpectedShape {
+            msg: "impala_loss: behaviour_logits".to_string(),
+            expected: inputs.target_logits.shape().clone(),
+            got: inputs.behaviour_logits.shape().clone(),
+        });
+    }
+    let step_shape = candle_core::Shape::from((steps, batch));
+    for (name, tensor) in [
+        ("values", inputs.values),
+        ("actions", inputs.actions),
+        ("rewards", inputs.rewards),
+        ("terminated", inputs.terminated),
+        ("truncated", inputs.truncated),
+    ] {
+        if tensor.shape() != &step_shape {
+            return Err(Error::UnexpectedShape {
+                msg: format!("impala_loss: {name}"),
+                expected: step_shape.clone(),
+                got: tensor.shape().clone(),
+            });
+        }
+    }
+    if !matches!(inputs.actions.dtype(), DType::U32 | DType::I64 | DType::U8) {
+        return Err(Error::Msg(format!(
+            "impala_loss: actions must be an integer tensor, got {:?}",
+            inputs.actions.dtype()
+        )));
+    }
+    let transitions = Transitions::from_steps(
+        inputs.rewards,
+        inputs.terminated,
+        inputs.truncated,
+        config.discount,
+    )?;
+    let t_len = steps - 1;
+
+    // log π(·|x_t) and log μ(·|x_t) for t = 0..T-1: [T, B, A].
+    let target_log_policy =
+        candle_nn::ops::log_softmax(&inputs.target_logits.narrow(0, 0, t_len)?, D::Minus1)?;
+    let behaviour_log_policy = candle_nn::ops::log_softmax(
+        &inputs.behaviour_logits.detach().narrow(0, 0, t_len)?,
+        D::Minus1,
+    )?;
+    let actions = inputs
+        .actions
+        .narrow(0, 0, t_len)?
+        .contiguous()?
+        .unsqueeze(2)?;
+    // log π(a_t|x_t), log μ(a_t|x_t): [T, B].
+    let target_log_probs = target_log_policy.gather(&actions, 2)?.squeeze(2)?;
+    let behaviour_log_probs = behaviour_log_policy.gather(&actions, 2)?.squeeze(2)?;
+
+    let values = inputs.values.narrow(0, 0, t_len)?;
+    let bootstrap_value = inputs.values.get(t_len)?.detach();
+    let values_detached = values.detach();
+    let target_log_probs_detached = target_log_probs.detach();
+    let returns = vtrace(
+        &VTraceInputs {
+            behaviour_log_probs: &behaviour_log_probs,
+            target_log_probs: &target_log_probs_detached,
+            discounts: &transitions.discounts,
+            rewards: &transitions.rewards,
+            values: &values_detached,
+            bootstrap_value: &bootstrap_value,
+            valid: &transitions.valid,
+        },
+        &config.clip,
+    )?;
+
+    let valid = &transitions.valid;
+    // 1 / max(1, Σ valid) as a [1] tensor: stays on device, no host sync.
+    let inverse_count = valid.sum_all()?.maximum(1.0)?.recip()?.reshape(1)?;
+    let mean_valid = |per_transition: &Tensor| -> Result<Tensor> {
+        (per_transition * valid)?
+            .sum_all()?
+            .reshape(1)?
+            .mul(&inverse_count)
+    };
+
+    let pg_loss = mean_valid(&(&returns.pg_advantages * &target_log_probs)?)?.neg()?;
+    let value_errors = (&returns.vs - &values)?;
+    let value_loss = mean_valid(&value_errors.sqr()?)?.affine(0.5, 0.0)?;
+    let target_policy = target_log_policy.exp()?;
+    let entropies = (&target_policy * &target_log_policy)?
+        .sum(D::Minus1)?
+        .neg()?;
+    let entropy = mean_valid(&entropies)?;
+    let total = ((&pg_loss + value_loss.affine(f64::from(config.baseline_cost), 0.0)?)?
+        - entropy.affine(f64::from(config.entropy_cost), 0.0)?)?
+    .squeeze(0)?;
+
+    let mean_clipped_rho = mean_valid(&returns.clipped_rhos)?;
+    let mean_pg_advantage = mean_valid(&returns.pg_advantages)?;
+    // One device-to-host transfer for all logged numbers.
+    let logged = Tensor::cat(
+        &[
+            &pg_loss,
+            &value_loss,
+            &entropy,
+            &mean_clipped_rho,
+            &mean_pg_advantage,
+        ],
+        0,
+    )?
+    .detach()
+    .to_vec1::<f32>()?;
+    let [pg_loss, value_loss, entropy, mean_clipped_rho, mean_pg_advantage] = logged[..] else {
+        return Err(Error::Msg(
+            "impala_loss: expected five logged scalars".to_string(),
+        ));
+    };
+    Ok(ImpalaLoss {
+        total,
+        pg_loss,
+        value_loss,
+        entropy,
+        mean_clipped_rho,
+        mean_pg_advantage,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Var};
+
+    struct Unroll {
+        logits: Var,
+        values: Var,
+        actions: Tensor,
+        rewards: Tensor,
+        terminated: Tensor,
+        truncated: Tensor,
+    }
+
+    impl Unroll {
+        /// `[T+1, B, A]` logits and `[T+1, B]` columns from flat row-major data.
+        fn new(
+            logits: &[f32],
+            values: &[f32],
+            actions: &[u32],
+            rewards: &[f32],
+            truncated: &[u8],
+            shape: (usize, usize, usize),
+        ) -> Self {
+            let (steps, batch, _) = shape;
+            let device = Device::Cpu;
+            Self {
+                logits: Var::from_tensor(&Tensor::from_slice(logits, shape, &device).unwrap())
+                    .unwrap(),
+                values: Var::from_tensor(
+                    &Tensor::from_slice(values, (steps, batch), &device).unwrap(),
+                )
+                .unwrap(),
+                actions: Tensor::from_slice(actions, (steps, batch), &device).unwrap(),
+                rewards: Tensor::from_slice(rewards, (steps, batch), &device).unwrap(),
+                terminated: Tensor::zeros((steps, batch), DType::U8, &device).unwrap(),
+                truncated: Tensor::from_slice(truncated, (steps, batch), &device).unwrap(),
+            }
+        }
+
+        /// On-policy loss: the behaviour logits are the target logits.
+        fn loss(&self, config: &ImpalaLossConfig) -> ImpalaLoss {
+            let behaviour = self.logits.as_tensor().detach();
+            self.loss_with_behaviour(&behaviour, config)
+        }
+
+        fn loss_with_behaviour(
+            &self,
+            behaviour_logits: &Tensor,
+            config: &ImpalaLossConfig,
+        ) -> ImpalaLoss {
+            impala_loss(
+                &ImpalaLossInputs {
+                    target_logits: self.logits.as_tensor(),
+                    values: self.values.as_tensor(),
+                    behaviour_logits,
+                    actions: &self.actions,
+                    rewards: &self.rewards,
+                    terminated: &self.terminated,
+                    truncated: &self.truncated,
+                },
+                config,
+            )
+            .unwrap()
+        }
+
+        /// One plain gradient-descent step on the logits.
+        fn descend_logits(&self, loss: &ImpalaLoss, lr: f64) {
+            let grads = loss.total.backward().unwrap();
+            let grad = grads.get(self.logits.as_tensor()).unwrap();
+            let stepped = (self.logits.as_tensor() - grad.affine(lr, 0.0).unwrap()).unwrap();
+            self.logits.set(&stepped).unwrap();
+        }
+
+        /// `[T+1, B, A]` log π.
+        fn log_policy(&self) -> Vec<Vec<Vec<f32>>> {
+            candle_nn::ops::log_softmax(self.logits.as_tensor(), D::Minus1)
+                .unwrap()
+                .to_vec3()
+                .unwrap()
+        }
+    }
+
+    #[test]
+    fn policy_gradient_raises_log_prob_of_advantaged_action() {
+        // T = 1, B = 1, A = 2. Action 0 then a reward of 1, all values 0:
+        // the advantage is 1 > 0, so descending the loss must make action 0 likelier.
+        let unroll = Unroll::new(
+            &[0.3, 0.1, 0.0, 0.0],
+            &[0.0, 0.0],
+            &[0, 0],
+            &[0.0, 1.0],
+            &[0, 0],
+            (2, 1, 2),
+        );
+        let config = ImpalaLossConfig {
+            entropy_cost: 0.0,
+            ..Default::default()
+        };
+        let loss = unroll.loss(&config);
+        assert!((loss.mean_pg_advantage - 1.0).abs() < 1e-6, "{loss:?}");
+        assert!(
+            (loss.mean_clipped_rho - 1.0).abs() < 1e-6,
+            "on-policy ρ = 1: {loss:?}"
+        );
+        let before = unroll.log_policy()[0][0][0];
+        unroll.descend_logits(&loss, 0.1);
+        let after = unroll.log_policy()[0][0][0];
+        assert!(after > before, "log π(a0) went {before} -> {after}");
+    }
+
+    #[test]
+    fn policy_gradient_lowers_log_prob_of_disadvantaged_action() {
+        let unroll = Unroll::new(
+            &[0.3, 0.1, 0.0, 0.0],
+            &[0.0, 0.0],
+            &[0, 0],
+            &[0.0, -1.0],
+            &[0, 0],
+            (2, 1, 2),
+        );
+        let config = ImpalaLossConfig {
+            entropy_cost: 0.0,
+            ..Default::default()
+        };
+        let loss = unroll.loss(&config);
+        let before = unroll.log_policy()[0][0][0];
+        unroll.descend_logits(&loss, 0.1);
+        assert!(unroll.log_policy()[0][0][0] < before);
+    }
+
+    #[test]
+    fn entropy_bonus_raises_entropy() {
+        // Zero rewards and values give zero advantages: only the entropy term moves the logits.
+        let unroll = Unroll::new(
+            &[2.0, -1.0, 0.0, 0.0],
+            &[0.0, 0.0],
+            &[1, 0],
+            &[0.0, 0.0],
+            &[0, 0],
+            (2, 1, 2),
+        );
+        let config = ImpalaLossConfig {
+            entropy_cost: 0.1,
+            ..Default::default()
+        };
+        let loss = unroll.loss(&config);
+        assert_eq!(loss.mean_pg_advantage, 0.0);
+        let before = loss.entropy;
+        unroll.descend_logits(&loss, 1.0);
+        let after = unroll.loss(&config).entropy;
+        assert!(after > before, "entropy went {before} -> {after}");
+    }
+
+    #[test]
+    fn value_loss_pulls_values_towards_vs() {
+        let unroll = Unroll::new(
+            &[0.0; 4],
+            &[0.0, 0.0],
+            &[0, 0],
+            &[0.0, 1.0],
+            &[0, 0],
+            (2, 1, 2),
+        );
+        let loss = unroll.loss(&ImpalaLossConfig::default());
+        // vs_0 = r_0 + γ V(x_1) = 1; value_loss = ½ (1 − 0)².
+        assert!((loss.value_loss - 0.5).abs() < 1e-6, "{loss:?}");
+        let grads = loss.total.backward().unwrap();
+        let grad = grads
+            .get(unroll.values.as_tensor())
+            .unwrap()
+            .to_vec2::<f32>()
+            .unwrap();
+        assert!(
+            grad[0][0] < 0.0,
+            "descending must raise V(x_0) towards 1: {grad:?}"
+        );
+        assert_eq!(grad[1][0], 0.0, "the bootstrap value gets no gradient");
+    }
+
+    #[test]
+    fn masked_steps_contribute_nothing() {
+        // T = 3, B = 2, A = 3. Env 0's step 1 is a truncated final observation:
+        // its action is a dummy. Its logits and value get no gradient, and
+        // changing the dummy action or its behaviour logits changes nothing.
+        let logits: Vec<f32> = (0..4 * 2 * 3)
+            .map(|i| ((i * 7) % 5) as f32 * 0.3 - 0.5)
+            .collect();
+        let values = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8];
+        let rewards = [0.0, 0.0, 1.0, 0.5, 2.0, -1.0, 0.0, 1.0];
+        let truncated = [0, 0, 1, 0, 0, 0, 0, 0];
+        let unroll = Unroll::new(
+            &logits,
+            &values,
+            &[0, 1, 2, 0, 1, 2, 0, 1],
+            &rewards,
+            &truncated,
+            (4, 2, 3),
+        );
+        let behaviour_data: Vec<f32> = logits.iter().map(|x| x * 0.5).collect();
+        let behaviour = Tensor::from_slice(&behaviour_data, (4, 2, 3), &Device::Cpu).unwrap();
+        let config = ImpalaLossConfig::default();
+        let loss = unroll.loss_with_behaviour(&behaviour, &config);
+
+        let grads = loss.total.backward().unwrap();
+        let logit_grads = grads
+            .get(unroll.logits.as_tensor())
+            .unwrap()
+            .to_vec3::<f32>()
+            .unwrap();
+        assert_eq!(logit_grads[1][0], [0.0; 3], "dummy action's logits");
+        assert_eq!(logit_grads[3][0], [0.0; 3], "bootstrap row's logits");
+        assert!(
+            logit_grads[1][1].iter().any(|&g| g != 0.0),
+            "valid neighbour still trains"
+        );
+        let value_grads = grads
+            .get(unroll.values.as_tensor())
+            .unwrap()
+            .to_vec2::<f32>()
+            .unwrap();
+        assert_eq!(
+            value_grads[1][0], 0.0,
+            "truncated final observation's value"
+        );
+
+        let mut other_actions = unroll.actions.to_vec2::<u32>().unwrap();
+        other_actions[1][0] = 2;
+        let other_actions = Tensor::new(other_actions, &Device::Cpu).unwrap();
+        let mut other_behaviour = behaviour_data.clone();
+        other_behaviour[6..9].copy_from_slice(&[5.0, -5.0, 0.0]);
+        let other_behaviour =
+            Tensor::from_slice(&other_behaviour, (4, 2, 3), &Device::Cpu).unwrap();
+        let changed = impala_loss(
+            &ImpalaLossInputs {
+                target_logits: unroll.logits.as_tensor(),
+                values: unroll.values.as_tensor(),
+                behaviour_logits: &other_behaviour,
+                actions: &other_actions,
+                rewards: &unroll.rewards,
+                terminated: &unroll.terminated,
+                truncated: &unroll.truncated,
+            },
+            &config,
+        )
+        .unwrap();
+        assert_eq!(
+            loss.total.to_scalar::<f32>().unwrap(),
+            changed.total.to_scalar::<f32>().unwrap()
+        );
+        assert_eq!(loss.mean_clipped_rho, changed.mean_clipped_rho);
+    }
+
+    #[test]
+    fn total_combines_the_logged_terms() {
+        let unroll = Unroll::new(
+            &[0.5, -0.2, 0.1, 0.9, 0.0, 0.0],
+            &[0.3, -0.1, 0.2],
+            &[1, 0, 0],
+            &[0.0, 1.0, -0.5],
+            &[0, 0, 0],
+            (3, 1, 2),
+        );
+        let config = ImpalaLossConfig {
+            baseline_cost: 0.7,
+            entropy_cost: 0.2,
+            ..Default::default()
+        };
+        let loss = unroll.loss(&config);
+        let want = loss.pg_loss + 0.7 * loss.value_loss - 0.2 * loss.entropy;
+        assert!(
+            (loss.total.to_scalar::<f32>().unwrap() - want).abs() < 1e-5,
+            "{loss:?}"
+        );
+    }
+
+    #[test]
+    fn rejects_float_actions_and_bad_shapes() {
+        let unroll = Unroll::new(
+            &[0.0; 4],
+            &[0.0, 0.0],
+            &[0, 0],
+            &[0.0, 1.0],
+            &[0, 0],
+            (2, 1, 2),
+        );
+        let float_actions = unroll.actions.to_dtype(DType::F32).unwrap();
+        let short_rewards = Tensor::zeros((1, 1), DType::F32, &Device::Cpu).unwrap();
+        let inputs = ImpalaLossInputs {
+            target_logits: unroll.logits.as_tensor(),
+            values: unroll.values.as_tensor(),
+            behaviour_logits: unroll.logits.as_tensor(),
+            actions: &float_actions,
+            rewards: &unroll.rewards,
+            terminated: &unroll.terminated,
+            truncated: &unroll.truncated,
+        };
+        let config = ImpalaLossConfig::default();
+        assert!(impala_loss(&inputs, &config).is_err());
+        let inputs = ImpalaLossInputs {
+            actions: &unroll.actions,
+            rewards: &short_rewards,
+            ..inputs
+        };
+        let err = impala_loss(&inputs, &config).unwrap_err();
+        assert!(err.to_string().contains("rewards"), "{err}");
+    }
+}

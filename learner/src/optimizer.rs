@@ -1,0 +1,872 @@
+//! Adam and RMSProp over a candle [`VarMap`], with global-norm gradient
+//! clipping, a learning-rate schedule, and state that checkpoints.
+//!
+//! Why not `candle_nn::AdamW`: its moments are private, so a resumed run would
+//! restart them from zero. Here the state (step count, per-variable moments) is
+//! exported and imported as a `HashMap<String, Tensor>` keyed by variable name,
+//! ready for `candle_core::safetensors::save` / `load`:
+//!
+//! | key                              | shape    | meaning                       |
+//! |----------------------------------|----------|-------------------------------|
+//! | `optimizer/step`                 | `[1]` i64| steps taken so far            |
+//! | `adam/m/{var}`, `adam/v/{var}`   | as `var` | Adam first and second moments |
+//! | `rmsprop/mean_square/{var}`      | as `var` | RMSProp running mean of g²    |
+//!
+//! Updates, with `t` the 1-based step and `lr_t` from the [`LrSchedule`]:
+//!
+//! ```text
+//! Adam (Kingma & Ba 2015):  m ← β1 m + (1−β1) g;  v ← β2 v + (1−β2) g²
+//!                           θ ← θ − lr_t · (m / (1−β1^t)) / (√(v / (1−β2^t)) + ε)
+//! RMSProp (TF form, as IMPALA used it):
+//!                           ms ← ρ ms + (1−ρ) g²;  θ ← θ − lr_t · g / √(ms + ε)
+//! ```
+//!
+//! Cost: a few elementwise ops per variable per step, all on the variables'
+//! device; [`Optimizer::step`] never synchronises with the host.
+//! [`clip_grad_norm`] reads one scalar back (the norm it returns).
+//!
+//! The variable set is fixed when the optimizer is built: variables created in
+//! the `VarMap` later are not trained.
+use std::collections::HashMap;
+
+use candle_core::backprop::GradStore;
+use candle_core::{DType, Device, Shape, Tensor, Var};
+use candle_nn::VarMap;
+
+/// Errors from building, stepping or restoring an [`Optimizer`].
+#[derive(Debug, thiserror::Error)]
+pub enum OptimizerError {
+    /// A tensor operation failed.
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+    /// The `VarMap`'s lock was poisoned by a panic elsewhere.
+    #[error("the VarMap lock is poisoned")]
+    PoisonedVarMap,
+    /// A state entry this optimizer needs is absent.
+    #[error("optimizer state has no entry {key:?}")]
+    MissingState {
+        /// The absent key.
+        key: String,
+    },
+    /// A state entry's shape does not match its variable.
+    #[error("optimizer state {key:?} has shape {got:?}, its variable needs {expected:?}")]
+    StateShapeMismatch {
+        /// The offending key.
+        key: String,
+        /// The variable's shape.
+        expected: Shape,
+        /// The stored shape.
+        got: Shape,
+    },
+    /// The stored step count is not a non-negative integer.
+    #[error("optimizer state {key:?} is not a valid step count")]
+    InvalidStepCount {
+        /// The offending key.
+        key: String,
+    },
+    /// `clip_grad_norm` needs a positive, finite maximum.
+    #[error("max_norm must be positive and finite, got {max_norm}")]
+    InvalidMaxNorm {
+        /// The rejected value.
+        max_norm: f32,
+    },
+}
+
+/// Key of the step count in the exported state.
+pub const STEP_KEY: &str = "optimizer/step";
+
+/// Learning rate as a function of the step count.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LrSchedule {
+    /// The same rate every step.
+    Constant {
+        /// Learning rate.
+        lr: f64,
+    },
+    /// `lr_t = initial · max(0, 1 − t / decay_steps)` for the 0-based step `t`:
+    /// `initial` at the first step, 0 from step `decay_steps` on.
+    LinearDecay {
+        /// Learning rate at step 0.
+        initial: f64,
+        /// Steps over which the rate falls to zero.
+        decay_steps: u64,
+    },
+}
+
+impl LrSchedule {
+    /// The learning rate for the 0-based step `step`.
+    pub fn lr_at(&self, step: u64) -> f64 {
+        match *self {
+            Self::Constant { lr } => lr,
+            Self::LinearDecay {
+                initial,
+                decay_steps,
+            } => {
+                if decay_steps == 0 {
+                    return 0.0;
+                }
+                let remaining = 1.0 - step as f64 / decay_steps as f64;
+                initial * remaining.max(0.0)
+            }
+        }
+    }
+}
+
+/// Adam's hyperparameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamConfig {
+    /// β1, first-moment decay. Default 0.9.
+    pub beta1: f64,
+    /// β2, second-moment decay. Default 0.999.
+    pub beta2: f64,
+    /// ε, added to `√v̂`. Default 1e-8.
+    pub eps: f64,
+}
+
+impl Default for AdamConfig {
+    fn default() -> Self {
+        Self {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+        }
+    }
+}
+
+/// RMSProp's hyperparameters (TensorFlow's form: ε inside the square root).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RmsPropConfig {
+    /// ρ, decay of the running mean of g². Default 0.99 (IMPALA).
+    pub decay: f64,
+    /// ε, added to the mean square. Default 0.01 (IMPALA).
+    pub eps: f64,
+}
+
+impl Default for RmsPropConfig {
+    fn default() -> Self {
+        Self {
+            decay: 0.99,
+            eps: 0.01,
+        }
+    }
+}
+
+/// Which update rule to apply.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Algorithm {
+    /// Adam with bias correction.
+    Adam(AdamConfig),
+    /// RMSProp without momentum.
+    RmsProp(RmsPropConfig),
+}
+
+/// Everything an [`Optimizer`] needs besides the variables.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OptimizerConfig {
+    /// The update rule.
+    pub algorithm: Algorithm,
+    /// The learning rate per step.
+    pub schedule: LrSchedule,
+}
+
+impl Default for OptimizerConfig {
+    /// Adam at a constant 6e-4.
+    fn default() -> Self {
+        Self {
+            algorithm: Algorithm::Adam(AdamConfig::default()),
+            schedule: LrSchedule::Constant { lr: 6e-4 },
+        }
+    }
+}
+
+/// What one [`Optimizer::step`] did, for logging.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AppliedStep {
+    /// The learning rate used (`train/learning_rate`).
+    pub learning_rate: f64,
+    /// Steps taken including this one.
+    pub step_count: u64,
+}
+
+/// Per-variable optimizer memory, with the hyperparameters of its rule (so the
+/// rule and its memory can never disagree).
+#[derive(Debug)]
+enum Moments {
+    Adam {
+        config: AdamConfig,
+        m: Tensor,
+        v: Tensor,
+    },
+    RmsProp {
+        config: RmsPropConfig,
+        mean_square: Tensor,
+    },
+}
+
+/// One trained variable: its name in the `VarMap`, the variable, its moments.
+#[derive(Debug)]
+struct Param {
+    name: String,
+    var: Var,
+    moments: Moments,
+}
+
+/// Adam or RMSProp over a fixed set of named variables.
+#[derive(Debug)]
+pub struct Optimizer {
+    /// Sorted by name, so iteration order (and any float summation) is stable.
+    params: Vec<Param>,
+    config: OptimizerConfig,
+    /// Steps taken; the next step uses `schedule.lr_at(step_count)` and
+    /// bias-correction exponent `step_count + 1`.
+    step_count: u64,
+}
+
+impl Optimizer {
+    /// An optimizer over every variable currently in `varmap`, moments at zero.
+    pub fn new(varmap: &VarMap, config: OptimizerConfig) -> Result<Self, OptimizerError> {
+        let vars: Vec<(String, Var)> = varmap
+            .data()
+            .lock()
+            .map_err(|_| OptimizerError::PoisonedVarMap)?
+            .iter()
+            .map(|(name, var)| (name.clone(), var.clone()))
+            .collect();
+        Self::from_named_vars(vars, config)
+    }
+
+    /// An optimizer over the given named variables, moments at zero.
+    pub fn from_named_vars(
+        vars: impl IntoIterator<Item = (String, Var)>,
+        config: OptimizerConfig,
+    ) -> Result<Self, OptimizerError> {
+        let mut params = vars
+            .into_iter()
+            .map(|(name, var)| {
+                let zeros = var.as_tensor().zeros_like()?;
+                let moments = match config.algorithm {
+                    Algorithm::Adam(config) => Moments::Adam {
+                        config,
+                        m: zeros.clone(),
+                        v: zeros,
+                    },
+                    Algorithm::RmsProp(config) => Moments::RmsProp {
+                        config,
+                        mean_square: zeros,
+                    },
+                };
+                Ok(Param { name, var, moments })
+            })
+            .collect::<Result<Vec<_>, candle_core::Error>>()?;
+        params.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Self {
+            params,
+            config,
+            step_count: 0,
+        })
+    }
+
+    /// Steps taken so far.
+    pub fn step_count(&self) -> u64 {
+        self.step_count
+    }
+
+    /// The learning rate the next step will use.
+    pub fn learning_rate(&self) -> f64 {
+        self.config.schedule.lr_at(self.step_count)
+    }
+
+    /// The trained variables, sorted by name.
+    pub fn vars(&self) -> impl Iterator<Item = &Var> {
+        self.params.iter().map(|p| &p.var)
+    }
+
+    /// Scales the gradients of this optimizer's variables to a global norm of at
+    /// most `max_norm`; returns the norm before clipping. See [`clip_grad_norm`].
+    pub fn clip_grad_norm(
+        &self,
+        grads: &mut GradStore,
+        max_norm: f32,
+    ) -> Result<f32, OptimizerError> {
+        clip_grad_norm(grads, self.vars(), max_norm)
+    }
+
+    /// Applies one update from `grads` (from `loss.backward()`). Variables
+    /// without a gradient are left alone, their moments unchanged.
+    pub fn step(&mut self, grads: &GradStore) -> Result<AppliedStep, OptimizerError> {
+        let lr = self.config.schedule.lr_at(self.step_count);
+        let t = self.step_count + 1;
+        for param in &mut self.params {
+            let Some(grad) = grads.get(param.var.as_tensor()) else {
+                continue;
+            };
+            let theta = param.var.as_tensor();
+            let update = match &mut param.moments {
+                Moments::Adam { config: adam, m, v } => {
+                    *m = (m.affine(adam.beta1, 0.0)? + grad.affine(1.0 - adam.beta1, 0.0)?)?;
+                    *v = (v.affine(adam.beta2, 0.0)?
+                        + grad.sqr()?.affine(1.0 - adam.beta2, 0.0)?)?;
+                    let exponent = i32::try_from(t).unwrap_or(i32::MAX);
+                    let m_hat = m.affine(1.0 / (1.0 - adam.beta1.powi(exponent)), 0.0)?;
+                    let v_hat = v.affine(1.0 / (1.0 - adam.beta2.powi(exponent)), 0.0)?;
+                    (m_hat / v_hat.sqrt()?.affine(1.0, adam.eps)?)?.affine(lr, 0.0)?
+                }
+                Moments::RmsProp {
+                    config: rms,
+                    mean_square,
+                } => {
+                    *mean_square = (mean_square.affine(rms.decay, 0.0)?
+                        + grad.sqr()?.affine(1.0 - rms.decay, 0.0)?)?;
+                    (grad / mean_square.affine(1.0, rms.eps)?.sqrt()?)?.affine(lr, 0.0)?
+                }
+            };
+            param.var.set(&(theta - update)?)?;
+        }
+        self.step_count = t;
+        Ok(AppliedStep {
+            learning_rate: lr,
+            step_count: t,
+        })
+    }
+
+    /// The optimizer's state, keyed as in the module docs. Tensors stay on
+    /// their device; they share storage with nothing the optimizer mutates.
+    pub fn state(&self) -> Result<HashMap<String, Tensor>, OptimizerError> {
+        let device = self
+            .params
+            .first()
+            .map_or(Device::Cpu, |p| p.var.device().clone());
+        let step = i64::try_from(self.step_count).unwrap_or(i64::MAX);
+        let mut state = HashMap::with_capacity(1 + 2 * self.params.len());
+        state.insert(STEP_KEY.to_string(), Tensor::new(&[step], &device)?);
+        for param in &self.params {
+            match &param.moments {
+                Moments::Adam { m, v, .. } => {
+                    state.insert(adam_m_key(&param.name), m.clone());
+                    state.insert(adam_v_key(&param.name), v.clone());
+                }
+                Moments::RmsProp { mean_square, .. } => {
+                    state.insert(rmsprop_key(&param.name), mean_square.clone());
+                }
+            }
+        }
+        Ok(state)
+    }
+
+    /// Restores a state from [`Optimizer::state`] (possibly through a
+    /// safetensors file). Every variable's moments must be present with its
+    /// shape; extra keys are ignored. Tensors are moved to each variable's
+    /// device and dtype. On error the optimizer is unchanged.
+    pub fn load_state(&mut self, state: &HashMap<String, Tensor>) -> Result<(), OptimizerError> {
+        let step_tensor = lookup(state, STEP_KEY)?;
+        let invalid_step = || OptimizerError::InvalidStepCount {
+            key: STEP_KEY.to_string(),
+        };
+        let steps = step_tensor
+            .flatten_all()?
+            .to_dtype(DType::I64)?
+            .to_vec1::<i64>()?;
+        let step_count = match steps[..] {
+            [step] => u64::try_from(step).map_err(|_| invalid_step())?,
+            _ => return Err(invalid_step()),
+        };
+        let mut restored = Vec::with_capacity(self.params.len());
+        for param in &self.params {
+            let load = |key: String| -> Result<Tensor, OptimizerError> {
+                let tensor = lookup(state, &key)?;
+                if tensor.shape() != param.var.shape() {
+                    return Err(OptimizerError::StateShapeMismatch {
+                        key,
+                        expected: param.var.shape().clone(),
+                        got: tensor.shape().clone(),
+                    });
+                }
+                Ok(tensor
+                    .to_device(param.var.device())?
+                    .to_dtype(param.var.dtype())?)
+            };
+            restored.push(match param.moments {
+                Moments::Adam { config, .. } => Moments::Adam {
+                    config,
+                    m: load(adam_m_key(&param.name))?,
+                    v: load(adam_v_key(&param.name))?,
+                },
+                Moments::RmsProp { config, .. } => Moments::RmsProp {
+                    config,
+                    mean_square: load(rmsprop_key(&param.name))?,
+                },
+            });
+        }
+        for (param, moments) in self.params.iter_mut().zip(restored) {
+            param.moments = moments;
+        }
+        self.step_count = step_count;
+        Ok(())
+    }
+}
+
+/// Scales the gradients of `vars` in place so that their global norm
+/// `√(Σ_var ‖g‖²)` is at most `max_norm` (as TF's `clip_by_global_norm`:
+/// `g ← g · max_norm / max(norm, max_norm)`); returns the norm before clipping,
+/// for `train/grad_norm`. Variables without a gradient count as zero.
+///
+/// A non-finite norm leaves the gradients untouched and is returned as is, so
+/// the caller can skip the step. Reads one scalar back from the device.
+pub fn clip_grad_norm<'a>(
+    grads: &mut GradStore,
+    vars: impl IntoIterator<Item = &'a Var>,
+    max_norm: f32,
+) -> Result<f32, OptimizerError> {
+    if !(max_norm.is_finite() && max_norm > 0.0) {
+        return Err(OptimizerError::InvalidMaxNorm { max_norm });
+    }
+    let with_grads: Vec<(&Var, Tensor)> = vars
+        .into_iter()
+        .filter_map(|var| grads.get(var.as_tensor()).map(|g| (var, g.clone())))
+        .collect();
+    let mut squares = Vec::with_capacity(with_grads.len());
+    for (_, grad) in &with_grads {
+        squares.push(grad.to_dtype(DType::F32)?.sqr()?.sum_all()?);
+    }
+    if squares.is_empty() {
+        return Ok(0.0);
+    }
+    let norm = Tensor::stack(&squares, 0)?
+        .sum_all()?
+        .sqrt()?
+        .to_scalar::<f32>()?;
+    if !norm.is_finite() {
+        tracing::warn!(norm, "non-finite gradient norm; gradients left unclipped");
+        return Ok(norm);
+    }
+    if norm > max_norm {
+        let scale = f64::from(max_norm / norm);
+        for (var, grad) in with_grads {
+            grads.insert(var.as_tensor(), grad.affine(scale, 0.0)?);
+        }
+    }
+    Ok(norm)
+}
+
+fn lookup<'a>(state: &'a HashMap<String, Tensor>, key: &str) -> Result<&'a Tensor, OptimizerError> {
+    state.get(key).ok_or_else(|| OptimizerError::MissingState {
+        key: key.to_string(),
+    })
+}
+
+fn adam_m_key(name: &str) -> String {
+    format!("adam/m/{name}")
+}
+
+fn adam_v_key(name: &str) -> String {
+    format!("adam/v/{name}")
+}
+
+fn rmsprop_key(name: &str) -> String {
+    format!("rmsprop/mean_square/{name}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algo::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
+    use candle_nn::Init;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    fn var(data: &[f32]) -> Var {
+        Var::from_slice(data, data.len(), &Device::Cpu).unwrap()
+    }
+
+    /// Gradients equal to `g`: backward of `Σ θ ⊙ g`.
+    fn grads_of(var: &Var, g: &[f32]) -> GradStore {
+        let g = Tensor::from_slice(g, g.len(), &Device::Cpu).unwrap();
+        (var.as_tensor() * g)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap()
+    }
+
+    fn values(var: &Var) -> Vec<f32> {
+        var.as_tensor().to_vec1().unwrap()
+    }
+
+    fn constant(lr: f64, algorithm: Algorithm) -> OptimizerConfig {
+        OptimizerConfig {
+            algorithm,
+            schedule: LrSchedule::Constant { lr },
+        }
+    }
+
+    #[test]
+    fn adam_first_step_moves_each_weight_by_lr_against_its_gradient() {
+        // At t = 1, m̂ = g and v̂ = g², so the step is lr · g / (|g| + ε) ≈ lr · sign(g).
+        let theta = var(&[1.0, -2.0, 0.5]);
+        let mut adam = Optimizer::from_named_vars(
+            [("w".to_string(), theta.clone())],
+            constant(0.1, Algorithm::Adam(AdamConfig::default())),
+        )
+        .unwrap();
+        adam.step(&grads_of(&theta, &[0.5, -3.0, 0.0])).unwrap();
+        let got = values(&theta);
+        let want = [0.9, -1.9, 0.5];
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 1e-6, "{got:?} vs {want:?}");
+        }
+    }
+
+    #[test]
+    fn adam_matches_hand_computed_steps() {
+        let theta = var(&[1.0, -2.0]);
+        let config = AdamConfig {
+            beta1: 0.8,
+            beta2: 0.9,
+            eps: 1e-3,
+        };
+        let mut adam = Optimizer::from_named_vars(
+            [("w".to_string(), theta.clone())],
+            OptimizerConfig {
+                algorithm: Algorithm::Adam(config),
+                schedule: LrSchedule::LinearDecay {
+                    initial: 0.05,
+                    decay_steps: 10,
+                },
+            },
+        )
+        .unwrap();
+        let grads = [[0.5, -1.0], [0.1, 0.3], [-0.2, 0.0]];
+        let mut want = [1.0f64, -2.0];
+        let (mut m, mut v) = ([0.0f64; 2], [0.0f64; 2]);
+        for (step, g) in grads.iter().enumerate() {
+            let applied = adam.step(&grads_of(&theta, &g.map(|x| x as f32))).unwrap();
+            let t = step as i32 + 1;
+            let lr = 0.05 * (1.0 - step as f64 / 10.0);
+            assert!((applied.learning_rate - lr).abs() < 1e-12);
+            for i in 0..2 {
+                m[i] = 0.8 * m[i] + 0.2 * g[i];
+                v[i] = 0.9 * v[i] + 0.1 * g[i] * g[i];
+                let m_hat = m[i] / (1.0 - 0.8f64.powi(t));
+                let v_hat = v[i] / (1.0 - 0.9f64.powi(t));
+                want[i] -= lr * m_hat / (v_hat.sqrt() + 1e-3);
+            }
+            let got = values(&theta);
+            for i in 0..2 {
+                assert!(
+                    (f64::from(got[i]) - want[i]).abs() < 1e-5,
+                    "step {t}: {got:?} vs {want:?}"
+                );
+            }
+        }
+        assert_eq!(adam.step_count(), 3);
+    }
+
+    #[test]
+    fn rmsprop_matches_hand_computed_steps() {
+        let theta = var(&[0.3]);
+        let mut rms = Optimizer::from_named_vars(
+            [("w".to_string(), theta.clone())],
+            constant(
+                0.1,
+                Algorithm::RmsProp(RmsPropConfig {
+                    decay: 0.5,
+                    eps: 0.01,
+                }),
+            ),
+        )
+        .unwrap();
+        rms.step(&grads_of(&theta, &[2.0])).unwrap();
+        // ms = 0.5 · 4 = 2; θ = 0.3 − 0.1 · 2 / √2.01.
+        let after_one = 0.3 - 0.1 * 2.0 / 2.01f64.sqrt();
+        assert!((f64::from(values(&theta)[0]) - after_one).abs() < 1e-6);
+        rms.step(&grads_of(&theta, &[-1.0])).unwrap();
+        // ms = 0.5 · 2 + 0.5 · 1 = 1.5; θ += 0.1 / √1.51.
+        let after_two = after_one + 0.1 / 1.51f64.sqrt();
+        assert!((f64::from(values(&theta)[0]) - after_two).abs() < 1e-6);
+    }
+
+    #[test]
+    fn variables_without_gradient_are_untouched() {
+        let used = var(&[1.0]);
+        let unused = var(&[5.0]);
+        let mut adam = Optimizer::from_named_vars(
+            [
+                ("a".to_string(), used.clone()),
+                ("b".to_string(), unused.clone()),
+            ],
+            constant(0.1, Algorithm::Adam(AdamConfig::default())),
+        )
+        .unwrap();
+        adam.step(&grads_of(&used, &[1.0])).unwrap();
+        assert_eq!(values(&unused), [5.0]);
+        assert!(values(&used)[0] < 1.0);
+    }
+
+    #[test]
+    fn clipping_scales_to_max_norm_and_returns_the_original() {
+        let a = var(&[0.0, 0.0]);
+        let b = var(&[0.0]);
+        let loss = ((a.as_tensor() * Tensor::new(&[3.0f32, 0.0], &Device::Cpu).unwrap())
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            + (b.as_tensor() * Tensor::new(&[4.0f32], &Device::Cpu).unwrap())
+                .unwrap()
+                .sum_all()
+                .unwrap())
+        .unwrap();
+        let mut grads = loss.backward().unwrap();
+        let norm = clip_grad_norm(&mut grads, [&a, &b], 1.0).unwrap();
+        assert!((norm - 5.0).abs() < 1e-6);
+        let ga = grads.get(a.as_tensor()).unwrap().to_vec1::<f32>().unwrap();
+        let gb = grads.get(b.as_tensor()).unwrap().to_vec1::<f32>().unwrap();
+        assert!((ga[0] - 0.6).abs() < 1e-6 && ga[1] == 0.0 && (gb[0] - 0.8).abs() < 1e-6);
+        // Already within the bound: nothing changes.
+        let norm = clip_grad_norm(&mut grads, [&a, &b], 2.0).unwrap();
+        assert!((norm - 1.0).abs() < 1e-6);
+        assert_eq!(
+            grads.get(a.as_tensor()).unwrap().to_vec1::<f32>().unwrap(),
+            ga
+        );
+        assert!(matches!(
+            clip_grad_norm(&mut grads, [&a], 0.0),
+            Err(OptimizerError::InvalidMaxNorm { .. })
+        ));
+    }
+
+    #[test]
+    fn linear_decay_reaches_zero_and_stays_there() {
+        let schedule = LrSchedule::LinearDecay {
+            initial: 1.0,
+            decay_steps: 4,
+        };
+        let lrs: Vec<f64> = (0..6).map(|s| schedule.lr_at(s)).collect();
+        assert_eq!(lrs, [1.0, 0.75, 0.5, 0.25, 0.0, 0.0]);
+    }
+
+    fn two_var_map() -> VarMap {
+        let varmap = VarMap::new();
+        varmap
+            .get(
+                (2, 3),
+                "layer.weight",
+                Init::Randn {
+                    mean: 0.0,
+                    stdev: 1.0,
+                },
+                DType::F32,
+                &Device::Cpu,
+            )
+            .unwrap();
+        varmap
+            .get(3, "layer.bias", Init::Const(0.1), DType::F32, &Device::Cpu)
+            .unwrap();
+        varmap
+    }
+
+    /// A fixed differentiable loss over the map's two variables.
+    fn loss_grads(varmap: &VarMap, seed: f32) -> GradStore {
+        let data = varmap.data().lock().unwrap();
+        let w = data["layer.weight"].as_tensor();
+        let b = data["layer.bias"].as_tensor();
+        let x = Tensor::new(&[[seed, -1.0]], &Device::Cpu).unwrap();
+        let y = x.matmul(w).unwrap().broadcast_add(b).unwrap();
+        y.sqr().unwrap().sum_all().unwrap().backward().unwrap()
+    }
+
+    fn snapshot(varmap: &VarMap) -> Vec<(String, Vec<f32>)> {
+        let data = varmap.data().lock().unwrap();
+        let mut all: Vec<_> = data
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_tensor().flatten_all().unwrap().to_vec1().unwrap(),
+                )
+            })
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    #[test]
+    fn state_round_trips_through_safetensors_and_continues_identically() {
+        for algorithm in [
+            Algorithm::Adam(AdamConfig::default()),
+            Algorithm::RmsProp(RmsPropConfig::default()),
+        ] {
+            let config = OptimizerConfig {
+                algorithm,
+                schedule: LrSchedule::LinearDecay {
+                    initial: 0.05,
+                    decay_steps: 100,
+                },
+            };
+            let original = two_var_map();
+            let mut first = Optimizer::new(&original, config).unwrap();
+            for s in 0..3 {
+                first.step(&loss_grads(&original, s as f32)).unwrap();
+            }
+
+            let dir = tempfile::tempdir().unwrap();
+            let weights = dir.path().join("weights.safetensors");
+            let optimizer = dir.path().join("optimizer.safetensors");
+            original.save(&weights).unwrap();
+            candle_core::safetensors::save(&first.state().unwrap(), &optimizer).unwrap();
+
+            let mut resumed_map = two_var_map();
+            resumed_map.load(&weights).unwrap();
+            let mut resumed = Optimizer::new(&resumed_map, config).unwrap();
+            resumed
+                .load_state(&candle_core::safetensors::load(&optimizer, &Device::Cpu).unwrap())
+                .unwrap();
+            assert_eq!(resumed.step_count(), 3);
+            assert_eq!(resumed.learning_rate(), first.learning_rate());
+
+            for s in 3..5 {
+                first.step(&loss_grads(&original, s as f32)).unwrap();
+                resumed.step(&loss_grads(&resumed_map, s as f32)).unwrap();
+            }
+            assert_eq!(snapshot(&original), snapshot(&resumed_map), "{algorithm:?}");
+
+            // A fresh optimizer (zero moments) on the same weights diverges:
+            // the restored moments mattered.
+            let mut fresh_map = two_var_map();
+            fresh_map.load(&weights).unwrap();
+            let mut fresh = Optimizer::new(&fresh_map, config).unwrap();
+            for s in 3..5 {
+                fresh.step(&loss_grads(&fresh_map, s as f32)).unwrap();
+            }
+            assert_ne!(snapshot(&original), snapshot(&fresh_map), "{algorithm:?}");
+        }
+    }
+
+    #[test]
+    fn load_state_rejects_missing_and_misshapen_entries() {
+        let varmap = two_var_map();
+        let config = OptimizerConfig::default();
+        let mut adam = Optimizer::new(&varmap, config).unwrap();
+        adam.step(&loss_grads(&varmap, 1.0)).unwrap();
+        let good = adam.state().unwrap();
+
+        let mut missing = good.clone();
+        missing.remove("adam/v/layer.bias");
+        let err = adam.load_state(&missing).unwrap_err();
+        assert!(
+            matches!(&err, OptimizerError::MissingState { key } if key == "adam/v/layer.bias"),
+            "{err}"
+        );
+
+        let mut misshapen = good.clone();
+        misshapen.insert(
+            "adam/m/layer.weight".to_string(),
+            Tensor::zeros(6, DType::F32, &Device::Cpu).unwrap(),
+        );
+        let err = adam.load_state(&misshapen).unwrap_err();
+        assert!(
+            matches!(err, OptimizerError::StateShapeMismatch { .. }),
+            "{err}"
+        );
+
+        let mut negative = good.clone();
+        negative.insert(
+            STEP_KEY.to_string(),
+            Tensor::new(&[-1i64], &Device::Cpu).unwrap(),
+        );
+        assert!(matches!(
+            adam.load_state(&negative),
+            Err(OptimizerError::InvalidStepCount { .. })
+        ));
+        assert_eq!(
+            adam.step_count(),
+            1,
+            "a failed load leaves the optimizer as it was"
+        );
+
+        let rms = Optimizer::new(
+            &varmap,
+            OptimizerConfig {
+                algorithm: Algorithm::RmsProp(RmsPropConfig::default()),
+                ..config
+            },
+        );
+        let err = rms.unwrap().load_state(&good).unwrap_err();
+        assert!(
+            matches!(err, OptimizerError::MissingState { .. }),
+            "Adam state into RMSProp: {err}"
+        );
+    }
+
+    #[test]
+    fn impala_loss_and_adam_learn_a_two_armed_bandit() {
+        // A softmax policy over two arms (logits `[A]`, no observation) and a
+        // scalar baseline. Arm 1 pays 1, arm 0 pays 0; episodes last one step
+        // and auto-reset, so every step after the first is `terminated`.
+        const T: usize = 5;
+        const B: usize = 16;
+        let device = Device::Cpu;
+        let varmap = VarMap::new();
+        let logits = varmap
+            .get(2, "policy.logits", Init::Const(0.0), DType::F32, &device)
+            .unwrap();
+        let baseline = varmap
+            .get(1, "value.bias", Init::Const(0.0), DType::F32, &device)
+            .unwrap();
+        let mut optimizer = Optimizer::new(
+            &varmap,
+            constant(0.05, Algorithm::Adam(AdamConfig::default())),
+        )
+        .unwrap();
+        let mut rng = StdRng::seed_from_u64(11);
+        let config = ImpalaLossConfig::default();
+        let prob_of_arm_1 = |logits: &Tensor| {
+            candle_nn::ops::softmax(logits, 0)
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()[1]
+        };
+        assert!((prob_of_arm_1(&logits) - 0.5).abs() < 1e-6);
+        for _ in 0..60 {
+            // Act with the current policy (behaviour = target, on-policy).
+            let p1 = prob_of_arm_1(&logits);
+            let actions: Vec<u32> = (0..(T + 1) * B)
+                .map(|_| u32::from(rng.random::<f32>() < p1))
+                .collect();
+            // reward_k is for the action at step k − 1; step 0's reward is unused.
+            let mut rewards = vec![0f32; (T + 1) * B];
+            for k in 1..=T {
+                for b in 0..B {
+                    rewards[k * B + b] = actions[(k - 1) * B + b] as f32;
+                }
+            }
+            let mut terminated = vec![1u8; (T + 1) * B];
+            terminated[..B].fill(0);
+            let target_logits = logits.broadcast_as((T + 1, B, 2)).unwrap();
+            let values = baseline.broadcast_as((T + 1, B)).unwrap();
+            let loss = impala_loss(
+                &ImpalaLossInputs {
+                    target_logits: &target_logits,
+                    values: &values,
+                    behaviour_logits: &target_logits.detach(),
+                    actions: &Tensor::from_vec(actions, (T + 1, B), &device).unwrap(),
+                    rewards: &Tensor::from_vec(rewards, (T + 1, B), &device).unwrap(),
+                    terminated: &Tensor::from_vec(terminated, (T + 1, B), &device).unwrap(),
+                    truncated: &Tensor::zeros((T + 1, B), DType::U8, &device).unwrap(),
+                },
+                &config,
+            )
+            .unwrap();
+            let mut grads = loss.total.backward().unwrap();
+            optimizer.clip_grad_norm(&mut grads, 40.0).unwrap();
+            optimizer.step(&grads).unwrap();
+        }
+        let p1 = prob_of_arm_1(&logits);
+        assert!(p1 > 0.9, "P(better arm) = {p1}");
+        let baseline = baseline.to_vec1::<f32>().unwrap()[0];
+        assert!(
+            baseline > 0.5,
+            "the baseline tracks the mean reward: {baseline}"
+        );
+    }
+}
