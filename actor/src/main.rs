@@ -1,1 +1,44 @@
-fn main() {}
+//! The standalone `actor` binary: parses flags, sets up logging, runs the
+//! actor and maps the outcome to an exit code (0 clean stop, 1 error).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use seed_actor::cli::{self, ActorArgs};
+use tracing::{error, info};
+use tracing_subscriber::EnvFilter;
+
+/// Steps environments and streams them to a SEED-style learner.
+#[derive(Parser, Debug)]
+#[command(name = "actor", version, about)]
+struct Cli {
+    #[command(flatten)]
+    actor: ActorArgs,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    match cli::run(&cli.actor) {
+        Ok(r) => {
+            info!(
+                env_steps = r.env_steps,
+                step_batches = r.step_batches,
+                action_batches = r.action_batches,
+                episodes = r.episodes,
+                sessions = r.sessions,
+                policy_version = r.last_policy_version,
+                "actor finished"
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            error!("actor failed: {:#}", anyhow::Error::from(e));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,488 @@
+//! The actor's client loop: [`run_actor`] connects to the learner, says hello
+//! and pipelines the pool's two halves over one bidirectional stream, and
+//! reconnects when the learner goes away.
+//!
+//! # One session
+//!
+//! 1. Open a channel, start `Learner.Act`, send `Hello` (actor id, K, spec,
+//!    token); the first reply must be a `Welcome` with K env slots.
+//! 2. Restart the pool (fresh episodes, fresh run ids) and send both halves.
+//! 3. Repeatedly: take the next `ActionBatch` (replies arrive in order), check
+//!    it answers the oldest outstanding batch with one valid action per env,
+//!    step that half, send it again. The other half's actions are in flight
+//!    meanwhile, so the learner infers while the actor steps.
+//!
+//! # Failures
+//!
+//! - Unreachable learner, broken stream, `UNAVAILABLE` or any other transient
+//!   status: reconnect after [`Backoff`](crate::backoff::Backoff) (a new
+//!   session starts fresh episodes with fresh run ids).
+//! - `INVALID_ARGUMENT`, `UNAUTHENTICATED`, `RESOURCE_EXHAUSTED`,
+//!   `FAILED_PRECONDITION`, `PERMISSION_DENIED`, `UNIMPLEMENTED`,
+//!   `OUT_OF_RANGE`: the same request would fail again, so
+//!   [`ActorError::Rejected`] with the learner's code and message.
+//! - A reply that breaks the contract: [`ActorError::Protocol`].
+//!
+//! # Stopping
+//!
+//! When `shutdown` resolves, `max_seconds` passes or `max_env_steps` is
+//! reached, the actor half-closes its request stream (the learner sees a
+//! clean end after every batch sent) and waits up to one second for the
+//! learner to close its side; answers still arriving are discarded.
+//!
+//! # Cost
+//!
+//! Per batch: one protobuf encode of the observation bytes (a memcpy) and a
+//! few small vectors; nothing per env beyond stepping it. The loop runs on
+//! the caller's runtime (the CLI uses a current-thread one); stepping a half
+//! is synchronous, which is what the pipelining overlaps with inference.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use seed_shared::pb::actor_message::Kind as ActorKind;
+use seed_shared::pb::learner_client::LearnerClient;
+use seed_shared::pb::learner_message::Kind as LearnerKind;
+use seed_shared::{pb, EnvSpec};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use tonic::{Code, Status, Streaming};
+use tracing::{debug, info, warn};
+
+use crate::backoff::Backoff;
+use crate::config::ActorConfig;
+use crate::error::{ActorError, ProtocolViolation};
+use crate::learner_address::LearnerAddress;
+use crate::pool::EnvPool;
+
+/// Messages queued for the request stream; two batches plus the hello fit.
+const OUTBOUND_CAPACITY: usize = 4;
+/// How long a stopping actor waits for the learner to close the stream.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// What an actor did before it stopped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActorReport {
+    /// Env rows stepped in response to actions (all sessions).
+    pub env_steps: u64,
+    /// Step batches sent (all sessions).
+    pub step_batches: u64,
+    /// Action batches received and applied.
+    pub action_batches: u64,
+    /// Episodes finished (terminated or truncated).
+    pub episodes: u64,
+    /// Sessions established (hellos answered by a welcome).
+    pub sessions: u64,
+    /// Policy version of the last welcome or action batch.
+    pub last_policy_version: u64,
+}
+
+/// How a session that did not end the actor went wrong.
+enum SessionError {
+    /// Transient: reconnect.
+    Retry(String),
+    /// Ends the actor.
+    Fatal(ActorError),
+}
+
+impl From<ProtocolViolation> for SessionError {
+    fn from(v: ProtocolViolation) -> Self {
+        SessionError::Fatal(ActorError::Protocol(v))
+    }
+}
+
+/// Statuses a retry cannot fix: the learner judged this actor's input,
+/// credentials or configuration (or it is not a learner at all).
+fn is_fatal(code: Code) -> bool {
+    matches!(
+        code,
+        Code::InvalidArgument
+            | Code::Unauthenticated
+            | Code::ResourceExhausted
+            | Code::FailedPrecondition
+            | Code::PermissionDenied
+            | Code::Unimplemented
+            | Code::OutOfRange
+    )
+}
+
+fn classify(status: Status) -> SessionError {
+    if is_fatal(status.code()) {
+        SessionError::Fatal(ActorError::Rejected {
+            code: status.code(),
+            message: status.message().to_owned(),
+        })
+    } else {
+        SessionError::Retry(format!("{:?}: {}", status.code(), status.message()))
+    }
+}
+
+/// `err` and its sources, `: `-separated (tonic's transport error says only
+/// "transport error" at the top).
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        // hyper and tonic often repeat their source's text in their own.
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// Runs an actor until `shutdown` resolves, `max_env_steps` or `max_seconds`
+/// is reached (all `Ok`), or a fatal error.
+///
+/// The returned future is `Send`, so it can be spawned on a multi-threaded
+/// runtime; the CLI runs it on a current-thread one.
+pub async fn run_actor(
+    cfg: ActorConfig,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<ActorReport, ActorError> {
+    cfg.validate()?;
+    let address = LearnerAddress::parse(&cfg.learner)?;
+    let spec = cfg.env.spec();
+    let mut pool = EnvPool::from_config(&cfg.env, cfg.num_envs, cfg.seed);
+    let mut report = ActorReport::default();
+    let mut backoff = Backoff::new(cfg.reconnect.clone());
+    let deadline = cfg
+        .max_seconds
+        .map(|s| Instant::now() + Duration::from_secs_f64(s));
+    let stop = async move {
+        match deadline {
+            Some(at) => tokio::select! {
+                () = shutdown => {},
+                () = tokio::time::sleep_until(at) => {},
+            },
+            None => shutdown.await,
+        }
+    };
+    tokio::pin!(stop);
+
+    loop {
+        let sessions_before = report.sessions;
+        let reason =
+            match run_session(&cfg, &address, &spec, &mut pool, &mut report, stop.as_mut()).await {
+                Ok(()) => return Ok(report),
+                Err(SessionError::Fatal(e)) => return Err(e),
+                Err(SessionError::Retry(reason)) => reason,
+            };
+        let delay = if report.sessions > sessions_before {
+            // The learner was there a moment ago: retry soon, count afresh.
+            backoff.reset();
+            backoff.delay(0)
+        } else {
+            match backoff.fail() {
+                Some(delay) => delay,
+                None => {
+                    return Err(ActorError::Unreachable {
+                        attempts: backoff.failures(),
+                        last_error: reason,
+                    })
+                }
+            }
+        };
+        warn!(learner = %address, %reason, ?delay, failures = backoff.failures(), "reconnecting");
+        tokio::select! {
+            biased;
+            () = stop.as_mut() => {
+                info!("actor stopping");
+                return Ok(report);
+            }
+            () = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+/// One connection: hello, welcome, then the pipelined step loop. `Ok` means
+/// the actor is done (`stop` resolved or `max_env_steps` reached).
+async fn run_session<S: Future<Output = ()>>(
+    cfg: &ActorConfig,
+    address: &LearnerAddress,
+    spec: &EnvSpec,
+    pool: &mut EnvPool,
+    report: &mut ActorReport,
+    mut stop: Pin<&mut S>,
+) -> Result<(), SessionError> {
+    let (outbound, requests) = mpsc::channel(OUTBOUND_CAPACITY);
+    let hello = pb::Hello {
+        actor_id: cfg.actor_id.clone(),
+        num_envs: cfg.num_envs as u32,
+        spec: Some(spec.to_proto()),
+        token: cfg.token.clone().unwrap_or_default(),
+    };
+    // Queued before the call starts so it is the first message on the stream.
+    outbound
+        .try_send(pb::ActorMessage {
+            kind: Some(ActorKind::Hello(hello)),
+        })
+        .map_err(|_| SessionError::Retry("request stream closed before hello".into()))?;
+    let opening = open_stream(cfg, address, ReceiverStream::new(requests));
+    let (_client, mut inbound, welcome) = tokio::select! {
+        biased;
+        // Nothing was streamed yet: dropping the half-open call is enough.
+        () = stop.as_mut() => {
+            info!("actor stopping");
+            return Ok(());
+        }
+        opened = opening => opened?,
+    };
+    if welcome.env_slots.len() != cfg.num_envs {
+        return Err(ProtocolViolation::SlotCount {
+            expected: cfg.num_envs,
+            got: welcome.env_slots.len(),
+        }
+        .into());
+    }
+    report.sessions += 1;
+    report.last_policy_version = welcome.policy_version;
+    info!(learner = %address, actor_id = %cfg.actor_id, envs = cfg.num_envs,
+          policy_version = welcome.policy_version, session = report.sessions, "connected");
+
+    pool.restart();
+    // (seq, half) of each batch awaiting its actions, oldest first.
+    let mut in_flight: VecDeque<(u64, usize)> = VecDeque::with_capacity(2);
+    let mut next_seq = 0u64;
+    for half in 0..pool.num_halves() {
+        send(&outbound, &mut inbound, pool.take_batch(half, next_seq)).await?;
+        in_flight.push_back((next_seq, half));
+        next_seq += 1;
+        report.step_batches += 1;
+    }
+
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = stop.as_mut() => {
+                info!("actor stopping");
+                close(outbound, &mut inbound).await;
+                return Ok(());
+            }
+            next = next_message(&mut inbound) => next?,
+        };
+        let actions = match next {
+            LearnerKind::Actions(a) => a,
+            LearnerKind::Welcome(_) => return Err(ProtocolViolation::UnexpectedWelcome.into()),
+        };
+        let Some((seq, half)) = in_flight.pop_front() else {
+            return Err(ProtocolViolation::Unsolicited { got: actions.seq }.into());
+        };
+        check_actions(&actions, seq, pool.half_envs(half).len(), spec.num_actions)?;
+        pool.step_half(half, &actions.actions);
+        report.action_batches += 1;
+        report.env_steps += actions.actions.len() as u64;
+        report.episodes = pool.episodes_finished();
+        report.last_policy_version = actions.policy_version;
+        if cfg.max_env_steps.is_some_and(|max| report.env_steps >= max) {
+            info!(env_steps = report.env_steps, "reached --max-env-steps");
+            close(outbound, &mut inbound).await;
+            return Ok(());
+        }
+        send(&outbound, &mut inbound, pool.take_batch(half, next_seq)).await?;
+        in_flight.push_back((next_seq, half));
+        next_seq += 1;
+        report.step_batches += 1;
+    }
+}
+
+/// Connects, starts `Learner.Act` with `requests` (the hello already queued)
+/// and waits for the welcome. The client is returned because the call lives
+/// on its channel.
+async fn open_stream(
+    cfg: &ActorConfig,
+    address: &LearnerAddress,
+    requests: ReceiverStream<pb::ActorMessage>,
+) -> Result<
+    (
+        LearnerClient<Channel>,
+        Streaming<pb::LearnerMessage>,
+        pb::Welcome,
+    ),
+    SessionError,
+> {
+    let channel = address
+        .connect()
+        .await
+        .map_err(|e| SessionError::Retry(format!("connect to {address}: {}", error_chain(&e))))?;
+    let mut client = LearnerClient::new(channel)
+        .max_decoding_message_size(cfg.max_message_bytes)
+        .max_encoding_message_size(cfg.max_message_bytes);
+    let mut inbound = client.act(requests).await.map_err(classify)?.into_inner();
+    match next_message(&mut inbound).await? {
+        LearnerKind::Welcome(w) => Ok((client, inbound, w)),
+        LearnerKind::Actions(_) => Err(ProtocolViolation::ExpectedWelcome.into()),
+    }
+}
+
+/// Ends the stream politely: half-close the request side, so the learner
+/// sees a clean end after every batch sent, and read until it closes its
+/// side (its answers to outstanding batches are discarded). Bounded by
+/// [`CLOSE_GRACE`] in case the learner never closes.
+async fn close(
+    outbound: mpsc::Sender<pb::ActorMessage>,
+    inbound: &mut Streaming<pb::LearnerMessage>,
+) {
+    drop(outbound);
+    let drain = async { while let Ok(Some(_)) = inbound.message().await {} };
+    if tokio::time::timeout(CLOSE_GRACE, drain).await.is_err() {
+        debug!("learner did not close the stream within {CLOSE_GRACE:?}; dropping it");
+    }
+}
+
+/// Queues a step batch on the request stream.
+async fn send(
+    outbound: &mpsc::Sender<pb::ActorMessage>,
+    inbound: &mut Streaming<pb::LearnerMessage>,
+    batch: pb::StepBatch,
+) -> Result<(), SessionError> {
+    let msg = pb::ActorMessage {
+        kind: Some(ActorKind::Steps(batch)),
+    };
+    if outbound.send(msg).await.is_ok() {
+        return Ok(());
+    }
+    // tonic dropped the request stream: the call is over. Its status (which
+    // may be fatal) is on the response side.
+    debug!("request stream closed; reading the call's status");
+    loop {
+        match next_message(inbound).await {
+            Ok(_) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The next message's payload; end of stream and statuses become session errors.
+async fn next_message(
+    inbound: &mut Streaming<pb::LearnerMessage>,
+) -> Result<LearnerKind, SessionError> {
+    match inbound.message().await {
+        Ok(Some(pb::LearnerMessage { kind: Some(kind) })) => Ok(kind),
+        Ok(Some(pb::LearnerMessage { kind: None })) => Err(ProtocolViolation::EmptyMessage.into()),
+        Ok(None) => Err(SessionError::Retry("learner ended the stream".into())),
+        Err(status) => Err(classify(status)),
+    }
+}
+
+/// An action batch must answer the oldest outstanding step batch with one
+/// action below `num_actions` per env of that batch.
+fn check_actions(
+    batch: &pb::ActionBatch,
+    expected_seq: u64,
+    num_envs: usize,
+    num_actions: u32,
+) -> Result<(), ProtocolViolation> {
+    if batch.seq != expected_seq {
+        return Err(ProtocolViolation::Seq {
+            expected: expected_seq,
+            got: batch.seq,
+        });
+    }
+    if batch.actions.len() != num_envs {
+        return Err(ProtocolViolation::ActionCount {
+            seq: batch.seq,
+            expected: num_envs,
+            got: batch.actions.len(),
+        });
+    }
+    if let Some((position, &action)) = batch
+        .actions
+        .iter()
+        .enumerate()
+        .find(|(_, &a)| a >= num_actions)
+    {
+        return Err(ProtocolViolation::ActionOutOfRange {
+            seq: batch.seq,
+            position,
+            action,
+            num_actions,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::EnvConfig;
+
+    fn batch(seq: u64, actions: &[u32]) -> pb::ActionBatch {
+        pb::ActionBatch {
+            seq,
+            actions: actions.to_vec(),
+            policy_version: 0,
+        }
+    }
+
+    #[test]
+    fn action_batches_are_checked_field_by_field() {
+        check_actions(&batch(4, &[0, 1, 1]), 4, 3, 2).unwrap();
+        assert_eq!(
+            check_actions(&batch(5, &[0, 1, 1]), 4, 3, 2),
+            Err(ProtocolViolation::Seq {
+                expected: 4,
+                got: 5
+            })
+        );
+        assert_eq!(
+            check_actions(&batch(4, &[0, 1]), 4, 3, 2),
+            Err(ProtocolViolation::ActionCount {
+                seq: 4,
+                expected: 3,
+                got: 2
+            })
+        );
+        assert_eq!(
+            check_actions(&batch(4, &[0, 2, 1]), 4, 3, 2),
+            Err(ProtocolViolation::ActionOutOfRange {
+                seq: 4,
+                position: 1,
+                action: 2,
+                num_actions: 2
+            })
+        );
+    }
+
+    #[test]
+    fn only_unfixable_statuses_are_fatal() {
+        for code in [
+            Code::InvalidArgument,
+            Code::Unauthenticated,
+            Code::ResourceExhausted,
+            Code::FailedPrecondition,
+        ] {
+            assert!(matches!(
+                classify(Status::new(code, "no")),
+                SessionError::Fatal(ActorError::Rejected { code: c, .. }) if c == code
+            ));
+        }
+        for code in [
+            Code::Unavailable,
+            Code::Internal,
+            Code::Unknown,
+            Code::Cancelled,
+            Code::Aborted,
+        ] {
+            assert!(matches!(
+                classify(Status::new(code, "later")),
+                SessionError::Retry(_)
+            ));
+        }
+    }
+
+    #[test]
+    fn run_actor_future_is_send() {
+        fn assert_send<T: Send>(_: &T) {}
+        let cfg = ActorConfig::new("127.0.0.1:1", EnvConfig::CartPole, 2);
+        let fut = run_actor(cfg, std::future::pending());
+        assert_send(&fut);
+    }
+}
