@@ -15,7 +15,12 @@ use seed_shared::{ObsDType, DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
 
 /// Central-inference learner: serves actors, batches inference, reports metrics.
 #[derive(Parser, Debug)]
-#[command(name = "learner", version, about, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "learner",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -50,7 +55,12 @@ pub struct TrainArgs {
     #[arg(long, value_enum, hide_default_value = true, default_value_t = EnvKind::Cartpole)]
     pub env: EnvKind,
     /// Synthetic env: observation shape, comma-separated [default: 84,84,4].
-    #[arg(long, value_delimiter = ',', hide_default_value = true, default_value = "84,84,4")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        hide_default_value = true,
+        default_value = "84,84,4"
+    )]
     pub obs_shape: Vec<usize>,
     /// Synthetic env: observation dtype, `f32` or `u8` [default: u8].
     #[arg(long, hide_default_value = true, default_value = "u8")]
@@ -161,7 +171,11 @@ mod tests {
                 continue;
             }
             let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
-            assert!(help.contains("[default:"), "--{} lacks a default in its doc", arg.get_id());
+            assert!(
+                help.contains("[default:"),
+                "--{} lacks a default in its doc",
+                arg.get_id()
+            );
         }
     }
 }

@@ -128,7 +128,9 @@ pub async fn run_until(
         None => (TrainArgs::DEFAULT_LISTEN.parse::<ListenAddr>()?, true),
     };
     if args.max_batch == 0 {
-        return Err(LearnerError::Config("--max-batch must be at least 1".into()));
+        return Err(LearnerError::Config(
+            "--max-batch must be at least 1".into(),
+        ));
     }
     let mut config = ServerConfig::new(listen, spec_from_args(args));
     config.fallback_to_ephemeral = fallback;
@@ -165,7 +167,8 @@ pub async fn run_until(
     let deadline = args
         .max_seconds
         .map(|s| tokio::time::Instant::now() + Duration::from_secs_f64(s.max(0.0)));
-    let progress_every = (args.progress_secs > 0.0).then(|| Duration::from_secs_f64(args.progress_secs));
+    let progress_every =
+        (args.progress_secs > 0.0).then(|| Duration::from_secs_f64(args.progress_secs));
     let mut next_progress = progress_every.map(|p| tokio::time::Instant::now() + p);
     let mut last = metrics.snapshot();
     let mut failures = 0usize;
