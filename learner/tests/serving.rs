@@ -140,16 +140,17 @@ async fn a_killed_actor_frees_its_slots_and_the_others_keep_going() {
     assert_eq!(actions.seq, 1);
     good.progresses(10).await;
 
-    let r = recorded.lock().unwrap_or_else(|p| p.into_inner());
-    assert!(r.bad_rows.is_empty(), "{:?}", r.bad_rows);
-    assert!(r.rows > 0);
-    let released: HashSet<u32> = r.released.iter().map(|(s, _)| s.0).collect();
-    assert_eq!(
-        released,
-        welcome.env_slots.iter().copied().collect(),
-        "the sink heard of exactly the victim's slots"
-    );
-    drop(r);
+    {
+        let r = recorded.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(r.bad_rows.is_empty(), "{:?}", r.bad_rows);
+        assert!(r.rows > 0);
+        let released: HashSet<u32> = r.released.iter().map(|(s, _)| s.0).collect();
+        assert_eq!(
+            released,
+            welcome.env_slots.iter().copied().collect(),
+            "the sink heard of exactly the victim's slots"
+        );
+    }
     good.stop();
     server.shutdown().await.expect("shutdown");
 }
@@ -246,11 +247,12 @@ async fn recurrent_state_is_zeroed_exactly_at_episode_starts() {
         };
         assert_eq!(a.seq, seq);
     }
-    let r = seen.lock().unwrap_or_else(|p| p.into_inner());
-    assert!(r.1.is_empty(), "{:?}", r.1);
-    assert_eq!(r.0, expect_starts);
-    // The reset row after a truncation is not an env step.
-    assert_eq!(server.metrics().env_steps.load(Ordering::Relaxed), 12 - 1);
-    drop(r);
+    {
+        let r = seen.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(r.1.is_empty(), "{:?}", r.1);
+        assert_eq!(r.0, expect_starts);
+        // The reset row after a truncation is not an env step.
+        assert_eq!(server.metrics().env_steps.load(Ordering::Relaxed), 12 - 1);
+    }
     server.shutdown().await.expect("shutdown");
 }
