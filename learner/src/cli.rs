@@ -15,12 +15,7 @@ use seed_shared::{ObsDType, DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
 
 /// Central-inference learner: serves actors, batches inference, reports metrics.
 #[derive(Parser, Debug)]
-#[command(
-    name = "learner",
-    version,
-    about,
-    args_conflicts_with_subcommands = true
-)]
+#[command(name = "learner", version, args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
