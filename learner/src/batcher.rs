@@ -1,1 +1,470 @@
-//! (to be written)
+//! Dynamic batching of step requests from all actor streams.
+//!
+//! Stream tasks [`push`](DynamicBatcher::push) requests onto one lock-free
+//! queue (crossbeam `SegQueue`); each inference thread takes batches from it
+//! through its [`BatchConsumer`]. A batch is flushed when the first of these
+//! happens:
+//! - it holds `max_rows` env rows (a request is never split: one that would
+//!   overflow the batch is carried over to the next);
+//! - `flush_after` has passed since its first request was enqueued, so a slow
+//!   or dead actor never stalls the others (SEED's fill-only batching does);
+//! - it holds `target_rows` rows, the caller's bound on how many rows can
+//!   arrive at all (inference passes the number of live env slots: once every
+//!   live env is in the batch, waiting longer cannot add anything).
+//!
+//! # Waiting
+//! An idle consumer spins briefly (a back-to-back request is caught without
+//! a futex round trip), then parks; producers unpark a parked consumer after
+//! each push. This is the only thread hand-off between a stream task and
+//! inference, and it costs a futex wake only when the consumer is asleep.
+//!
+//! The sleep protocol is the classic store-buffering pair, so both sides use
+//! a `SeqCst` fence: the consumer stores `parked = true`, fences, then checks
+//! the queue; a producer pushes, fences, then checks `parked`. With both
+//! fences, at least one side sees the other's write, so either the consumer
+//! finds the item or the producer unparks it (std's park token makes an
+//! unpark that lands before `park` return at once). Without them each side
+//! could read the other's old value and the consumer would sleep on a
+//! non-empty queue.
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use crossbeam::queue::SegQueue;
+use crossbeam_utils::{Backoff, CachePadded};
+
+/// Something the batcher can batch: it knows its env rows and arrival time.
+pub trait Batchable {
+    /// Env rows in this request (never split across batches).
+    fn rows(&self) -> usize;
+    /// When the request was enqueued; the flush deadline counts from the
+    /// first request of a batch.
+    fn enqueued_at(&self) -> Instant;
+}
+
+/// Flush rules.
+#[derive(Debug, Clone, Copy)]
+pub struct BatcherConfig {
+    /// Flush once a batch holds this many env rows (`--max-batch`).
+    pub max_rows: usize,
+    /// Flush this long after a batch's first request was enqueued (`--flush-us`).
+    pub flush_after: Duration,
+}
+
+/// Per consumer: whether it is parked, and the thread to unpark.
+struct Sleeper {
+    /// Written `true` by the consumer before parking and `false` by whoever
+    /// wakes it; read by producers after their SeqCst fence (module docs).
+    parked: CachePadded<AtomicBool>,
+    thread: OnceLock<Thread>,
+}
+
+/// What [`BatchConsumer::next_batch`] produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextBatch {
+    /// `out` holds a batch.
+    Batch,
+    /// [`DynamicBatcher::wake`] was called; `out` is empty.
+    Woken,
+    /// The batcher is closed and drained.
+    Closed,
+}
+
+/// Lock-free multi-producer queue of requests with size/time flushing.
+pub struct DynamicBatcher<T> {
+    queue: SegQueue<T>,
+    config: BatcherConfig,
+    sleepers: Box<[Sleeper]>,
+    /// Set once by `close` (Release), read by consumers (Acquire) so they see
+    /// every push that came before it.
+    closed: AtomicBool,
+    /// Set by `wake` for out-of-band work (released slots); consumed by the
+    /// consumer that sees it. Release/Acquire pair like `closed`.
+    wake_requested: AtomicBool,
+}
+
+impl<T: Batchable> DynamicBatcher<T> {
+    /// A batcher for `consumers` inference threads.
+    pub fn new(config: BatcherConfig, consumers: usize) -> Self {
+        DynamicBatcher {
+            queue: SegQueue::new(),
+            config: BatcherConfig {
+                max_rows: config.max_rows.max(1),
+                flush_after: config.flush_after,
+            },
+            sleepers: (0..consumers.max(1))
+                .map(|_| Sleeper {
+                    parked: CachePadded::new(AtomicBool::new(false)),
+                    thread: OnceLock::new(),
+                })
+                .collect(),
+            closed: AtomicBool::new(false),
+            wake_requested: AtomicBool::new(false),
+        }
+    }
+
+    pub fn config(&self) -> BatcherConfig {
+        self.config
+    }
+
+    /// Requests waiting (approximate; for metrics).
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Enqueues a request; gives it back if the batcher is closed.
+    pub fn push(&self, item: T) -> Result<(), T> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(item);
+        }
+        self.queue.push(item);
+        // Store-buffering pair with the consumer's fence in `park_until`.
+        fence(Ordering::SeqCst);
+        self.unpark_one();
+        Ok(())
+    }
+
+    /// Wakes a consumer so it returns [`NextBatch::Woken`] (used when env
+    /// slots are released, so they are recycled without waiting for traffic).
+    pub fn wake(&self) {
+        self.wake_requested.store(true, Ordering::Release);
+        fence(Ordering::SeqCst);
+        self.unpark_one();
+    }
+
+    /// Stops accepting requests; consumers drain the queue, then see `Closed`.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        fence(Ordering::SeqCst);
+        for s in self.sleepers.iter() {
+            s.parked.store(false, Ordering::Relaxed);
+            if let Some(t) = s.thread.get() {
+                t.unpark();
+            }
+        }
+    }
+
+    fn unpark_one(&self) {
+        for s in self.sleepers.iter() {
+            // The swap makes one producer do the (syscall) unpark per sleep.
+            if s.parked.load(Ordering::Relaxed) && s.parked.swap(false, Ordering::Relaxed) {
+                if let Some(t) = s.thread.get() {
+                    t.unpark();
+                }
+                return;
+            }
+        }
+    }
+
+    /// The consumer end for inference thread `index` (`0..consumers`); must
+    /// be called on the thread that will consume.
+    ///
+    /// # Panics
+    /// If `index` is out of range or already taken by another thread.
+    pub fn consumer(&self, index: usize) -> BatchConsumer<'_, T> {
+        let sleeper = &self.sleepers[index];
+        assert!(
+            sleeper.thread.set(thread::current()).is_ok(),
+            "batch consumer {index} registered twice"
+        );
+        BatchConsumer {
+            batcher: self,
+            sleeper,
+            carry: None,
+        }
+    }
+}
+
+/// One inference thread's end of a [`DynamicBatcher`].
+pub struct BatchConsumer<'a, T> {
+    batcher: &'a DynamicBatcher<T>,
+    sleeper: &'a Sleeper,
+    /// A request that did not fit the previous batch; first of the next.
+    carry: Option<T>,
+}
+
+/// Spin steps before parking (crossbeam `Backoff::spin` doubles each step,
+/// so 6 steps are ~127 spin-loop hints: about a microsecond).
+const SPIN_STEPS: u32 = 6;
+
+impl<T: Batchable> BatchConsumer<'_, T> {
+    /// Blocks until a batch is ready and appends it to `out` (cleared first).
+    /// `target_rows`: flush as soon as this many rows are in (clamped to
+    /// `1..=max_rows`).
+    pub fn next_batch(&mut self, out: &mut Vec<T>, target_rows: usize) -> NextBatch {
+        out.clear();
+        let max_rows = self.batcher.config.max_rows;
+        let target = target_rows.clamp(1, max_rows);
+        let first = match self.carry.take() {
+            Some(item) => item,
+            None => match self.wait_first() {
+                Ok(item) => item,
+                Err(other) => return other,
+            },
+        };
+        let deadline = first.enqueued_at() + self.batcher.config.flush_after;
+        let mut rows = first.rows();
+        out.push(first);
+        while rows < target {
+            if let Some(item) = self.pop_spinning() {
+                if rows + item.rows() > max_rows {
+                    self.carry = Some(item);
+                    break;
+                }
+                rows += item.rows();
+                out.push(item);
+                continue;
+            }
+            if self.batcher.closed.load(Ordering::Acquire) {
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            self.park_until(Some(deadline));
+        }
+        NextBatch::Batch
+    }
+
+    /// Pops, spinning briefly if the queue is empty.
+    fn pop_spinning(&self) -> Option<T> {
+        let backoff = Backoff::new();
+        for _ in 0..=SPIN_STEPS {
+            if let Some(item) = self.batcher.queue.pop() {
+                return Some(item);
+            }
+            backoff.spin();
+        }
+        None
+    }
+
+    fn wait_first(&mut self) -> Result<T, NextBatch> {
+        loop {
+            if let Some(item) = self.pop_spinning() {
+                return Ok(item);
+            }
+            if self.batcher.wake_requested.swap(false, Ordering::Acquire) {
+                return Err(NextBatch::Woken);
+            }
+            if self.batcher.closed.load(Ordering::Acquire) {
+                // `close` happened after every accepted push; one last pop.
+                return self.batcher.queue.pop().ok_or(NextBatch::Closed);
+            }
+            self.park_until(None);
+        }
+    }
+
+    /// Parks until unparked, or until `deadline`; returns at once if work
+    /// arrived between the caller's check and here (module docs).
+    fn park_until(&self, deadline: Option<Instant>) {
+        self.sleeper.parked.store(true, Ordering::Relaxed);
+        // Store-buffering pair with the producers' fence in `push`/`wake`.
+        fence(Ordering::SeqCst);
+        let has_work = !self.batcher.queue.is_empty()
+            || self.batcher.wake_requested.load(Ordering::Relaxed)
+            || self.batcher.closed.load(Ordering::Relaxed);
+        if !has_work {
+            match deadline {
+                None => thread::park(),
+                Some(d) => {
+                    let now = Instant::now();
+                    if d > now {
+                        thread::park_timeout(d - now);
+                    }
+                }
+            }
+        }
+        self.sleeper.parked.store(false, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[derive(Debug)]
+    struct Req {
+        id: u64,
+        rows: usize,
+        at: Instant,
+    }
+
+    impl Batchable for Req {
+        fn rows(&self) -> usize {
+            self.rows
+        }
+        fn enqueued_at(&self) -> Instant {
+            self.at
+        }
+    }
+
+    fn req(id: u64, rows: usize) -> Req {
+        Req {
+            id,
+            rows,
+            at: Instant::now(),
+        }
+    }
+
+    fn batcher(max_rows: usize, flush_after: Duration) -> DynamicBatcher<Req> {
+        DynamicBatcher::new(
+            BatcherConfig {
+                max_rows,
+                flush_after,
+            },
+            1,
+        )
+    }
+
+    #[test]
+    fn flushes_by_size_without_waiting_for_the_timeout() {
+        // A one-hour timeout: the test only finishes if size triggers the flush.
+        let b = batcher(8, Duration::from_secs(3600));
+        for i in 0..4 {
+            b.push(req(i, 4)).unwrap();
+        }
+        let mut c = b.consumer(0);
+        let mut out = Vec::new();
+        assert_eq!(c.next_batch(&mut out, usize::MAX), NextBatch::Batch);
+        assert_eq!(out.iter().map(|r| r.id).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(c.next_batch(&mut out, usize::MAX), NextBatch::Batch);
+        assert_eq!(out.iter().map(|r| r.id).collect::<Vec<_>>(), [2, 3]);
+    }
+
+    #[test]
+    fn a_request_that_would_overflow_is_carried_not_split() {
+        let b = batcher(10, Duration::from_secs(3600));
+        b.push(req(0, 6)).unwrap();
+        b.push(req(1, 6)).unwrap();
+        b.push(req(2, 4)).unwrap();
+        let mut c = b.consumer(0);
+        let mut out = Vec::new();
+        c.next_batch(&mut out, usize::MAX);
+        assert_eq!(
+            out.iter().map(|r| (r.id, r.rows)).collect::<Vec<_>>(),
+            [(0, 6)]
+        );
+        c.next_batch(&mut out, usize::MAX);
+        assert_eq!(
+            out.iter().map(|r| (r.id, r.rows)).collect::<Vec<_>>(),
+            [(1, 6), (2, 4)]
+        );
+    }
+
+    #[test]
+    fn an_oversized_request_forms_its_own_batch() {
+        let b = batcher(4, Duration::from_secs(3600));
+        b.push(req(0, 9)).unwrap();
+        let mut c = b.consumer(0);
+        let mut out = Vec::new();
+        c.next_batch(&mut out, usize::MAX);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].rows, 9);
+    }
+
+    #[test]
+    fn a_lone_request_is_flushed_by_the_timeout() {
+        // max_rows is never reached: only the timeout can flush. If it did
+        // not, next_batch would block forever and the test would hang.
+        let b = batcher(1000, Duration::from_millis(2));
+        b.push(req(7, 1)).unwrap();
+        let mut c = b.consumer(0);
+        let mut out = Vec::new();
+        assert_eq!(c.next_batch(&mut out, usize::MAX), NextBatch::Batch);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].id, 7);
+    }
+
+    #[test]
+    fn reaching_the_target_rows_flushes_at_once() {
+        let b = batcher(1000, Duration::from_secs(3600));
+        b.push(req(0, 3)).unwrap();
+        let mut c = b.consumer(0);
+        let mut out = Vec::new();
+        assert_eq!(c.next_batch(&mut out, 3), NextBatch::Batch);
+        assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn wake_and_close_end_a_waiting_consumer() {
+        let b = Arc::new(batcher(8, Duration::from_millis(1)));
+        let b2 = Arc::clone(&b);
+        let consumer = thread::spawn(move || {
+            let mut c = b2.consumer(0);
+            let mut out = Vec::new();
+            let first = c.next_batch(&mut out, usize::MAX);
+            let mut rest = Vec::new();
+            loop {
+                match c.next_batch(&mut out, usize::MAX) {
+                    NextBatch::Closed => break,
+                    NextBatch::Batch => rest.extend(out.drain(..).map(|r| r.id)),
+                    NextBatch::Woken => {}
+                }
+            }
+            (first, rest)
+        });
+        b.wake();
+        // The consumer sees the wake before any request.
+        b.push(req(1, 1)).unwrap();
+        b.close();
+        assert!(b.push(req(2, 1)).is_err(), "closed batcher refuses pushes");
+        let (first, rest) = consumer.join().unwrap();
+        // Either order of wake/first batch is fine, but request 1 is delivered once.
+        match first {
+            NextBatch::Woken => assert_eq!(rest, [1]),
+            NextBatch::Batch => assert!(rest.is_empty()),
+            NextBatch::Closed => panic!("closed before draining"),
+        }
+    }
+
+    #[test]
+    fn concurrent_requests_are_never_lost_split_or_duplicated() {
+        const PRODUCERS: u64 = 4;
+        const PER_PRODUCER: u64 = if cfg!(miri) { 50 } else { 5_000 };
+        let b = Arc::new(batcher(64, Duration::from_micros(50)));
+        let producers: Vec<_> = (0..PRODUCERS)
+            .map(|p| {
+                let b = Arc::clone(&b);
+                thread::spawn(move || {
+                    for i in 0..PER_PRODUCER {
+                        let id = p * PER_PRODUCER + i;
+                        b.push(req(id, 1 + (id % 7) as usize)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let b2 = Arc::clone(&b);
+        let consumer = thread::spawn(move || {
+            let mut c = b2.consumer(0);
+            let mut out = Vec::new();
+            let mut seen = Vec::new();
+            loop {
+                match c.next_batch(&mut out, usize::MAX) {
+                    NextBatch::Closed => break,
+                    NextBatch::Woken => {}
+                    NextBatch::Batch => {
+                        let rows: usize = out.iter().map(|r| r.rows).sum();
+                        assert!(rows <= 64, "batch of {rows} rows over max");
+                        for r in &out {
+                            assert_eq!(r.rows, 1 + (r.id % 7) as usize, "request altered");
+                        }
+                        seen.extend(out.drain(..).map(|r| r.id));
+                    }
+                }
+            }
+            seen
+        });
+        for p in producers {
+            p.join().unwrap();
+        }
+        b.close();
+        let mut seen = consumer.join().unwrap();
+        seen.sort_unstable();
+        let want: Vec<u64> = (0..PRODUCERS * PER_PRODUCER).collect();
+        assert_eq!(seen.len(), want.len(), "lost or duplicated requests");
+        assert_eq!(seen, want);
+    }
+}

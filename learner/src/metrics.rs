@@ -1,1 +1,234 @@
-//! (to be written)
+//! Learner-wide counters: the one place every report reads from.
+//!
+//! Stream tasks and inference threads bump plain atomics; the `Status` RPC,
+//! the progress line, the summary JSON (and later the Prometheus endpoint)
+//! all read a [`MetricsSnapshot`]. Every counter is independent and
+//! monotonic (gauges are single numbers), so writers use `Relaxed`: no reader
+//! infers anything about other memory from them, and a snapshot taken
+//! mid-update is off by at most the updates in flight.
+//!
+//! Cost per step request: a handful of uncontended `fetch_add`s and one
+//! histogram bucket increment.
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::latency_histogram::{HistogramSnapshot, LatencyHistogram};
+use crate::state_table::StateTable;
+
+/// Episodes whose returns make up the reported mean.
+pub const RETURN_WINDOW: usize = 100;
+
+/// Counters of a running learner.
+pub struct Metrics {
+    started: Instant,
+    /// Env steps answered (rows, minus the reset rows that follow a
+    /// truncation: those carry no env transition). Written by inference.
+    pub env_steps: AtomicU64,
+    /// Step batches received and accepted. Written by stream tasks.
+    pub step_batches: AtomicU64,
+    /// Action batches sent. Written by inference.
+    pub action_batches: AtomicU64,
+    /// Inference batches run, and the env rows in them.
+    pub inference_batches: AtomicU64,
+    pub inference_rows: AtomicU64,
+    /// Streams that completed the hello (gauge).
+    pub connected_actors: AtomicU32,
+    /// Streams ended with an error status.
+    pub stream_errors: AtomicU64,
+    /// Episodes reported by actors.
+    pub episodes: AtomicU64,
+    /// Policy version used by the latest inference batch.
+    pub policy_version: AtomicU64,
+    /// Training steps (written by the trainer, next phase).
+    pub learner_steps: AtomicU64,
+    /// Server-side step latency: StepBatch received -> ActionBatch queued.
+    pub step_latency: LatencyHistogram,
+    /// Ring of the last [`RETURN_WINDOW`] episode returns (f32 bits); slot
+    /// `i % RETURN_WINDOW` holds episode `i`. A reader may see a slot being
+    /// overwritten by a newer episode, which only shifts the window by one.
+    returns: Box<[AtomicU32]>,
+    /// Returns recorded so far; indexes the ring.
+    returns_written: AtomicU64,
+    /// Source of the live-slot gauge, attached when the server starts.
+    state_table: OnceLock<Arc<StateTable>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        Metrics {
+            started: Instant::now(),
+            env_steps: AtomicU64::new(0),
+            step_batches: AtomicU64::new(0),
+            action_batches: AtomicU64::new(0),
+            inference_batches: AtomicU64::new(0),
+            inference_rows: AtomicU64::new(0),
+            connected_actors: AtomicU32::new(0),
+            stream_errors: AtomicU64::new(0),
+            episodes: AtomicU64::new(0),
+            policy_version: AtomicU64::new(0),
+            learner_steps: AtomicU64::new(0),
+            step_latency: LatencyHistogram::new(),
+            returns: (0..RETURN_WINDOW).map(|_| AtomicU32::new(0)).collect(),
+            returns_written: AtomicU64::new(0),
+            state_table: OnceLock::new(),
+        }
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Records one finished episode's return.
+    pub fn record_episode(&self, episode_return: f32) {
+        self.episodes.fetch_add(1, Ordering::Relaxed);
+        let i = self.returns_written.fetch_add(1, Ordering::Relaxed);
+        self.returns[(i % RETURN_WINDOW as u64) as usize]
+            .store(episode_return.to_bits(), Ordering::Relaxed);
+    }
+
+    /// Mean of the last [`RETURN_WINDOW`] returns; 0 before any episode.
+    pub fn mean_return(&self) -> f64 {
+        let n = (self.returns_written.load(Ordering::Relaxed) as usize).min(RETURN_WINDOW);
+        if n == 0 {
+            return 0.0;
+        }
+        let sum: f64 = self.returns[..n]
+            .iter()
+            .map(|r| f32::from_bits(r.load(Ordering::Relaxed)) as f64)
+            .sum();
+        sum / n as f64
+    }
+
+    /// Makes snapshots report the table's live slots (first call wins).
+    pub fn attach_state_table(&self, table: Arc<StateTable>) {
+        let _ = self.state_table.set(table);
+    }
+
+    /// Every figure at once.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        let batches = self.inference_batches.load(Ordering::Relaxed);
+        let rows = self.inference_rows.load(Ordering::Relaxed);
+        MetricsSnapshot {
+            uptime: self.uptime(),
+            env_steps: self.env_steps.load(Ordering::Relaxed),
+            step_batches: self.step_batches.load(Ordering::Relaxed),
+            action_batches: self.action_batches.load(Ordering::Relaxed),
+            inference_batches: batches,
+            inference_rows: rows,
+            connected_actors: self.connected_actors.load(Ordering::Relaxed),
+            live_slots: self.state_table.get().map_or(0, |t| t.live_slots()),
+            stream_errors: self.stream_errors.load(Ordering::Relaxed),
+            episodes: self.episodes.load(Ordering::Relaxed),
+            mean_return_last_100: self.mean_return(),
+            policy_version: self.policy_version.load(Ordering::Relaxed),
+            learner_steps: self.learner_steps.load(Ordering::Relaxed),
+            step_latency: self.step_latency.snapshot(),
+        }
+    }
+}
+
+/// A copy of every counter, taken at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct MetricsSnapshot {
+    pub uptime: Duration,
+    pub env_steps: u64,
+    pub step_batches: u64,
+    pub action_batches: u64,
+    pub inference_batches: u64,
+    pub inference_rows: u64,
+    pub connected_actors: u32,
+    pub live_slots: usize,
+    pub stream_errors: u64,
+    pub episodes: u64,
+    pub mean_return_last_100: f64,
+    pub policy_version: u64,
+    pub learner_steps: u64,
+    /// Cumulative step latency histogram.
+    pub step_latency: HistogramSnapshot,
+}
+
+impl MetricsSnapshot {
+    /// Mean env rows per inference batch (0 before any batch).
+    pub fn mean_batch_size(&self) -> f64 {
+        if self.inference_batches == 0 {
+            0.0
+        } else {
+            self.inference_rows as f64 / self.inference_batches as f64
+        }
+    }
+
+    /// Rates and latencies between `earlier` and `self`.
+    pub fn since(&self, earlier: &MetricsSnapshot) -> IntervalStats {
+        let secs = self.uptime.saturating_sub(earlier.uptime).as_secs_f64();
+        let batches =
+            self.inference_batches - earlier.inference_batches.min(self.inference_batches);
+        let rows = self.inference_rows - earlier.inference_rows.min(self.inference_rows);
+        let latency = self.step_latency.since(&earlier.step_latency);
+        IntervalStats {
+            seconds: secs,
+            env_steps_per_second: if secs > 0.0 {
+                self.env_steps.saturating_sub(earlier.env_steps) as f64 / secs
+            } else {
+                0.0
+            },
+            mean_batch_size: if batches == 0 {
+                0.0
+            } else {
+                rows as f64 / batches as f64
+            },
+            step_latency_p50_us: latency.quantile_us(0.5),
+            step_latency_p99_us: latency.quantile_us(0.99),
+        }
+    }
+}
+
+/// Figures over an interval (progress lines).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IntervalStats {
+    pub seconds: f64,
+    pub env_steps_per_second: f64,
+    pub mean_batch_size: f64,
+    pub step_latency_p50_us: f64,
+    pub step_latency_p99_us: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_return_covers_only_the_last_hundred() {
+        let m = Metrics::new();
+        assert_eq!(m.mean_return(), 0.0);
+        for _ in 0..50 {
+            m.record_episode(1000.0);
+        }
+        for _ in 0..100 {
+            m.record_episode(10.0);
+        }
+        assert_eq!(m.mean_return(), 10.0);
+        assert_eq!(m.snapshot().episodes, 150);
+    }
+
+    #[test]
+    fn mean_batch_size_and_interval_rates() {
+        let m = Metrics::new();
+        let a = m.snapshot();
+        m.inference_batches.fetch_add(4, Ordering::Relaxed);
+        m.inference_rows.fetch_add(100, Ordering::Relaxed);
+        m.env_steps.fetch_add(100, Ordering::Relaxed);
+        m.step_latency.record_us(40);
+        let b = m.snapshot();
+        assert_eq!(b.mean_batch_size(), 25.0);
+        let i = b.since(&a);
+        assert_eq!(i.mean_batch_size, 25.0);
+        assert!(i.step_latency_p50_us >= 39.0 && i.step_latency_p50_us <= 42.0);
+    }
+}

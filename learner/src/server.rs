@@ -1,1 +1,712 @@
-//! (to be written)
+//! The tonic `Learner` service: one task per actor stream, plus `Status` and
+//! standard gRPC health checking.
+//!
+//! # A stream's life
+//! The stream task reads the hello, checks the token and the env spec,
+//! leases env slots and sends the welcome. Then, per step batch: validate,
+//! claim the envs, push a [`StepRequest`] (with the stream's reply channel)
+//! onto the [`DynamicBatcher`]; an inference thread answers it directly.
+//! Responses leave through a channel drained by the RPC's response stream (the
+//! tonic bidi pattern: the task owns the inbound stream, so both decode errors
+//! and disconnects reach it and it can end the call with a precise status).
+//!
+//! # Errors end one stream only
+//! Every [`StreamError`] becomes a gRPC status (the single mapping below)
+//! sent on that stream; other streams never notice. The env slots are freed
+//! once the stream task and every request still in flight are gone (the
+//! lease is reference counted), and the inference thread tells its sink.
+//!
+//! # Backpressure
+//! A stream may have at most [`MAX_STEP_BATCHES_IN_FLIGHT`] step batches
+//! whose actions have not yet been taken by its response stream; one more
+//! ends the stream with RESOURCE_EXHAUSTED. Actors pipeline two halves, so a
+//! well-behaved actor never gets close; a misbehaving one cannot queue
+//! unbounded work or memory. (Rejecting beats stalling the reader: a stalled
+//! reader would also stop seeing the client's disconnect.)
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use candle_core::Device;
+use seed_shared::pb::learner_server::{Learner, LearnerServer};
+use seed_shared::{pb, EnvSpec, ProtocolError};
+use tokio::sync::{mpsc, watch};
+use tokio::task::AbortHandle;
+use tokio_stream::wrappers::UnixListenerStream;
+use tokio_stream::Stream;
+use tonic::transport::server::TcpIncoming;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{debug, info, warn};
+
+use crate::batcher::{BatcherConfig, DynamicBatcher};
+use crate::error::{LearnerError, StreamError};
+use crate::inference::{spawn_inference_threads, InferenceShared, SinkFactory};
+use crate::metrics::Metrics;
+use crate::model::{ModelConfig, TrainableModel};
+use crate::state_table::{SlotLease, StateTable};
+use crate::step_request::{ReplySender, StepRequest};
+use crate::transport::{self, BoundListener, ListenAddr};
+use crate::weights::{PolicyVersion, WeightsHandle};
+
+/// Step batches a stream may have awaiting actions (see module docs).
+pub const MAX_STEP_BATCHES_IN_FLIGHT: usize = 8;
+
+/// The only mapping from stream errors to gRPC codes.
+impl From<StreamError> for Status {
+    fn from(e: StreamError) -> Status {
+        use StreamError::*;
+        match e {
+            Transport(status) => status,
+            MissingToken | WrongToken => Status::unauthenticated(e.to_string()),
+            TooManyInFlight { .. } | SlotsExhausted { .. } | MessageTooLarge { .. } => {
+                Status::resource_exhausted(e.to_string())
+            }
+            ShuttingDown => Status::unavailable(e.to_string()),
+            FirstNotHello { .. }
+            | SecondHello
+            | EmptyMessage
+            | InvalidHello { .. }
+            | SpecMismatch { .. }
+            | Protocol(_)
+            | EnvBusy { .. } => Status::invalid_argument(e.to_string()),
+        }
+    }
+}
+
+/// Everything needed to start a learner server.
+pub struct ServerConfig {
+    /// Where to listen.
+    pub listen: ListenAddr,
+    /// With a busy TCP port, listen on an ephemeral one instead (embedded default).
+    pub fallback_to_ephemeral: bool,
+    /// The env spec every actor must declare.
+    pub spec: EnvSpec,
+    /// Shared secret actors must send in their hello.
+    pub token: Option<String>,
+    /// Largest message accepted (and sent) on a stream.
+    pub max_message_bytes: usize,
+    pub batcher: BatcherConfig,
+    pub max_env_slots: usize,
+    pub inference_threads: usize,
+    pub device: Device,
+    pub seed: u64,
+    /// Network architecture; default `ModelConfig::for_spec(&spec)`. Ignored
+    /// when `weights` is given.
+    pub model: Option<ModelConfig>,
+    /// Weights published by a trainer; default: a fresh network from `seed`.
+    pub weights: Option<Arc<WeightsHandle>>,
+    /// The unroll builder hook (see [`crate::inference::InferenceSink`]).
+    pub sink: Option<SinkFactory>,
+}
+
+impl ServerConfig {
+    /// Defaults for `spec` on `listen`: matches the CLI defaults.
+    pub fn new(listen: ListenAddr, spec: EnvSpec) -> Self {
+        ServerConfig {
+            listen,
+            fallback_to_ephemeral: false,
+            spec,
+            token: None,
+            max_message_bytes: seed_shared::DEFAULT_MAX_MESSAGE_BYTES,
+            batcher: BatcherConfig {
+                max_rows: 256,
+                flush_after: Duration::from_micros(500),
+            },
+            max_env_slots: 65_536,
+            inference_threads: 1,
+            device: Device::Cpu,
+            seed: 0,
+            model: None,
+            weights: None,
+            sink: None,
+        }
+    }
+}
+
+/// The live streams, so shutdown can end each with UNAVAILABLE. Touched at
+/// stream start and end only (never per step), hence the mutex.
+#[derive(Default)]
+struct StreamRegistry {
+    next_id: AtomicU64,
+    live: Mutex<RegistryState>,
+}
+
+#[derive(Default)]
+struct RegistryState {
+    closed: bool,
+    streams: HashMap<u64, (ReplySender, Option<AbortHandle>)>,
+}
+
+impl StreamRegistry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RegistryState> {
+        // A panic while holding this lock cannot leave the map inconsistent.
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a new stream; `None` once shutting down.
+    fn register(&self, tx: ReplySender) -> Option<u64> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut live = self.lock();
+        if live.closed {
+            return None;
+        }
+        live.streams.insert(id, (tx, None));
+        Some(id)
+    }
+
+    fn set_abort(&self, id: u64, abort: AbortHandle) {
+        if let Some(entry) = self.lock().streams.get_mut(&id) {
+            entry.1 = Some(abort);
+        }
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().streams.remove(&id);
+    }
+
+    /// Ends every stream with UNAVAILABLE and refuses new ones.
+    fn close(&self) {
+        let mut live = self.lock();
+        live.closed = true;
+        for (_, (tx, abort)) in live.streams.drain() {
+            let _ = tx.send(Err(Status::from(StreamError::ShuttingDown)));
+            if let Some(a) = abort {
+                a.abort();
+            }
+        }
+    }
+}
+
+/// State shared by every stream task.
+struct ServiceContext {
+    spec: EnvSpec,
+    token: Option<String>,
+    max_message_bytes: usize,
+    table: Arc<StateTable>,
+    batcher: Arc<DynamicBatcher<StepRequest>>,
+    metrics: Arc<Metrics>,
+    weights: Arc<WeightsHandle>,
+    streams: StreamRegistry,
+}
+
+/// The `seed.v1.Learner` service implementation.
+#[derive(Clone)]
+pub struct ActorService {
+    ctx: Arc<ServiceContext>,
+}
+
+/// Starts learner servers.
+pub struct Server;
+
+impl Server {
+    /// Binds, starts the inference threads and serves until
+    /// [`ServerHandle::shutdown`]. Must run inside a tokio runtime.
+    pub async fn bind(config: ServerConfig) -> Result<ServerHandle, LearnerError> {
+        let weights = match config.weights {
+            Some(w) => w,
+            None => {
+                let model_cfg = config
+                    .model
+                    .unwrap_or_else(|| ModelConfig::for_spec(&config.spec));
+                let model = TrainableModel::new(&model_cfg, &config.device, config.seed)?;
+                Arc::new(WeightsHandle::new(model.snapshot()?, PolicyVersion(0)))
+            }
+        };
+        let state_size = weights.load().model.state_size();
+        let table = StateTable::new(config.max_env_slots, state_size);
+        let batcher = Arc::new(DynamicBatcher::new(
+            config.batcher,
+            config.inference_threads.max(1),
+        ));
+        {
+            let batcher = Arc::clone(&batcher);
+            table.set_release_hook(Box::new(move || batcher.wake()));
+        }
+        let metrics = Arc::new(Metrics::new());
+        metrics.attach_state_table(Arc::clone(&table));
+        metrics
+            .policy_version
+            .store(weights.version().0, Ordering::Relaxed);
+
+        let (listener, local) =
+            transport::bind(&config.listen, config.fallback_to_ephemeral).await?;
+
+        let threads = spawn_inference_threads(
+            Arc::new(InferenceShared {
+                batcher: Arc::clone(&batcher),
+                table: Arc::clone(&table),
+                weights: Arc::clone(&weights),
+                metrics: Arc::clone(&metrics),
+                spec: config.spec.clone(),
+                device: config.device.clone(),
+                seed: config.seed,
+                sink: config.sink,
+            }),
+            config.inference_threads,
+        )?;
+
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let service = ActorService {
+            ctx: Arc::new(ServiceContext {
+                spec: config.spec,
+                token: config.token.filter(|t| !t.is_empty()),
+                max_message_bytes: config.max_message_bytes,
+                table: Arc::clone(&table),
+                batcher: Arc::clone(&batcher),
+                metrics: Arc::clone(&metrics),
+                weights: Arc::clone(&weights),
+                streams: StreamRegistry::default(),
+            }),
+        };
+        let ctx = Arc::clone(&service.ctx);
+        let learner = LearnerServer::new(service)
+            .max_decoding_message_size(config.max_message_bytes)
+            .max_encoding_message_size(config.max_message_bytes);
+        let (health_reporter, health_service) = tonic_health::server::health_reporter();
+        health_reporter
+            .set_serving::<LearnerServer<ActorService>>()
+            .await;
+
+        let mut stop = shutdown_rx;
+        let signal = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        let router = tonic::transport::Server::builder()
+            .add_service(health_service)
+            .add_service(learner);
+        let serve = match listener {
+            BoundListener::Tcp(l) => tokio::spawn(router.serve_with_incoming_shutdown(
+                TcpIncoming::from(l).with_nodelay(Some(true)),
+                signal,
+            )),
+            BoundListener::Unix(l) => tokio::spawn(
+                router.serve_with_incoming_shutdown(UnixListenerStream::new(l), signal),
+            ),
+        };
+        info!(addr = %local, "learner listening");
+        Ok(ServerHandle {
+            addr: local,
+            metrics,
+            weights,
+            batcher,
+            ctx,
+            shutdown: shutdown_tx,
+            serve,
+            threads,
+        })
+    }
+}
+
+/// A running learner server.
+pub struct ServerHandle {
+    addr: ListenAddr,
+    metrics: Arc<Metrics>,
+    weights: Arc<WeightsHandle>,
+    batcher: Arc<DynamicBatcher<StepRequest>>,
+    ctx: Arc<ServiceContext>,
+    shutdown: watch::Sender<bool>,
+    serve: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The address actually listened on (ephemeral port resolved).
+    pub fn local_addr(&self) -> &ListenAddr {
+        &self.addr
+    }
+
+    /// A URI for a tonic client: `http://IP:PORT` (TCP only).
+    pub fn http_uri(&self) -> Option<String> {
+        match &self.addr {
+            ListenAddr::Tcp(a) => Some(format!("http://{a}")),
+            ListenAddr::Unix(_) => None,
+        }
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    pub fn weights(&self) -> &Arc<WeightsHandle> {
+        &self.weights
+    }
+
+    /// Ends every stream with UNAVAILABLE, stops serving (the port or socket
+    /// is free when this returns) and joins the inference threads.
+    pub async fn shutdown(self) -> Result<(), LearnerError> {
+        self.ctx.streams.close();
+        let _ = self.shutdown.send(true);
+        // Streams end at once; connections then close. A client that keeps
+        // its connection open cannot hold the learner: cut it after a grace.
+        let mut serve = self.serve;
+        let served = match tokio::time::timeout(Duration::from_secs(2), &mut serve).await {
+            Ok(joined) => joined,
+            Err(_) => {
+                serve.abort();
+                Ok(Ok(()))
+            }
+        };
+        self.batcher.close();
+        let threads = self.threads;
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await;
+        if let ListenAddr::Unix(path) = &self.addr {
+            let _ = std::fs::remove_file(path);
+        }
+        match served {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(LearnerError::Serve(e.to_string())),
+            Err(e) if e.is_cancelled() => Ok(()),
+            Err(e) => Err(LearnerError::Serve(e.to_string())),
+        }
+    }
+}
+
+/// The response side of one `Act` call: drains the stream's reply channel
+/// and counts action batches leaving, for the in-flight bound.
+pub struct ResponseStream {
+    rx: mpsc::UnboundedReceiver<Result<pb::LearnerMessage, Status>>,
+    /// Step batches accepted and not yet answered out of this stream.
+    /// Incremented by the stream task, decremented here; Relaxed: it is a
+    /// count, and the actor's next dependent step causally follows the
+    /// decrement (it needs these actions first).
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl Stream for ResponseStream {
+    type Item = Result<pb::LearnerMessage, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let polled = self.rx.poll_recv(cx);
+        if let Poll::Ready(Some(Ok(pb::LearnerMessage {
+            kind: Some(pb::learner_message::Kind::Actions(_)),
+        }))) = &polled
+        {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+        polled
+    }
+}
+
+#[tonic::async_trait]
+impl Learner for ActorService {
+    type ActStream = ResponseStream;
+
+    async fn act(
+        &self,
+        request: Request<Streaming<pb::ActorMessage>>,
+    ) -> Result<Response<Self::ActStream>, Status> {
+        let inbound = request.into_inner();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let id = self
+            .ctx
+            .streams
+            .register(tx.clone())
+            .ok_or_else(|| Status::from(StreamError::ShuttingDown))?;
+        let task = StreamTask {
+            ctx: Arc::clone(&self.ctx),
+            id,
+            tx,
+            in_flight: Arc::clone(&in_flight),
+            actor_id: String::new(),
+            lease: None,
+        };
+        let handle = tokio::spawn(task.run(inbound));
+        self.ctx.streams.set_abort(id, handle.abort_handle());
+        Ok(Response::new(ResponseStream { rx, in_flight }))
+    }
+
+    async fn status(
+        &self,
+        _request: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusReply>, Status> {
+        let m = self.ctx.metrics.snapshot();
+        Ok(Response::new(pb::StatusReply {
+            uptime_seconds: m.uptime.as_secs_f64(),
+            connected_actors: m.connected_actors,
+            live_env_slots: m.live_slots as u32,
+            env_steps: m.env_steps,
+            inference_batches: m.inference_batches,
+            mean_batch_size: m.mean_batch_size(),
+            policy_version: self.ctx.weights.version().0,
+            episodes: m.episodes,
+            mean_return_last_100: m.mean_return_last_100,
+            learner_steps: m.learner_steps,
+            step_latency_p50_us: m.step_latency.quantile_us(0.5),
+            step_latency_p99_us: m.step_latency.quantile_us(0.99),
+        }))
+    }
+}
+
+/// One actor stream's task.
+/// Its `Drop` does the bookkeeping, so it also runs when shutdown aborts it.
+struct StreamTask {
+    ctx: Arc<ServiceContext>,
+    /// Key in the stream registry.
+    id: u64,
+    tx: ReplySender,
+    in_flight: Arc<AtomicUsize>,
+    actor_id: String,
+    /// The stream's env slots, once welcomed.
+    lease: Option<Arc<SlotLease>>,
+}
+
+impl StreamTask {
+    async fn run(mut self, mut inbound: Streaming<pb::ActorMessage>) {
+        let result = self.serve(&mut inbound).await;
+        match result {
+            Ok(()) => debug!(actor = %self.actor_id, "actor stream closed"),
+            Err(e) => {
+                if !matches!(e, StreamError::ShuttingDown | StreamError::Transport(_)) {
+                    warn!(actor = %self.actor_id, error = %e, "ending actor stream");
+                } else {
+                    debug!(actor = %self.actor_id, error = %e, "actor stream ended");
+                }
+                self.ctx
+                    .metrics
+                    .stream_errors
+                    .fetch_add(1, Ordering::Relaxed);
+                let _ = self.tx.send(Err(Status::from(e)));
+            }
+        }
+    }
+
+    /// The next message; `Ok(None)` when the actor closed its side.
+    async fn next_message(
+        &mut self,
+        inbound: &mut Streaming<pb::ActorMessage>,
+    ) -> Result<Option<pb::ActorMessage>, StreamError> {
+        inbound.message().await.map_err(|s| self.transport_error(s))
+    }
+
+    /// Tonic reports an oversize message as OUT_OF_RANGE; gRPC's convention
+    /// (and our contract) is RESOURCE_EXHAUSTED naming the limit.
+    fn transport_error(&self, status: Status) -> StreamError {
+        if status.code() == tonic::Code::OutOfRange && status.message().contains("too large") {
+            StreamError::MessageTooLarge {
+                limit: self.ctx.max_message_bytes,
+                detail: status.message().to_string(),
+            }
+        } else {
+            StreamError::Transport(status)
+        }
+    }
+
+    async fn serve(
+        &mut self,
+        inbound: &mut Streaming<pb::ActorMessage>,
+    ) -> Result<(), StreamError> {
+        let Some(first) = self.next_message(inbound).await? else {
+            return Ok(());
+        };
+        let hello = match first.kind {
+            Some(pb::actor_message::Kind::Hello(h)) => h,
+            Some(pb::actor_message::Kind::Steps(_)) => {
+                return Err(StreamError::FirstNotHello { got: "steps" })
+            }
+            None => return Err(StreamError::EmptyMessage),
+        };
+        self.actor_id = hello.actor_id.clone();
+        let num_envs = self.check_hello(&hello)?;
+        let lease =
+            self.ctx
+                .table
+                .lease(num_envs as usize)
+                .map_err(|e| StreamError::SlotsExhausted {
+                    asked: e.asked,
+                    free: e.free,
+                    capacity: e.capacity,
+                })?;
+        let welcome = pb::Welcome {
+            env_slots: lease.slots().iter().map(|s| s.0).collect(),
+            policy_version: self.ctx.weights.version().0,
+        };
+        self.lease = Some(Arc::clone(&lease));
+        self.ctx
+            .metrics
+            .connected_actors
+            .fetch_add(1, Ordering::Relaxed);
+        info!(actor = %self.actor_id, envs = num_envs, lease = lease.id().0, "actor welcomed");
+        self.send(pb::learner_message::Kind::Welcome(welcome))?;
+
+        loop {
+            let Some(msg) = self.next_message(inbound).await? else {
+                return Ok(());
+            };
+            let received_at = Instant::now();
+            let batch = match msg.kind {
+                Some(pb::actor_message::Kind::Steps(b)) => b,
+                Some(pb::actor_message::Kind::Hello(_)) => return Err(StreamError::SecondHello),
+                None => return Err(StreamError::EmptyMessage),
+            };
+            self.ctx.spec.validate_step_batch(&batch, num_envs)?;
+            if self.in_flight.fetch_add(1, Ordering::Relaxed) >= MAX_STEP_BATCHES_IN_FLIGHT {
+                return Err(StreamError::TooManyInFlight {
+                    limit: MAX_STEP_BATCHES_IN_FLIGHT,
+                    seq: batch.seq,
+                });
+            }
+            let claim = lease
+                .claim(&batch.env_indices)
+                .map_err(|e| StreamError::EnvBusy {
+                    position: e.position,
+                    index: e.index,
+                })?;
+            let metrics = &self.ctx.metrics;
+            for ep in &batch.episodes {
+                if ep.episode_return.is_finite() {
+                    metrics.record_episode(ep.episode_return);
+                }
+            }
+            metrics.step_batches.fetch_add(1, Ordering::Relaxed);
+            self.ctx
+                .batcher
+                .push(StepRequest {
+                    batch,
+                    claim,
+                    reply: self.tx.clone(),
+                    received_at,
+                })
+                .map_err(|_| StreamError::ShuttingDown)?;
+        }
+    }
+
+    /// Checks token, spec and env count; returns the number of envs.
+    fn check_hello(&self, hello: &pb::Hello) -> Result<u32, StreamError> {
+        if let Some(token) = &self.ctx.token {
+            if hello.token.is_empty() {
+                return Err(StreamError::MissingToken);
+            }
+            if !constant_time_eq(hello.token.as_bytes(), token.as_bytes()) {
+                return Err(StreamError::WrongToken);
+            }
+        }
+        let spec_proto = hello
+            .spec
+            .as_ref()
+            .ok_or(ProtocolError::Missing { field: "spec" })?;
+        let spec = EnvSpec::from_proto(spec_proto)?;
+        let ours = &self.ctx.spec;
+        if spec.obs_shape != ours.obs_shape {
+            return Err(StreamError::SpecMismatch {
+                field: "spec.obs_shape",
+                learner: format!("{:?}", ours.obs_shape),
+                actor: format!("{:?}", spec.obs_shape),
+            });
+        }
+        if spec.obs_dtype != ours.obs_dtype {
+            return Err(StreamError::SpecMismatch {
+                field: "spec.obs_dtype",
+                learner: ours.obs_dtype.to_string(),
+                actor: spec.obs_dtype.to_string(),
+            });
+        }
+        if spec.num_actions != ours.num_actions {
+            return Err(StreamError::SpecMismatch {
+                field: "spec.num_actions",
+                learner: ours.num_actions.to_string(),
+                actor: spec.num_actions.to_string(),
+            });
+        }
+        if spec.env_name != ours.env_name {
+            return Err(StreamError::SpecMismatch {
+                field: "spec.env_name",
+                learner: format!("{:?}", ours.env_name),
+                actor: format!("{:?}", spec.env_name),
+            });
+        }
+        if hello.num_envs == 0 {
+            return Err(StreamError::InvalidHello {
+                field: "num_envs",
+                reason: "must be at least 1".into(),
+            });
+        }
+        let bytes_per_batch = (hello.num_envs as usize).saturating_mul(ours.obs_bytes());
+        if bytes_per_batch > self.ctx.max_message_bytes {
+            return Err(StreamError::MessageTooLarge {
+                limit: self.ctx.max_message_bytes,
+                detail: format!(
+                    "field `num_envs` = {}: a step batch of all envs would carry {bytes_per_batch} observation bytes",
+                    hello.num_envs
+                ),
+            });
+        }
+        Ok(hello.num_envs)
+    }
+
+    fn send(&self, kind: pb::learner_message::Kind) -> Result<(), StreamError> {
+        self.tx
+            .send(Ok(pb::LearnerMessage { kind: Some(kind) }))
+            .map_err(|_| StreamError::Transport(Status::cancelled("actor went away")))
+    }
+}
+
+impl Drop for StreamTask {
+    fn drop(&mut self) {
+        if self.lease.is_some() {
+            self.ctx
+                .metrics
+                .connected_actors
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+        self.ctx.streams.remove(self.id);
+        // `self.lease` drops after this; the slots are released once the
+        // last in-flight request holding it is answered.
+    }
+}
+
+/// Compares secrets without an early exit on the first differing byte.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_error_maps_to_its_code() {
+        let cases: Vec<(StreamError, tonic::Code)> = vec![
+            (StreamError::MissingToken, tonic::Code::Unauthenticated),
+            (StreamError::WrongToken, tonic::Code::Unauthenticated),
+            (StreamError::SecondHello, tonic::Code::InvalidArgument),
+            (
+                StreamError::FirstNotHello { got: "steps" },
+                tonic::Code::InvalidArgument,
+            ),
+            (
+                StreamError::TooManyInFlight { limit: 8, seq: 3 },
+                tonic::Code::ResourceExhausted,
+            ),
+            (
+                StreamError::MessageTooLarge {
+                    limit: 10,
+                    detail: String::new(),
+                },
+                tonic::Code::ResourceExhausted,
+            ),
+            (StreamError::ShuttingDown, tonic::Code::Unavailable),
+        ];
+        for (err, code) in cases {
+            let msg = err.to_string();
+            let status = Status::from(err);
+            assert_eq!(status.code(), code, "{msg}");
+            assert_eq!(status.message(), msg);
+        }
+    }
+
+    #[test]
+    fn token_comparison() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+}
