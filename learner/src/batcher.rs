@@ -343,7 +343,10 @@ mod tests {
         let mut c = b.consumer(0);
         let mut out = Vec::new();
         c.next_batch(&mut out, usize::MAX);
-        assert_eq!(out.iter().map(|r| (r.id, r.rows)).collect::<Vec<_>>(), [(0, 6)]);
+        assert_eq!(
+            out.iter().map(|r| (r.id, r.rows)).collect::<Vec<_>>(),
+            [(0, 6)]
+        );
         c.next_batch(&mut out, usize::MAX);
         assert_eq!(
             out.iter().map(|r| (r.id, r.rows)).collect::<Vec<_>>(),

@@ -1,1 +1,176 @@
-//! (to be written)
+//! The `learner` command line.
+//!
+//! `learner [FLAGS]` (no subcommand) serves actors and runs the embedded
+//! default: local actor processes on CartPole over loopback. Subcommands:
+//! `learner actor ...` (hidden) runs one actor, so the embedded default needs
+//! no second binary; `learner eval ...` will join later.
+//!
+//! Each doc comment states its flag's default; clap's own `[default: ...]`
+//! is hidden so help does not print it twice.
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use seed_actor::cli::{ActorArgs, EnvKind};
+use seed_shared::{ObsDType, DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
+
+/// Central-inference learner: serves actors, batches inference, reports metrics.
+#[derive(Parser, Debug)]
+#[command(name = "learner", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub train: TrainArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Runs one actor process (what `--local-actors` spawns).
+    #[command(hide = true)]
+    Actor(ActorArgs),
+}
+
+/// Flags of `learner` (serve + local actors).
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct TrainArgs {
+    /// Listen address: `IP:PORT` (`0.0.0.0:PORT` for clusters) or `unix:/path`
+    /// [default: 127.0.0.1:50051, or an ephemeral port if that one is busy].
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Shared secret actors must send in their hello [default: none].
+    #[arg(long, env = "SEED_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Actor processes to spawn on this host; 0 serves remote actors only [default: 2].
+    #[arg(long, hide_default_value = true, default_value_t = 2)]
+    pub local_actors: usize,
+    /// Environments per local actor [default: 32].
+    #[arg(long, hide_default_value = true, default_value_t = 32)]
+    pub envs_per_actor: usize,
+    /// Environment actors must run: `cartpole` or `synthetic` [default: cartpole].
+    #[arg(long, value_enum, hide_default_value = true, default_value_t = EnvKind::Cartpole)]
+    pub env: EnvKind,
+    /// Synthetic env: observation shape, comma-separated [default: 84,84,4].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        hide_default_value = true,
+        default_value = "84,84,4"
+    )]
+    pub obs_shape: Vec<usize>,
+    /// Synthetic env: observation dtype, `f32` or `u8` [default: u8].
+    #[arg(long, hide_default_value = true, default_value = "u8")]
+    pub obs_dtype: ObsDType,
+    /// Synthetic env: number of discrete actions [default: 6].
+    #[arg(long, hide_default_value = true, default_value_t = 6)]
+    pub num_actions: u32,
+    /// Synthetic env: CPU busy work per env step in microseconds [default: 0].
+    #[arg(long, hide_default_value = true, default_value_t = 0)]
+    pub step_cost_us: u64,
+    /// Synthetic env: steps per episode [default: 1000].
+    #[arg(long, hide_default_value = true, default_value_t = 1000)]
+    pub episode_len: u32,
+    /// Stop after this many seconds [default: run until Ctrl-C/SIGTERM].
+    #[arg(long)]
+    pub max_seconds: Option<f64>,
+    /// Stop after this many env steps [default: unlimited].
+    #[arg(long)]
+    pub max_env_steps: Option<u64>,
+    /// Seconds between progress lines; 0 disables them [default: 5].
+    #[arg(long, hide_default_value = true, default_value_t = 5.0)]
+    pub progress_secs: f64,
+    /// Write a JSON summary of the run here at exit [default: none].
+    #[arg(long)]
+    pub summary_json: Option<PathBuf>,
+    /// Flush an inference batch at this many env rows [default: 256].
+    #[arg(long, hide_default_value = true, default_value_t = 256)]
+    pub max_batch: usize,
+    /// Flush an inference batch this many microseconds after its first
+    /// request, even if not full. A batch also flushes as soon as every live
+    /// env is in it, so this only bounds the wait for slow actors; 500 us is
+    /// a few loopback round trips [default: 500].
+    #[arg(long, hide_default_value = true, default_value_t = 500)]
+    pub flush_us: u64,
+    /// Largest gRPC message accepted or sent, in bytes [default: 67108864 (64 MiB)].
+    #[arg(long, hide_default_value = true, default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
+    pub max_message_bytes: usize,
+    /// Inference device: `cpu`, or `cuda:N` when built with `--features cuda` [default: cpu].
+    #[arg(long, hide_default_value = true, default_value = "cpu")]
+    pub device: String,
+    /// Seed of the network's initial weights, action sampling and local actors [default: 0].
+    #[arg(long, hide_default_value = true, default_value_t = 0)]
+    pub seed: u64,
+    /// Env slots the learner can serve at once, over all actors [default: 65536].
+    #[arg(long, hide_default_value = true, default_value_t = 65_536)]
+    pub max_env_slots: usize,
+    /// Inference threads taking batches [default: 1].
+    #[arg(long, hide_default_value = true, default_value_t = 1)]
+    pub inference_threads: usize,
+    /// Size of candle's CPU thread pool (sets RAYON_NUM_THREADS) [default:
+    /// $RAYON_NUM_THREADS if set, else 1 per 4 cores, at most 8].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Tokio worker threads for the gRPC server [default: 1 per 4 cores, 1 to 4].
+    #[arg(long)]
+    pub io_threads: Option<usize>,
+    /// Run local actors from this `actor` binary instead of `learner actor` [default: this executable].
+    #[arg(long)]
+    pub actor_bin: Option<PathBuf>,
+}
+
+impl TrainArgs {
+    /// The default listen address (used when `--listen` is not given).
+    pub const DEFAULT_LISTEN: &'static str = DEFAULT_LEARNER_ADDR;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("learner").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn no_flags_is_the_embedded_default() {
+        let cli = parse(&[]).unwrap();
+        assert!(cli.command.is_none());
+        let t = cli.train;
+        assert_eq!(t.listen, None);
+        assert_eq!(t.local_actors, 2);
+        assert_eq!(t.envs_per_actor, 32);
+        assert_eq!(t.env, EnvKind::Cartpole);
+        assert_eq!(t.max_batch, 256);
+        assert_eq!(t.flush_us, 500);
+        assert_eq!(t.progress_secs, 5.0);
+        assert_eq!(t.device, "cpu");
+    }
+
+    #[test]
+    fn actor_subcommand_takes_actor_flags() {
+        let cli = parse(&["actor", "--learner", "unix:/tmp/l.sock", "--envs", "4"]).unwrap();
+        match cli.command {
+            Some(Command::Actor(a)) => {
+                assert_eq!(a.learner, "unix:/tmp/l.sock");
+                assert_eq!(a.envs, 4);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_flag_documents_its_default() {
+        use clap::CommandFactory;
+        let cmd = Cli::command();
+        for arg in cmd.get_arguments() {
+            if arg.get_id() == "help" || arg.get_id() == "version" {
+                continue;
+            }
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(
+                help.contains("[default:"),
+                "--{} lacks a default in its doc",
+                arg.get_id()
+            );
+        }
+    }
+}

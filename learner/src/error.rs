@@ -17,7 +17,9 @@ pub enum StreamError {
     SecondHello,
     #[error("field `kind` is empty: neither hello nor steps")]
     EmptyMessage,
-    #[error("field `token` is missing: this learner requires a shared token (--token / SEED_TOKEN)")]
+    #[error(
+        "field `token` is missing: this learner requires a shared token (--token / SEED_TOKEN)"
+    )]
     MissingToken,
     #[error("field `token` does not match the learner's token")]
     WrongToken,

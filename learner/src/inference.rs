@@ -114,9 +114,7 @@ impl<'a> InferredBatch<'a> {
         let this: &InferredBatch<'a> = self;
         self.requests
             .iter()
-            .flat_map(|req| {
-                (0..req.batch.env_indices.len()).map(move |j| (req, j))
-            })
+            .flat_map(|req| (0..req.batch.env_indices.len()).map(move |j| (req, j)))
             .enumerate()
             .map(move |(row, (req, j))| {
                 let b = &req.batch;
@@ -263,7 +261,9 @@ impl<'a> InferenceWorker<'a> {
         self.episode_start.clear();
         let mut reset_rows = 0u64;
         match shared.spec.obs_dtype {
-            ObsDType::F32 if self.obs_f32.len() < rows * len => self.obs_f32.resize(rows * len, 0.0),
+            ObsDType::F32 if self.obs_f32.len() < rows * len => {
+                self.obs_f32.resize(rows * len, 0.0)
+            }
             ObsDType::U8 if self.obs_u8.len() < rows * len => self.obs_u8.resize(rows * len, 0),
             _ => {}
         }
@@ -278,9 +278,10 @@ impl<'a> InferenceWorker<'a> {
             let b = &req.batch;
             let k = b.env_indices.len();
             match shared.spec.obs_dtype {
-                ObsDType::F32 => {
-                    read_f32_le_into(&b.observations, &mut self.obs_f32[row * len..(row + k) * len])
-                }
+                ObsDType::F32 => read_f32_le_into(
+                    &b.observations,
+                    &mut self.obs_f32[row * len..(row + k) * len],
+                ),
                 ObsDType::U8 => {
                     self.obs_u8[row * len..(row + k) * len].copy_from_slice(&b.observations)
                 }
@@ -317,12 +318,16 @@ impl<'a> InferenceWorker<'a> {
         // 3. One upload, one forward, one download.
         self.dims[0] = rows;
         let obs = match shared.spec.obs_dtype {
-            ObsDType::F32 => {
-                Tensor::from_slice(&self.obs_f32[..rows * len], self.dims.as_slice(), &shared.device)?
-            }
-            ObsDType::U8 => {
-                Tensor::from_slice(&self.obs_u8[..rows * len], self.dims.as_slice(), &shared.device)?
-            }
+            ObsDType::F32 => Tensor::from_slice(
+                &self.obs_f32[..rows * len],
+                self.dims.as_slice(),
+                &shared.device,
+            )?,
+            ObsDType::U8 => Tensor::from_slice(
+                &self.obs_u8[..rows * len],
+                self.dims.as_slice(),
+                &shared.device,
+            )?,
         };
         let state = if hsize > 0 {
             Some(RecurrentState {
@@ -403,9 +408,13 @@ impl<'a> InferenceWorker<'a> {
                 .record_us(now.saturating_duration_since(received_at).as_micros() as u64);
             row += k;
         }
-        metrics.action_batches.fetch_add(answered, Ordering::Relaxed);
+        metrics
+            .action_batches
+            .fetch_add(answered, Ordering::Relaxed);
         metrics.inference_batches.fetch_add(1, Ordering::Relaxed);
-        metrics.inference_rows.fetch_add(rows as u64, Ordering::Relaxed);
+        metrics
+            .inference_rows
+            .fetch_add(rows as u64, Ordering::Relaxed);
         metrics
             .env_steps
             .fetch_add(rows as u64 - reset_rows, Ordering::Relaxed);

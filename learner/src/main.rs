@@ -1,1 +1,32 @@
-fn main() {}
+//! The `learner` binary: parses flags, sets up logging, runs the library and
+//! maps the outcome to an exit code (0 clean stop, 1 error).
+use std::process::ExitCode;
+
+use clap::Parser;
+use seed_learner::cli::{Cli, Command};
+use tracing::error;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    let result = match &cli.command {
+        Some(Command::Actor(args)) => seed_actor::cli::run(args)
+            .map(|_| ())
+            .map_err(anyhow::Error::from),
+        None => seed_learner::run::run(&cli.train)
+            .map(|_| ())
+            .map_err(anyhow::Error::from),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -167,7 +167,8 @@ impl MetricsSnapshot {
     /// Rates and latencies between `earlier` and `self`.
     pub fn since(&self, earlier: &MetricsSnapshot) -> IntervalStats {
         let secs = self.uptime.saturating_sub(earlier.uptime).as_secs_f64();
-        let batches = self.inference_batches - earlier.inference_batches.min(self.inference_batches);
+        let batches =
+            self.inference_batches - earlier.inference_batches.min(self.inference_batches);
         let rows = self.inference_rows - earlier.inference_rows.min(self.inference_rows);
         let latency = self.step_latency.since(&earlier.step_latency);
         IntervalStats {

@@ -23,8 +23,8 @@
 //! well-behaved actor never gets close; a misbehaving one cannot queue
 //! unbounded work or memory. (Rejecting beats stalling the reader: a stalled
 //! reader would also stop seeing the client's disconnect.)
-use std::pin::Pin;
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -231,7 +231,8 @@ impl Server {
             .policy_version
             .store(weights.version().0, Ordering::Relaxed);
 
-        let (listener, local) = transport::bind(&config.listen, config.fallback_to_ephemeral).await?;
+        let (listener, local) =
+            transport::bind(&config.listen, config.fallback_to_ephemeral).await?;
 
         let threads = spawn_inference_threads(
             Arc::new(InferenceShared {
@@ -277,12 +278,10 @@ impl Server {
             .add_service(health_service)
             .add_service(learner);
         let serve = match listener {
-            BoundListener::Tcp(l) => tokio::spawn(
-                router.serve_with_incoming_shutdown(
-                    TcpIncoming::from(l).with_nodelay(Some(true)),
-                    signal,
-                ),
-            ),
+            BoundListener::Tcp(l) => tokio::spawn(router.serve_with_incoming_shutdown(
+                TcpIncoming::from(l).with_nodelay(Some(true)),
+                signal,
+            )),
             BoundListener::Unix(l) => tokio::spawn(
                 router.serve_with_incoming_shutdown(UnixListenerStream::new(l), signal),
             ),
@@ -471,7 +470,10 @@ impl StreamTask {
                 } else {
                     debug!(actor = %self.actor_id, error = %e, "actor stream ended");
                 }
-                self.ctx.metrics.stream_errors.fetch_add(1, Ordering::Relaxed);
+                self.ctx
+                    .metrics
+                    .stream_errors
+                    .fetch_add(1, Ordering::Relaxed);
                 let _ = self.tx.send(Err(Status::from(e)));
             }
         }
@@ -482,10 +484,7 @@ impl StreamTask {
         &mut self,
         inbound: &mut Streaming<pb::ActorMessage>,
     ) -> Result<Option<pb::ActorMessage>, StreamError> {
-        inbound
-            .message()
-            .await
-            .map_err(|s| self.transport_error(s))
+        inbound.message().await.map_err(|s| self.transport_error(s))
     }
 
     /// Tonic reports an oversize message as OUT_OF_RANGE; gRPC's convention
@@ -501,7 +500,10 @@ impl StreamTask {
         }
     }
 
-    async fn serve(&mut self, inbound: &mut Streaming<pb::ActorMessage>) -> Result<(), StreamError> {
+    async fn serve(
+        &mut self,
+        inbound: &mut Streaming<pb::ActorMessage>,
+    ) -> Result<(), StreamError> {
         let Some(first) = self.next_message(inbound).await? else {
             return Ok(());
         };
@@ -514,15 +516,15 @@ impl StreamTask {
         };
         self.actor_id = hello.actor_id.clone();
         let num_envs = self.check_hello(&hello)?;
-        let lease = self
-            .ctx
-            .table
-            .lease(num_envs as usize)
-            .map_err(|e| StreamError::SlotsExhausted {
-                asked: e.asked,
-                free: e.free,
-                capacity: e.capacity,
-            })?;
+        let lease =
+            self.ctx
+                .table
+                .lease(num_envs as usize)
+                .map_err(|e| StreamError::SlotsExhausted {
+                    asked: e.asked,
+                    free: e.free,
+                    capacity: e.capacity,
+                })?;
         let welcome = pb::Welcome {
             env_slots: lease.slots().iter().map(|s| s.0).collect(),
             policy_version: self.ctx.weights.version().0,

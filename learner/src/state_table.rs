@@ -373,7 +373,10 @@ mod tests {
         let lease = table.lease(4).unwrap();
         let claim = lease.claim(&[0, 1]).unwrap();
         drop(lease);
-        assert!(table.take_released().is_none(), "claim still holds the lease");
+        assert!(
+            table.take_released().is_none(),
+            "claim still holds the lease"
+        );
         drop(claim);
         assert!(table.take_released().is_some());
     }
@@ -384,7 +387,13 @@ mod tests {
         let lease = table.lease(200).unwrap();
         let first = lease.claim(&[3, 130]).unwrap();
         let err = lease.claim(&[5, 64, 130]).err().unwrap();
-        assert_eq!(err, EnvBusy { position: 2, index: 130 });
+        assert_eq!(
+            err,
+            EnvBusy {
+                position: 2,
+                index: 130
+            }
+        );
         // The failed claim left nothing behind: 5 and 64 are claimable.
         let other = lease.claim(&[5, 64]).unwrap();
         drop(first);

@@ -72,10 +72,12 @@ pub async fn bind(
                 Ok(l) => l,
                 Err(e) if fallback_to_ephemeral && e.kind() == std::io::ErrorKind::AddrInUse => {
                     let any = SocketAddr::new(a.ip(), 0);
-                    let l = TcpListener::bind(any).await.map_err(|source| LearnerError::Bind {
-                        addr: any.to_string(),
-                        source,
-                    })?;
+                    let l = TcpListener::bind(any)
+                        .await
+                        .map_err(|source| LearnerError::Bind {
+                            addr: any.to_string(),
+                            source,
+                        })?;
                     warn!(
                         busy = %a,
                         using = %l.local_addr().map(|x| x.to_string()).unwrap_or_default(),
@@ -153,7 +155,10 @@ mod tests {
             ListenAddr::Unix("/tmp/x.sock".into())
         );
         assert_eq!(
-            "unix:/tmp/x.sock".parse::<ListenAddr>().unwrap().to_string(),
+            "unix:/tmp/x.sock"
+                .parse::<ListenAddr>()
+                .unwrap()
+                .to_string(),
             "unix:/tmp/x.sock"
         );
         let e = "nonsense".parse::<ListenAddr>().unwrap_err().to_string();

@@ -1,0 +1,116 @@
+//! The run summary (`--summary-json`): the headline figures of one run, read
+//! from the learner's metrics when it stops.
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::LearnerError;
+use crate::metrics::MetricsSnapshot;
+
+/// Step latency quantiles in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LatencyQuantiles {
+    pub p50: f64,
+    pub p99: f64,
+}
+
+/// What `--summary-json` writes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    pub env_steps: u64,
+    pub episodes: u64,
+    pub wall_seconds: f64,
+    pub env_steps_per_second: f64,
+    pub mean_inference_batch: f64,
+    /// Server side: StepBatch received to ActionBatch queued.
+    pub step_latency_us: LatencyQuantiles,
+    pub mean_return_last_100: f64,
+    pub step_batches: u64,
+    pub inference_batches: u64,
+    pub stream_errors: u64,
+    pub policy_version: u64,
+    /// Local actor processes that exited on their own before the end.
+    pub local_actor_failures: usize,
+    /// Where the learner listened.
+    pub listen: String,
+}
+
+impl RunSummary {
+    pub fn new(
+        m: &MetricsSnapshot,
+        wall: Duration,
+        local_actor_failures: usize,
+        listen: String,
+    ) -> Self {
+        let secs = wall.as_secs_f64();
+        RunSummary {
+            env_steps: m.env_steps,
+            episodes: m.episodes,
+            wall_seconds: secs,
+            env_steps_per_second: if secs > 0.0 {
+                m.env_steps as f64 / secs
+            } else {
+                0.0
+            },
+            mean_inference_batch: m.mean_batch_size(),
+            step_latency_us: LatencyQuantiles {
+                p50: m.step_latency.quantile_us(0.5),
+                p99: m.step_latency.quantile_us(0.99),
+            },
+            mean_return_last_100: m.mean_return_last_100,
+            step_batches: m.step_batches,
+            inference_batches: m.inference_batches,
+            stream_errors: m.stream_errors,
+            policy_version: m.policy_version,
+            local_actor_failures,
+            listen,
+        }
+    }
+
+    /// Writes the summary as pretty JSON.
+    pub fn write_json(&self, path: &Path) -> Result<(), LearnerError> {
+        let err = |source| LearnerError::Summary {
+            path: path.to_path_buf(),
+            source,
+        };
+        let json = serde_json::to_string_pretty(self).map_err(|e| err(e.into()))?;
+        std::fs::write(path, json + "\n").map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_has_the_promised_keys() {
+        let s = RunSummary::new(
+            &MetricsSnapshot {
+                env_steps: 100,
+                ..Default::default()
+            },
+            Duration::from_secs(2),
+            0,
+            "127.0.0.1:1".into(),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        s.write_json(&path).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for key in [
+            "env_steps",
+            "episodes",
+            "wall_seconds",
+            "env_steps_per_second",
+            "mean_inference_batch",
+            "mean_return_last_100",
+        ] {
+            assert!(v.get(key).is_some(), "{key}");
+        }
+        assert_eq!(v["env_steps_per_second"], 50.0);
+        assert!(v["step_latency_us"]["p50"].is_number());
+        assert!(v["step_latency_us"]["p99"].is_number());
+    }
+}

@@ -1,0 +1,258 @@
+//! The serving path end to end: exactly one action batch per step batch,
+//! slot release on disconnect, the sink hook, unix sockets, recurrent state.
+mod support;
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use seed_actor::{run_actor, ActorConfig, EnvConfig};
+use seed_learner::inference::{InferenceSink, InferredBatch};
+use seed_learner::model::ModelConfig;
+use seed_learner::state_table::{EnvSlot, LeaseId};
+use seed_learner::transport::ListenAddr;
+use seed_shared::pb::{self, actor_message::Kind, learner_message};
+use seed_shared::EnvSpec;
+use support::{steps, GoodActor, RawStream};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_step_batch_gets_exactly_one_action_batch() {
+    let server = support::start_learner(|_| {}).await;
+    let mut s = RawStream::open(&server).await;
+    let welcome = s.hello(8, "").await;
+    assert_eq!(welcome.env_slots.len(), 8);
+    assert_eq!(
+        welcome.env_slots.iter().collect::<HashSet<_>>().len(),
+        8,
+        "distinct slots"
+    );
+    // Two pipelined halves of unequal size, 200 rounds.
+    let halves = [vec![0u32, 1, 2], vec![3, 4, 5, 6, 7]];
+    let mut expected = std::collections::HashMap::new();
+    let mut seq = 0;
+    for h in &halves {
+        seq += 1;
+        s.send(Kind::Steps(steps(seq, h))).await;
+        expected.insert(seq, h.len());
+    }
+    let mut answered = HashSet::new();
+    while answered.len() < 400 {
+        let learner_message::Kind::Actions(a) = s.recv().await else {
+            panic!("second welcome")
+        };
+        let want = expected
+            .remove(&a.seq)
+            .unwrap_or_else(|| panic!("unexpected or repeated seq {}", a.seq));
+        assert_eq!(a.actions.len(), want);
+        assert!(a.actions.iter().all(|&x| x < 2), "{a:?}");
+        assert_eq!(a.policy_version, 0);
+        assert!(answered.insert(a.seq));
+        let envs = if want == 3 { &halves[0] } else { &halves[1] };
+        seq += 1;
+        s.send(Kind::Steps(steps(seq, envs))).await;
+        expected.insert(seq, envs.len());
+    }
+
+    let mut c = support::client(&server).await;
+    let st = c
+        .status(pb::StatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
+    assert_eq!(st.connected_actors, 1);
+    assert_eq!(st.live_env_slots, 8);
+    assert!(st.env_steps >= 400 * 3, "{st:?}");
+    assert!(
+        st.inference_batches > 0 && st.mean_batch_size >= 1.0,
+        "{st:?}"
+    );
+    assert!(st.uptime_seconds > 0.0);
+    assert!(st.step_latency_p99_us >= st.step_latency_p50_us);
+    server.shutdown().await.expect("shutdown");
+}
+
+#[derive(Default)]
+struct Recorded {
+    rows: u64,
+    released: Vec<(EnvSlot, LeaseId)>,
+    bad_rows: Vec<String>,
+}
+
+struct RecordingSink(Arc<Mutex<Recorded>>);
+
+impl InferenceSink for RecordingSink {
+    fn on_batch(&mut self, batch: &InferredBatch<'_>) {
+        let mut r = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for row in batch.rows() {
+            r.rows += 1;
+            if row.observation.len() != 16 || row.logits.len() != 2 || row.action >= 2 {
+                r.bad_rows.push(format!("{row:?}"));
+            }
+        }
+    }
+
+    fn on_slot_released(&mut self, slot: EnvSlot, lease: LeaseId) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .released
+            .push((slot, lease));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_actor_frees_its_slots_and_the_others_keep_going() {
+    let recorded = Arc::new(Mutex::new(Recorded::default()));
+    let sink_state = Arc::clone(&recorded);
+    let server = support::start_learner(move |c| {
+        c.max_env_slots = 12;
+        c.sink = Some(Arc::new(move |_| {
+            Box::new(RecordingSink(Arc::clone(&sink_state))) as Box<dyn InferenceSink>
+        }));
+    })
+    .await;
+    let good = GoodActor::start(&server, 4, "").await;
+
+    // The victim takes the other 8 slots, has a step in flight, then vanishes.
+    let mut victim = RawStream::open(&server).await;
+    let welcome = victim.hello(8, "").await;
+    victim.send(Kind::Steps(steps(1, &[0, 1, 2, 3]))).await;
+    drop(victim);
+
+    // A newcomer can only be welcomed once the victim's slots are recycled.
+    let m = Arc::clone(server.metrics());
+    support::wait_until("the victim's slots to be freed", || {
+        m.snapshot().live_slots == 4
+    })
+    .await;
+    good.progresses(10).await;
+    let mut newcomer = RawStream::open(&server).await;
+    let again = newcomer.hello(8, "").await;
+    let mut a: Vec<u32> = welcome.env_slots.clone();
+    let mut b: Vec<u32> = again.env_slots.clone();
+    a.sort_unstable();
+    b.sort_unstable();
+    assert_eq!(a, b, "the freed slots were reused");
+    newcomer.send(Kind::Steps(steps(1, &[0, 7]))).await;
+    let learner_message::Kind::Actions(actions) = newcomer.recv().await else {
+        panic!("expected actions")
+    };
+    assert_eq!(actions.seq, 1);
+    good.progresses(10).await;
+
+    {
+        let r = recorded.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(r.bad_rows.is_empty(), "{:?}", r.bad_rows);
+        assert!(r.rows > 0);
+        let released: HashSet<u32> = r.released.iter().map(|(s, _)| s.0).collect();
+        assert_eq!(
+            released,
+            welcome.env_slots.iter().copied().collect(),
+            "the sink heard of exactly the victim's slots"
+        );
+    }
+    good.stop();
+    server.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_actors_over_tcp_and_a_unix_socket() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = dir.path().join("learner.sock");
+    for listen in [
+        "127.0.0.1:0".parse::<ListenAddr>().expect("literal"),
+        ListenAddr::Unix(sock.clone()),
+    ] {
+        let server = support::start_learner(|c| c.listen = listen.clone()).await;
+        let mut cfg = ActorConfig::new(server.local_addr().to_string(), EnvConfig::CartPole, 6);
+        cfg.seed = 3;
+        cfg.max_env_steps = Some(3_000);
+        let report = support::within(
+            "the actor to finish",
+            run_actor(cfg, std::future::pending()),
+        )
+        .await
+        .expect("actor runs cleanly");
+        assert!(report.env_steps >= 3_000, "{report:?}");
+        assert!(report.episodes > 0, "{report:?}");
+        let snap = server.metrics().snapshot();
+        assert!(
+            snap.episodes > 0 && snap.mean_return_last_100 > 0.0,
+            "{snap:?}"
+        );
+        server.shutdown().await.expect("shutdown");
+    }
+    assert!(!sock.exists(), "socket file removed at shutdown");
+}
+
+/// Checks that recurrent rows see zero state exactly at episode starts.
+struct StartChecker(Arc<Mutex<(u64, Vec<String>)>>);
+
+impl InferenceSink for StartChecker {
+    fn on_batch(&mut self, batch: &InferredBatch<'_>) {
+        let mut r = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for row in batch.rows() {
+            let (Some(h), Some(c)) = (row.recurrent_h, row.recurrent_c) else {
+                r.1.push("no recurrent state".into());
+                continue;
+            };
+            let zero = h.iter().chain(c).all(|&x| x == 0.0);
+            if row.episode_start != zero {
+                r.1.push(format!("start={} zero={zero}", row.episode_start));
+            }
+            r.0 += u64::from(row.episode_start);
+        }
+    }
+    fn on_slot_released(&mut self, _: EnvSlot, _: LeaseId) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recurrent_state_is_zeroed_exactly_at_episode_starts() {
+    let seen = Arc::new(Mutex::new((0u64, Vec::new())));
+    let sink_state = Arc::clone(&seen);
+    let server = support::start_learner(move |c| {
+        let mut model = ModelConfig::for_spec(&EnvSpec::cartpole());
+        model.lstm_size = Some(8);
+        c.model = Some(model);
+        c.sink = Some(Arc::new(move |_| {
+            Box::new(StartChecker(Arc::clone(&sink_state))) as Box<dyn InferenceSink>
+        }));
+    })
+    .await;
+    let mut s = RawStream::open(&server).await;
+    s.hello(2, "").await;
+    // seq 1: first steps (start); 2: continue; 3: env 0 terminated (start);
+    // 4: env 1 truncated; 5: env 1 after truncation (start); 6: env 0 new run id (start).
+    let mut expect_starts = 0;
+    for seq in 1..=6u64 {
+        let mut b = steps(seq, &[0, 1]);
+        match seq {
+            1 => expect_starts += 2,
+            3 => {
+                b.terminated[0] = true;
+                expect_starts += 1
+            }
+            4 => b.truncated[1] = true,
+            5 => expect_starts += 1,
+            6 => {
+                b.run_ids[0] = 2;
+                b.run_ids[1] = 1;
+                expect_starts += 1
+            }
+            _ => {}
+        }
+        s.send(Kind::Steps(b)).await;
+        let learner_message::Kind::Actions(a) = s.recv().await else {
+            panic!("expected actions")
+        };
+        assert_eq!(a.seq, seq);
+    }
+    {
+        let r = seen.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(r.1.is_empty(), "{:?}", r.1);
+        assert_eq!(r.0, expect_starts);
+        // The reset row after a truncation is not an env step.
+        assert_eq!(server.metrics().env_steps.load(Ordering::Relaxed), 12 - 1);
+    }
+    server.shutdown().await.expect("shutdown");
+}

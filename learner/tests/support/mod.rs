@@ -1,0 +1,232 @@
+//! Shared helpers: an in-process learner on an ephemeral loopback port, a
+//! raw tonic actor (to send anything, including bad input) and a well-behaved
+//! raw actor that runs in the background and counts the actions it gets.
+//!
+//! Tests wait for conditions with generous deadlines that fail the test;
+//! they never sleep to synchronise.
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use seed_learner::server::{Server, ServerConfig, ServerHandle};
+use seed_learner::transport::ListenAddr;
+use seed_shared::pb::learner_client::LearnerClient;
+use seed_shared::pb::{self, actor_message, learner_message};
+use seed_shared::EnvSpec;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use tonic::{Status, Streaming};
+
+/// Deadline for anything a test waits on; only reached when something hangs.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Must run before any candle code (it writes the environment), so every
+/// test calls it first; `Once` makes later calls wait for the first.
+pub fn init() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        seed_learner::run::configure_candle_threads(Some(1));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("warn")
+            .with_test_writer()
+            .try_init();
+    });
+}
+
+/// A CartPole learner on `127.0.0.1:0`, adjusted by `tweak`.
+pub async fn start_learner(tweak: impl FnOnce(&mut ServerConfig)) -> ServerHandle {
+    init();
+    let mut cfg = ServerConfig::new(
+        "127.0.0.1:0"
+            .parse::<ListenAddr>()
+            .expect("literal address"),
+        EnvSpec::cartpole(),
+    );
+    tweak(&mut cfg);
+    Server::bind(cfg).await.expect("learner starts")
+}
+
+/// Fails the test if `fut` does not finish within [`DEADLINE`].
+pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(DEADLINE, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out waiting for {what}"),
+    }
+}
+
+/// Polls `cond` (cheaply, yielding) until it holds or the deadline fails the test.
+pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    within(what, async {
+        let mut tick = tokio::time::interval(Duration::from_millis(5));
+        while !cond() {
+            tick.tick().await;
+        }
+    })
+    .await
+}
+
+pub async fn client(server: &ServerHandle) -> LearnerClient<Channel> {
+    let uri = server.http_uri().expect("tcp learner");
+    LearnerClient::connect(uri)
+        .await
+        .expect("connect")
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX)
+}
+
+/// One raw `Act` stream.
+pub struct RawStream {
+    pub tx: mpsc::Sender<pb::ActorMessage>,
+    pub rx: Streaming<pb::LearnerMessage>,
+}
+
+impl RawStream {
+    pub async fn open(server: &ServerHandle) -> RawStream {
+        let mut c = client(server).await;
+        let (tx, out) = mpsc::channel(64);
+        let rx = c
+            .act(ReceiverStream::new(out))
+            .await
+            .expect("call accepted")
+            .into_inner();
+        RawStream { tx, rx }
+    }
+
+    pub async fn send(&self, kind: actor_message::Kind) {
+        // The stream may already be closed by the learner; the test then
+        // reads the status from `rx`.
+        let _ = self.tx.send(pb::ActorMessage { kind: Some(kind) }).await;
+    }
+
+    /// The next message; panics on a status or end of stream.
+    pub async fn recv(&mut self) -> learner_message::Kind {
+        match within("a learner message", self.rx.message()).await {
+            Ok(Some(pb::LearnerMessage { kind: Some(k) })) => k,
+            other => panic!("expected a message, got {other:?}"),
+        }
+    }
+
+    /// Reads until the stream ends with a status, which is returned.
+    pub async fn status(&mut self) -> Status {
+        within("the stream's status", async {
+            loop {
+                match self.rx.message().await {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => panic!("stream ended without an error status"),
+                    Err(s) => return s,
+                }
+            }
+        })
+        .await
+    }
+
+    /// Sends a hello and returns the welcome.
+    pub async fn hello(&mut self, num_envs: u32, token: &str) -> pb::Welcome {
+        self.send(actor_message::Kind::Hello(hello(num_envs, token)))
+            .await;
+        match self.recv().await {
+            learner_message::Kind::Welcome(w) => w,
+            other => panic!("expected welcome, got {other:?}"),
+        }
+    }
+}
+
+pub fn hello(num_envs: u32, token: &str) -> pb::Hello {
+    pb::Hello {
+        actor_id: "test".into(),
+        num_envs,
+        spec: Some(EnvSpec::cartpole().to_proto()),
+        token: token.into(),
+    }
+}
+
+/// A valid CartPole step batch for `envs`.
+pub fn steps(seq: u64, envs: &[u32]) -> pb::StepBatch {
+    let n = envs.len();
+    let mut obs = Vec::with_capacity(n * 16);
+    for (i, _) in envs.iter().enumerate() {
+        for k in 0..4 {
+            obs.extend_from_slice(&((i * 4 + k) as f32 * 0.01).to_le_bytes());
+        }
+    }
+    pb::StepBatch {
+        seq,
+        env_indices: envs.to_vec(),
+        observations: obs.into(),
+        rewards: vec![1.0; n],
+        terminated: vec![false; n],
+        truncated: vec![false; n],
+        run_ids: vec![1; n],
+        episodes: vec![],
+    }
+}
+
+/// A well-behaved raw actor in the background: steps all its envs in two
+/// pipelined halves and checks each answer.
+pub struct GoodActor {
+    /// Action batches received and checked.
+    pub answered: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+impl GoodActor {
+    pub async fn start(server: &ServerHandle, num_envs: u32, token: &str) -> GoodActor {
+        let mut s = RawStream::open(server).await;
+        s.hello(num_envs, token).await;
+        let answered = Arc::new(AtomicU64::new(0));
+        let count = Arc::clone(&answered);
+        let half = num_envs.div_ceil(2);
+        let halves: [Vec<u32>; 2] = [(0..half).collect(), (half..num_envs).collect()];
+        let task = tokio::spawn(async move {
+            let mut seq = 0u64;
+            let mut sent = std::collections::VecDeque::new();
+            for h in halves.iter().filter(|h| !h.is_empty()) {
+                seq += 1;
+                s.send(actor_message::Kind::Steps(steps(seq, h))).await;
+                sent.push_back((seq, h.clone()));
+            }
+            loop {
+                let msg = match s.rx.message().await {
+                    Ok(Some(pb::LearnerMessage { kind: Some(k) })) => k,
+                    other => return Err(format!("good actor got {other:?}")),
+                };
+                let learner_message::Kind::Actions(a) = msg else {
+                    return Err("good actor: unexpected welcome".into());
+                };
+                let Some((want_seq, envs)) = sent.pop_front() else {
+                    return Err("good actor: unsolicited action batch".into());
+                };
+                if a.seq != want_seq
+                    || a.actions.len() != envs.len()
+                    || a.actions.iter().any(|&x| x >= 2)
+                {
+                    return Err(format!("good actor: bad answer {a:?} for seq {want_seq}"));
+                }
+                count.fetch_add(1, Ordering::Relaxed);
+                seq += 1;
+                s.send(actor_message::Kind::Steps(steps(seq, &envs))).await;
+                sent.push_back((seq, envs));
+            }
+        });
+        GoodActor { answered, task }
+    }
+
+    /// Waits until at least `more` further batches were answered.
+    pub async fn progresses(&self, more: u64) {
+        let start = self.answered.load(Ordering::Relaxed);
+        let task = &self.task;
+        wait_until("the good actor to keep being served", || {
+            assert!(!task.is_finished(), "good actor stopped");
+            self.answered.load(Ordering::Relaxed) >= start + more
+        })
+        .await;
+    }
+
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
