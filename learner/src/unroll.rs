@@ -1,1 +1,711 @@
-//! (to be written)
+//! Unroll assembly: per env slot, the steps inference produced become
+//! fixed-length trajectories ("unrolls") for the replay buffer.
+//!
+//! An unroll holds `T + 1` consecutive steps of one env (`[T+1, ...]` per
+//! field, the wire's step-aligned convention; see `algo/transitions.rs`):
+//! `T` transitions to train on plus the bootstrap step, whose value closes
+//! the last one. Consecutive unrolls of a slot overlap by one step: the
+//! bootstrap step of one is step 0 of the next, so no transition is lost.
+//!
+//! Trajectories are never glued: a row whose lease (a new actor stream on a
+//! reused slot) or run id (a restarted env) differs from the builder's
+//! restarts it, and a released slot drops its partial unroll. Episode ends
+//! inside an unroll are fine; `terminated`/`truncated`/`episode_start` say
+//! where they are.
+//!
+//! # Threads and ownership
+//! [`UnrollSink`] implements the inference hook. With several inference
+//! threads, steps of one slot may reach any of them, so the per-slot
+//! builders live in one shared [`UnrollAssembler`]. A slot has at most one
+//! step in flight (its claim bit in the state table), so two threads never
+//! want the same builder at once; a per-slot ownership flag makes that
+//! invariant checked rather than assumed, and orders one thread's writes
+//! before the next one's reads. No mutex is taken on this path.
+//!
+//! # Backpressure
+//! A completed unroll is inserted with the buffer's writer policy. With
+//! `Block { timeout }` (the learner's default) a full buffer makes the
+//! inference thread wait, so actions come back later and actors slow to the
+//! trainer's pace, as in SEED. An insert that times out drops the unroll
+//! (`unroll/dropped_full`) instead of stalling the learner forever.
+//!
+//! Cost per row: a copy of its observation, logits and a few scalars into the
+//! slot's builder. Per completed unroll: one replay insert (a copy of
+//! `T + 1` steps) and one copy of the bootstrap step to the front.
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_utils::Backoff;
+use seed_shared::ObsDType;
+use tracing::warn;
+
+use crate::inference::{InferenceSink, InferredBatch, InferredRow, SinkFactory};
+use crate::replay::{DType, FieldRef, ItemLayout, ReplayBuffer, ReplayError, Values};
+use crate::state_table::{EnvSlot, LeaseId};
+use crate::weights::PolicyVersion;
+
+/// Field names of an unroll in the replay buffer (and of the collated
+/// training batch).
+pub mod fields {
+    /// `[T+1, ...obs_shape]`, u8 or f32 (raw observation bytes).
+    pub const OBS: &str = "obs";
+    /// `[T+1]` u32: the action taken at each step (row `T` is the next
+    /// unroll's first action; a step after truncation has a dummy action).
+    pub const ACTIONS: &str = "actions";
+    /// `[T+1]` f32: reward received on the transition into each step.
+    pub const REWARDS: &str = "rewards";
+    /// `[T+1]` u8 (0/1): the transition into this step terminated.
+    pub const TERMINATED: &str = "terminated";
+    /// `[T+1]` u8 (0/1): this step is a truncated episode's final observation.
+    pub const TRUNCATED: &str = "truncated";
+    /// `[T+1]` f32 (0/1): the recurrent state was zeroed before this step.
+    pub const EPISODE_START: &str = "episode_start";
+    /// `[T+1, A]` f32: logits of the policy that chose each action.
+    pub const BEHAVIOUR_LOGITS: &str = "behaviour_logits";
+    /// `[]` u64: the oldest policy version in the unroll.
+    pub const POLICY_VERSION: &str = "policy_version";
+    /// `[H]` f32 each: recurrent state before step 0 (recurrent models only).
+    pub const INITIAL_H: &str = "initial_h";
+    pub const INITIAL_C: &str = "initial_c";
+}
+
+/// Shape of the unrolls a learner builds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnrollSpec {
+    /// `T`: transitions per unroll (the unroll holds `T + 1` steps).
+    pub unroll_length: usize,
+    pub obs_shape: Vec<usize>,
+    pub obs_dtype: ObsDType,
+    pub num_actions: usize,
+    /// Recurrent hidden size `H`; 0 for feed-forward models.
+    pub state_size: usize,
+}
+
+impl UnrollSpec {
+    /// Steps per unroll, `T + 1`.
+    pub fn steps(&self) -> usize {
+        self.unroll_length + 1
+    }
+
+    /// Elements in one observation.
+    pub fn obs_len(&self) -> usize {
+        self.obs_shape.iter().product()
+    }
+
+    /// Replay dtype of the observation field.
+    pub fn obs_replay_dtype(&self) -> DType {
+        match self.obs_dtype {
+            ObsDType::U8 => DType::U8,
+            ObsDType::F32 => DType::F32,
+        }
+    }
+
+    /// Bytes in one observation.
+    pub fn obs_bytes(&self) -> usize {
+        self.obs_len() * self.obs_replay_dtype().size()
+    }
+
+    /// The replay item layout of one unroll (field order = insert order).
+    pub fn layout(&self) -> Result<ItemLayout, ReplayError> {
+        let s = self.steps();
+        let mut obs_shape = vec![s];
+        obs_shape.extend(&self.obs_shape);
+        let mut b = ItemLayout::builder()
+            .field(fields::OBS, self.obs_replay_dtype(), &obs_shape)
+            .field(fields::ACTIONS, DType::U32, &[s])
+            .field(fields::REWARDS, DType::F32, &[s])
+            .field(fields::TERMINATED, DType::U8, &[s])
+            .field(fields::TRUNCATED, DType::U8, &[s])
+            .field(fields::EPISODE_START, DType::F32, &[s])
+            .field(fields::BEHAVIOUR_LOGITS, DType::F32, &[s, self.num_actions])
+            .field(fields::POLICY_VERSION, DType::U64, &[])
+            .policy_version_field(fields::POLICY_VERSION);
+        if self.state_size > 0 {
+            b = b
+                .field(fields::INITIAL_H, DType::F32, &[self.state_size])
+                .field(fields::INITIAL_C, DType::F32, &[self.state_size]);
+        }
+        b.build()
+    }
+}
+
+/// Collects one env slot's steps into unrolls of `T + 1` steps.
+///
+/// Feed it rows with [`push`](Self::push); when it reports a complete unroll,
+/// read it with [`fields`](Self::fields) (insert it), then call
+/// [`advance`](Self::advance), which keeps the bootstrap step as step 0 of
+/// the next unroll.
+#[derive(Debug, Clone)]
+pub struct UnrollBuilder {
+    steps: usize,
+    obs_bytes: usize,
+    num_actions: usize,
+    state_size: usize,
+    obs_dtype: DType,
+    /// Whose steps these are; a row of another lease or run restarts us.
+    owner: Option<(LeaseId, u64)>,
+    /// Steps filled, `0..=steps`.
+    len: usize,
+    obs: Vec<u8>,
+    actions: Vec<u32>,
+    rewards: Vec<f32>,
+    terminated: Vec<u8>,
+    truncated: Vec<u8>,
+    episode_start: Vec<f32>,
+    logits: Vec<f32>,
+    versions: Vec<u64>,
+    /// `[H]`: recurrent state before step 0 (and, while the last step is
+    /// being filled, before step `T`, which becomes the next step 0).
+    initial_h: Vec<f32>,
+    initial_c: Vec<f32>,
+    next_h: Vec<f32>,
+    next_c: Vec<f32>,
+    /// `[oldest version]`, written when the unroll completes.
+    version_out: [u64; 1],
+    shapes: FieldShapes,
+}
+
+/// Item shapes (no batch dim) borrowed by [`FieldRef`]s.
+#[derive(Debug, Clone)]
+struct FieldShapes {
+    obs: Vec<usize>,
+    steps: [usize; 1],
+    logits: [usize; 2],
+    state: [usize; 1],
+}
+
+impl UnrollBuilder {
+    pub fn new(spec: &UnrollSpec) -> Self {
+        let s = spec.steps();
+        let h = spec.state_size;
+        let mut obs = vec![s];
+        obs.extend(&spec.obs_shape);
+        UnrollBuilder {
+            steps: s,
+            obs_bytes: spec.obs_bytes(),
+            num_actions: spec.num_actions,
+            state_size: h,
+            obs_dtype: spec.obs_replay_dtype(),
+            owner: None,
+            len: 0,
+            obs: vec![0; s * spec.obs_bytes()],
+            actions: vec![0; s],
+            rewards: vec![0.0; s],
+            terminated: vec![0; s],
+            truncated: vec![0; s],
+            episode_start: vec![0.0; s],
+            logits: vec![0.0; s * spec.num_actions],
+            versions: vec![0; s],
+            initial_h: vec![0.0; h],
+            initial_c: vec![0.0; h],
+            next_h: vec![0.0; h],
+            next_c: vec![0.0; h],
+            version_out: [0],
+            shapes: FieldShapes {
+                obs,
+                steps: [s],
+                logits: [s, spec.num_actions],
+                state: [h],
+            },
+        }
+    }
+
+    /// Steps collected towards the current unroll.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Forgets the partial unroll (a released slot).
+    pub fn reset(&mut self) {
+        self.len = 0;
+        self.owner = None;
+    }
+
+    /// Appends one step produced by policy `version`. Returns `true` when the
+    /// unroll is complete (`T + 1` steps): read [`fields`](Self::fields), then
+    /// call [`advance`](Self::advance) before the next push. A row of another
+    /// lease or run than the steps before it restarts the builder from that
+    /// row ([`PushOutcome::Restarted`] when real steps were lost).
+    pub fn push(&mut self, row: &InferredRow<'_>, version: PolicyVersion) -> PushOutcome {
+        let mut outcome = PushOutcome::Partial;
+        let owner = Some((row.lease, row.run_id));
+        if self.owner != owner {
+            if self.len > 1 {
+                // Step 0 alone is only the previous unroll's bootstrap step
+                // (already trained on); more than that is a lost partial.
+                outcome = PushOutcome::Restarted {
+                    discarded: self.len,
+                };
+            }
+            self.len = 0;
+            self.owner = owner;
+        }
+        debug_assert!(self.len < self.steps, "advance() not called after a complete unroll");
+        let i = self.len;
+        let ob = self.obs_bytes;
+        // A row of the wrong size is a bug upstream (the server validates
+        // shapes); copy what fits rather than panic on the inference thread.
+        let n = row.observation.len().min(ob);
+        self.obs[i * ob..i * ob + n].copy_from_slice(&row.observation[..n]);
+        self.actions[i] = row.action;
+        self.rewards[i] = row.reward;
+        self.terminated[i] = row.terminated as u8;
+        self.truncated[i] = row.truncated as u8;
+        self.episode_start[i] = if row.episode_start { 1.0 } else { 0.0 };
+        let a = self.num_actions;
+        let m = row.logits.len().min(a);
+        self.logits[i * a..i * a + m].copy_from_slice(&row.logits[..m]);
+        self.versions[i] = version.0;
+        if self.state_size > 0 {
+            let (h, c) = if i == 0 {
+                (&mut self.initial_h, &mut self.initial_c)
+            } else {
+                (&mut self.next_h, &mut self.next_c)
+            };
+            copy_state(h, row.recurrent_h);
+            copy_state(c, row.recurrent_c);
+        }
+        self.len += 1;
+        if self.len == self.steps {
+            // The oldest version, so the measured lag is never underestimated.
+            self.version_out[0] = self.versions.iter().copied().min().unwrap_or(version.0);
+            return PushOutcome::Complete;
+        }
+        outcome
+    }
+
+    /// The oldest policy version of the complete unroll.
+    pub fn policy_version(&self) -> PolicyVersion {
+        PolicyVersion(self.version_out[0])
+    }
+
+    /// The complete unroll as replay fields, in [`UnrollSpec::layout`] order.
+    /// Only meaningful right after `push` returned [`PushOutcome::Complete`].
+    pub fn fields(&self) -> UnrollFields<'_> {
+        let sh = &self.shapes;
+        let mut refs = [FieldRef::new(&[], Values::U64(&[])); 10];
+        refs[0] = FieldRef::new(
+            &sh.obs,
+            Values::Raw {
+                dtype: self.obs_dtype,
+                bytes: &self.obs,
+            },
+        );
+        refs[1] = FieldRef::new(&sh.steps, Values::U32(&self.actions));
+        refs[2] = FieldRef::new(&sh.steps, Values::F32(&self.rewards));
+        refs[3] = FieldRef::new(&sh.steps, Values::U8(&self.terminated));
+        refs[4] = FieldRef::new(&sh.steps, Values::U8(&self.truncated));
+        refs[5] = FieldRef::new(&sh.steps, Values::F32(&self.episode_start));
+        refs[6] = FieldRef::new(&sh.logits, Values::F32(&self.logits));
+        refs[7] = FieldRef::new(&[], Values::U64(&self.version_out));
+        let mut count = 8;
+        if self.state_size > 0 {
+            refs[8] = FieldRef::new(&sh.state, Values::F32(&self.initial_h));
+            refs[9] = FieldRef::new(&sh.state, Values::F32(&self.initial_c));
+            count = 10;
+        }
+        UnrollFields { refs, count }
+    }
+
+    /// Starts the next unroll with the bootstrap step (step `T`) as its step 0.
+    pub fn advance(&mut self) {
+        if self.len < self.steps {
+            return;
+        }
+        let last = self.steps - 1;
+        let ob = self.obs_bytes;
+        self.obs.copy_within(last * ob..(last + 1) * ob, 0);
+        self.actions[0] = self.actions[last];
+        self.rewards[0] = self.rewards[last];
+        self.terminated[0] = self.terminated[last];
+        self.truncated[0] = self.truncated[last];
+        self.episode_start[0] = self.episode_start[last];
+        let a = self.num_actions;
+        self.logits.copy_within(last * a..(last + 1) * a, 0);
+        self.versions[0] = self.versions[last];
+        // The state before step T is the state before the new step 0. With
+        // T = 1 step T was written to `next_*` as well (i = 1 > 0).
+        std::mem::swap(&mut self.initial_h, &mut self.next_h);
+        std::mem::swap(&mut self.initial_c, &mut self.next_c);
+        self.len = 1;
+    }
+}
+
+fn copy_state(dst: &mut [f32], src: Option<&[f32]>) {
+    match src {
+        Some(s) if s.len() == dst.len() => dst.copy_from_slice(s),
+        _ => dst.fill(0.0),
+    }
+}
+
+/// What [`UnrollBuilder::push`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushOutcome {
+    /// The step was added; the unroll is not complete yet.
+    Partial,
+    /// The step completed the unroll.
+    Complete,
+    /// The row belonged to another lease or run: the previous partial
+    /// unroll (`discarded` steps) was dropped and the builder restarted
+    /// from this row.
+    Restarted { discarded: usize },
+}
+
+/// The fields of one complete unroll, ready for `ReplayBuffer::insert_ref`.
+pub struct UnrollFields<'a> {
+    refs: [FieldRef<'a>; 10],
+    count: usize,
+}
+
+impl<'a> UnrollFields<'a> {
+    pub fn as_slice(&self) -> &[FieldRef<'a>] {
+        &self.refs[..self.count]
+    }
+}
+
+/// Counters of unroll assembly (metric keys `unroll/<name>`). Relaxed:
+/// independent monotonic counters, read only for reporting.
+#[derive(Debug, Default)]
+pub struct UnrollStats {
+    /// Unrolls completed by builders.
+    pub completed: AtomicU64,
+    /// Unrolls the replay buffer accepted.
+    pub inserted: AtomicU64,
+    /// Unrolls dropped because the buffer stayed full for the whole timeout.
+    pub dropped_full: AtomicU64,
+    /// Unrolls dropped for any other insert error (closed buffer, ...).
+    pub dropped_error: AtomicU64,
+    /// Partial unrolls dropped (released slot, new lease or run id).
+    pub dropped_partial: AtomicU64,
+    /// Microseconds inference spent waiting in inserts (backpressure).
+    pub insert_wait_us: AtomicU64,
+}
+
+/// One slot's builder and its ownership flag.
+struct SlotBuilder {
+    /// Set while one thread uses `builder`. Acquired with a CAS (Acquire)
+    /// and cleared with a Release store, so one thread's writes to the
+    /// builder happen before the next owner's reads.
+    busy: AtomicBool,
+    builder: UnsafeCell<Option<Box<UnrollBuilder>>>,
+}
+
+// SAFETY: `builder` is only touched between a successful Acquire CAS of
+// `busy` from false to true and the Release store of false (`with_slot`).
+unsafe impl Sync for SlotBuilder {}
+
+/// The per-slot builders of a learner and where their unrolls go.
+pub struct UnrollAssembler {
+    spec: UnrollSpec,
+    slots: Box<[SlotBuilder]>,
+    replay: Arc<ReplayBuffer>,
+    pub stats: UnrollStats,
+}
+
+impl UnrollAssembler {
+    /// Builders for `max_env_slots` slots (allocated on a slot's first step)
+    /// feeding `replay`, whose layout must be `spec.layout()`.
+    pub fn new(spec: UnrollSpec, max_env_slots: usize, replay: Arc<ReplayBuffer>) -> Arc<Self> {
+        Arc::new(UnrollAssembler {
+            spec,
+            slots: (0..max_env_slots)
+                .map(|_| SlotBuilder {
+                    busy: AtomicBool::new(false),
+                    builder: UnsafeCell::new(None),
+                })
+                .collect(),
+            replay,
+            stats: UnrollStats::default(),
+        })
+    }
+
+    pub fn spec(&self) -> &UnrollSpec {
+        &self.spec
+    }
+
+    /// A factory making one [`UnrollSink`] per inference thread.
+    pub fn sink_factory(self: &Arc<Self>) -> SinkFactory {
+        let this = Arc::clone(self);
+        Arc::new(move |_index| {
+            Box::new(UnrollSink {
+                assembler: Arc::clone(&this),
+            }) as Box<dyn InferenceSink>
+        })
+    }
+
+    /// Runs `f` on `slot`'s builder with exclusive access.
+    fn with_slot<R>(&self, slot: EnvSlot, f: impl FnOnce(&mut Option<Box<UnrollBuilder>>) -> R) -> Option<R> {
+        let cell = self.slots.get(slot.0 as usize)?;
+        let backoff = Backoff::new();
+        // Never contended in practice (one step in flight per slot); the
+        // loop only covers the hand-off between two inference threads.
+        while cell
+            .busy
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            backoff.snooze();
+        }
+        // SAFETY: we own `busy` (module docs), so no one else touches the cell.
+        let r = f(unsafe { &mut *cell.builder.get() });
+        // Release: pairs with the Acquire CAS of the next owner.
+        cell.busy.store(false, Ordering::Release);
+        Some(r)
+    }
+
+    fn on_row(&self, row: &InferredRow<'_>, version: PolicyVersion) {
+        let spec = &self.spec;
+        let stats = &self.stats;
+        let replay = &self.replay;
+        self.with_slot(row.slot, |b| {
+            let b = b.get_or_insert_with(|| Box::new(UnrollBuilder::new(spec)));
+            match b.push(row, version) {
+                PushOutcome::Partial => {}
+                PushOutcome::Restarted { .. } => {
+                    stats.dropped_partial.fetch_add(1, Ordering::Relaxed);
+                }
+                PushOutcome::Complete => {
+                    stats.completed.fetch_add(1, Ordering::Relaxed);
+                    let started = Instant::now();
+                    let result = replay.insert_ref(b.fields().as_slice());
+                    stats
+                        .insert_wait_us
+                        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    match result {
+                        Ok(_) => {
+                            stats.inserted.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(ReplayError::Timeout { .. }) => {
+                            stats.dropped_full.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(ReplayError::Closed) => {
+                            stats.dropped_error.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            if stats.dropped_error.fetch_add(1, Ordering::Relaxed) == 0 {
+                                warn!(error = %e, "replay refused an unroll (logged once)");
+                            }
+                        }
+                    }
+                    b.advance();
+                }
+            }
+        });
+    }
+}
+
+/// The inference hook of one inference thread: routes rows to the shared
+/// [`UnrollAssembler`].
+pub struct UnrollSink {
+    assembler: Arc<UnrollAssembler>,
+}
+
+impl InferenceSink for UnrollSink {
+    fn on_batch(&mut self, batch: &InferredBatch<'_>) {
+        for row in batch.rows() {
+            self.assembler.on_row(&row, batch.policy_version);
+        }
+    }
+
+    fn on_slot_released(&mut self, slot: EnvSlot, _lease: LeaseId) {
+        let stats = &self.assembler.stats;
+        self.assembler.with_slot(slot, |b| {
+            if let Some(b) = b.as_mut() {
+                if b.len() > 1 {
+                    stats.dropped_partial.fetch_add(1, Ordering::Relaxed);
+                }
+                b.reset();
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::{ReplayConfig, SamplerConfig};
+
+    fn spec(t: usize, h: usize) -> UnrollSpec {
+        UnrollSpec {
+            unroll_length: t,
+            obs_shape: vec![2],
+            obs_dtype: ObsDType::F32,
+            num_actions: 2,
+            state_size: h,
+        }
+    }
+
+    /// Step `k` of a synthetic env: observation `[k, -k]`, action `k % 2`,
+    /// reward `k`, logits `[k, 0]`, recurrent state `[k; H]`.
+    struct Step {
+        obs: Vec<u8>,
+        logits: [f32; 2],
+        h: Vec<f32>,
+    }
+
+    impl Step {
+        fn new(k: u32, hsize: usize) -> Self {
+            let mut obs = Vec::new();
+            obs.extend((k as f32).to_le_bytes());
+            obs.extend((-(k as f32)).to_le_bytes());
+            Step {
+                obs,
+                logits: [k as f32, 0.0],
+                h: vec![k as f32; hsize],
+            }
+        }
+
+        fn row(&self, k: u32, lease: u64, run: u64) -> InferredRow<'_> {
+            let hs = (!self.h.is_empty()).then_some(self.h.as_slice());
+            InferredRow {
+                slot: EnvSlot(0),
+                lease: LeaseId(lease),
+                run_id: run,
+                observation: &self.obs,
+                reward: k as f32,
+                terminated: false,
+                truncated: false,
+                episode_start: k == 0,
+                action: k % 2,
+                logits: &self.logits,
+                value: 0.0,
+                recurrent_h: hs,
+                recurrent_c: hs,
+            }
+        }
+    }
+
+    fn buffer(spec: &UnrollSpec) -> Arc<ReplayBuffer> {
+        Arc::new(
+            ReplayBuffer::new(spec.layout().unwrap(), ReplayConfig::new(16, SamplerConfig::Fifo))
+                .unwrap(),
+        )
+    }
+
+    fn f32s(bytes: &[u8]) -> Vec<f32> {
+        bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
+
+    #[test]
+    fn consecutive_unrolls_overlap_by_one_step_and_carry_the_state() {
+        let s = spec(3, 2);
+        let replay = buffer(&s);
+        let mut b = UnrollBuilder::new(&s);
+        let mut completed = 0;
+        for k in 0..7u32 {
+            let step = Step::new(k, 2);
+            // Versions rise with k, so the oldest is the first step's.
+            if b.push(&step.row(k, 1, 5), PolicyVersion(10 + k as u64)) == PushOutcome::Complete {
+                replay.insert_ref(b.fields().as_slice()).unwrap();
+                b.advance();
+                completed += 1;
+            }
+        }
+        // Steps 0..=3 and 3..=6: two unrolls, one step (3) shared.
+        assert_eq!(completed, 2);
+        let mut batch = replay.new_batch(2);
+        replay.sample_into(&mut batch, 2).unwrap();
+        let rewards = f32s(batch.field(fields::REWARDS).unwrap());
+        assert_eq!(rewards, [0.0, 1.0, 2.0, 3.0, 3.0, 4.0, 5.0, 6.0]);
+        let obs = f32s(batch.field(fields::OBS).unwrap());
+        assert_eq!(&obs[8..10], &[3.0, -3.0], "second unroll starts at step 3");
+        assert_eq!(batch.policy_versions(), &[10, 13]);
+        let h = f32s(batch.field(fields::INITIAL_H).unwrap());
+        assert_eq!(h, [0.0, 0.0, 3.0, 3.0], "state before each unroll's step 0");
+        let actions = batch.field(fields::ACTIONS).unwrap();
+        assert_eq!(actions.len(), 2 * 4 * 4);
+        let starts = f32s(batch.field(fields::EPISODE_START).unwrap());
+        assert_eq!(starts, [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn oldest_version_is_reported_even_if_versions_are_not_monotonic() {
+        let s = spec(2, 0);
+        let mut b = UnrollBuilder::new(&s);
+        let versions = [7, 5, 9];
+        let mut out = PushOutcome::Partial;
+        for (k, v) in versions.iter().enumerate() {
+            let step = Step::new(k as u32, 0);
+            out = b.push(&step.row(k as u32, 1, 1), PolicyVersion(*v));
+        }
+        assert_eq!(out, PushOutcome::Complete);
+        assert_eq!(b.policy_version(), PolicyVersion(5));
+    }
+
+    #[test]
+    fn a_new_run_id_or_lease_restarts_instead_of_gluing() {
+        let s = spec(3, 0);
+        let mut b = UnrollBuilder::new(&s);
+        for k in 0..2u32 {
+            let st = Step::new(k, 0);
+            assert_eq!(b.push(&st.row(k, 1, 5), PolicyVersion(0)), PushOutcome::Partial);
+        }
+        let st = Step::new(2, 0);
+        assert_eq!(
+            b.push(&st.row(2, 1, 6), PolicyVersion(0)),
+            PushOutcome::Restarted { discarded: 2 },
+            "new run id"
+        );
+        assert_eq!(b.len(), 1);
+        let st = Step::new(3, 0);
+        assert_eq!(
+            b.push(&st.row(3, 2, 6), PolicyVersion(0)),
+            PushOutcome::Partial,
+            "new lease with a single step behind it: nothing lost"
+        );
+        assert_eq!(b.len(), 1);
+        // Three more steps of the new owner complete an unroll that starts at step 3.
+        for k in 4..7u32 {
+            let st = Step::new(k, 0);
+            let out = b.push(&st.row(k, 2, 6), PolicyVersion(0));
+            assert_eq!(out == PushOutcome::Complete, k == 6);
+        }
+        let f = b.fields();
+        let rewards = match f.as_slice()[2].values {
+            Values::F32(r) => r.to_vec(),
+            _ => unreachable!(),
+        };
+        assert_eq!(rewards, [3.0, 4.0, 5.0, 6.0]);
+    }
+
+    #[test]
+    fn layout_has_state_fields_only_when_recurrent() {
+        assert!(spec(4, 0).layout().unwrap().field(fields::INITIAL_H).is_none());
+        let l = spec(4, 8).layout().unwrap();
+        assert_eq!(l.field(fields::INITIAL_C).unwrap().1.shape(), &[8]);
+        assert_eq!(l.field(fields::BEHAVIOUR_LOGITS).unwrap().1.shape(), &[5, 2]);
+    }
+
+    #[test]
+    fn assembler_drops_the_partial_unroll_of_a_released_slot() {
+        let s = spec(2, 0);
+        let replay = buffer(&s);
+        let asm = UnrollAssembler::new(s, 4, Arc::clone(&replay));
+        let mut sink = (asm.sink_factory())(0);
+        let row_at = |asm: &UnrollAssembler, k: u32, lease: u64| {
+            let st = Step::new(k, 0);
+            asm.on_row(&st.row(k, lease, 1), PolicyVersion(0));
+        };
+        row_at(&asm, 0, 1);
+        row_at(&asm, 1, 1);
+        sink.on_slot_released(EnvSlot(0), LeaseId(1));
+        assert_eq!(asm.stats.dropped_partial.load(Ordering::Relaxed), 1);
+        // The same lease id cannot come back, but even if steps continued
+        // the builder starts from scratch: two more steps are not enough.
+        row_at(&asm, 2, 1);
+        row_at(&asm, 3, 1);
+        assert_eq!(replay.stats().inserted, 0);
+        row_at(&asm, 4, 1);
+        assert_eq!(replay.stats().inserted, 1);
+        assert_eq!(asm.stats.inserted.load(Ordering::Relaxed), 1);
+    }
+}
