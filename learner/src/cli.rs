@@ -28,6 +28,26 @@ pub enum Command {
     /// Runs one actor process (what `--local-actors` spawns).
     #[command(hide = true)]
     Actor(ActorArgs),
+    /// Runs greedy episodes of a checkpointed policy on local envs and
+    /// prints mean/min/max return.
+    Eval(EvalArgs),
+}
+
+/// Flags of `learner eval`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct EvalArgs {
+    /// Run directory holding the checkpoint (what `--run-dir` wrote) [default: none, required].
+    #[arg(long)]
+    pub checkpoint: PathBuf,
+    /// Episodes to run [default: 10].
+    #[arg(long, hide_default_value = true, default_value_t = 10)]
+    pub episodes: usize,
+    /// Seed of the envs' initial states [default: 0].
+    #[arg(long, hide_default_value = true, default_value_t = 0)]
+    pub seed: u64,
+    /// Stop an episode after this many steps (envs without a time limit) [default: 10000].
+    #[arg(long, hide_default_value = true, default_value_t = 10_000)]
+    pub max_steps: u64,
 }
 
 /// Flags of `learner` (serve + local actors).
@@ -115,6 +135,104 @@ pub struct TrainArgs {
     /// Run local actors from this `actor` binary instead of `learner actor` [default: this executable].
     #[arg(long)]
     pub actor_bin: Option<PathBuf>,
+
+    // ---- Training -------------------------------------------------------
+    /// Serve and infer only; no unrolls, replay or training [default: off].
+    #[arg(long)]
+    pub no_train: bool,
+    /// T: transitions per unroll; unrolls hold T+1 steps and overlap by one [default: 20].
+    #[arg(long, hide_default_value = true, default_value_t = 20)]
+    pub unroll_length: usize,
+    /// B: unrolls per training batch [default: 32].
+    #[arg(long, hide_default_value = true, default_value_t = 32)]
+    pub batch_size: usize,
+    /// Optimizer: `adam` or `rmsprop` [default: adam].
+    #[arg(long, hide_default_value = true, default_value = "adam")]
+    pub optimizer: OptimizerKind,
+    /// Learning rate (initial one with --lr-decay-steps) [default: 0.002].
+    #[arg(long, hide_default_value = true, default_value_t = 2e-3)]
+    pub learning_rate: f64,
+    /// Decay the learning rate linearly to 0 over this many learner steps; 0 keeps it constant [default: 0].
+    #[arg(long, hide_default_value = true, default_value_t = 0)]
+    pub lr_decay_steps: u64,
+    /// Discount γ per step [default: 0.99].
+    #[arg(long, hide_default_value = true, default_value_t = 0.99)]
+    pub discount: f32,
+    /// Weight of the entropy bonus [default: 0.01].
+    #[arg(long, hide_default_value = true, default_value_t = 0.01)]
+    pub entropy_cost: f32,
+    /// Weight of the value loss [default: 0.5].
+    #[arg(long, hide_default_value = true, default_value_t = 0.5)]
+    pub baseline_cost: f32,
+    /// Global gradient-norm clip [default: 40].
+    #[arg(long, hide_default_value = true, default_value_t = 40.0)]
+    pub max_grad_norm: f32,
+    /// V-trace clip thresholds ρ̄ and c̄ [default: 1].
+    #[arg(long, hide_default_value = true, default_value_t = 1.0)]
+    pub vtrace_clip: f32,
+    /// Times each unroll is trained on: 1 is FIFO consume-once; N > 1 samples
+    /// uniformly among stored unrolls and retires each after N uses [default: 1].
+    #[arg(long, hide_default_value = true, default_value_t = 1)]
+    pub replay_ratio: u32,
+    /// Replay capacity in unrolls; when full, inference waits (backpressure
+    /// slows the actors to the trainer's pace) [default: 2 x --batch-size].
+    #[arg(long)]
+    pub replay_capacity: Option<usize>,
+    /// How long inference waits on a full replay buffer before dropping the
+    /// unroll, in milliseconds [default: 5000].
+    #[arg(long, hide_default_value = true, default_value_t = 5000)]
+    pub insert_timeout_ms: u64,
+    /// Drop sampled unrolls whose oldest step is more than this many policy
+    /// versions behind the trainer [default: no cap].
+    #[arg(long)]
+    pub max_policy_lag: Option<u64>,
+    /// MLP torso hidden widths, comma-separated [default: 64,64].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        hide_default_value = true,
+        default_value = "64,64"
+    )]
+    pub hidden_sizes: Vec<usize>,
+    /// Conv torso output width (image observations) [default: 256].
+    #[arg(long, hide_default_value = true, default_value_t = 256)]
+    pub conv_features: usize,
+    /// Add an LSTM core (state kept per env slot at inference) [default: off].
+    #[arg(long)]
+    pub lstm: bool,
+    /// LSTM hidden size with --lstm [default: 64].
+    #[arg(long, hide_default_value = true, default_value_t = 64)]
+    pub lstm_size: usize,
+    /// Prefetch threads collating batches for the trainer [default: 1].
+    #[arg(long, hide_default_value = true, default_value_t = 1)]
+    pub prefetch_threads: usize,
+    /// Collated batches kept ready ahead of the trainer [default: 2].
+    #[arg(long, hide_default_value = true, default_value_t = 2)]
+    pub prefetch_depth: usize,
+    /// Keep checkpoints, metrics.jsonl and learning_curve.png here [default: none].
+    #[arg(long)]
+    pub run_dir: Option<PathBuf>,
+    /// Seconds between checkpoints with --run-dir (one is also written at exit) [default: 60].
+    #[arg(long, hide_default_value = true, default_value_t = 60.0)]
+    pub checkpoint_secs: f64,
+    /// Continue from the newest checkpoint in this run directory (weights,
+    /// optimizer, counters, policy version); implies --run-dir DIR unless given [default: none].
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
+    /// Mean return over the last 100 episodes that counts as solved [default: 475, CartPole-v1's threshold].
+    #[arg(long, hide_default_value = true, default_value_t = 475.0)]
+    pub target_return: f64,
+    /// Stop as soon as the target return is reached [default: off].
+    #[arg(long)]
+    pub stop_when_solved: bool,
+}
+
+/// `--optimizer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    Adam,
+    Rmsprop,
 }
 
 impl TrainArgs {
@@ -143,6 +261,22 @@ mod tests {
         assert_eq!(t.flush_us, 500);
         assert_eq!(t.progress_secs, 5.0);
         assert_eq!(t.device, "cpu");
+        assert!(!t.no_train && !t.lstm && !t.stop_when_solved);
+        assert_eq!(t.replay_ratio, 1);
+        assert_eq!(t.target_return, 475.0);
+        assert_eq!(t.hidden_sizes, vec![64, 64]);
+    }
+
+    #[test]
+    fn eval_subcommand_parses() {
+        let cli = parse(&["eval", "--checkpoint", "/tmp/run", "--episodes", "3"]).unwrap();
+        match cli.command {
+            Some(Command::Eval(e)) => {
+                assert_eq!(e.checkpoint, PathBuf::from("/tmp/run"));
+                assert_eq!(e.episodes, 3);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

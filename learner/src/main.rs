@@ -18,6 +18,16 @@ fn main() -> ExitCode {
         Some(Command::Actor(args)) => seed_actor::cli::run(args)
             .map(|_| ())
             .map_err(anyhow::Error::from),
+        Some(Command::Eval(args)) => {
+            seed_learner::eval::evaluate(&args.checkpoint, args.episodes, args.seed, args.max_steps)
+                .map(|r| {
+                    println!(
+                        "{} episodes: mean return {:.1}, min {:.1}, max {:.1} (policy v{})",
+                        r.episodes, r.mean_return, r.min_return, r.max_return, r.policy_version
+                    )
+                })
+                .map_err(anyhow::Error::from)
+        }
         None => seed_learner::run::run(&cli.train)
             .map(|_| ())
             .map_err(anyhow::Error::from),

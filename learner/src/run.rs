@@ -15,14 +15,19 @@ use crate::batcher::BatcherConfig;
 use crate::cli::TrainArgs;
 use crate::device::parse_device;
 use crate::error::LearnerError;
+use crate::learning_curve::{CurvePoint, LearningCurve};
 use crate::local_actors::{LocalActorSpec, LocalActors};
-use crate::metrics::MetricsSnapshot;
+use crate::metrics::{MetricsSnapshot, RETURN_WINDOW};
+use crate::metrics_log::MetricsLog;
 use crate::server::{Server, ServerConfig};
-use crate::summary::RunSummary;
+use crate::summary::{RunSummary, TrainingSummary};
+use crate::training::{Training, TrainingSetup, TrainingSnapshot};
 use crate::transport::ListenAddr;
 
-/// How often stop conditions (`--max-env-steps`) are checked.
+/// How often stop conditions (`--max-env-steps`, solved) are checked.
 const STOP_CHECK: Duration = Duration::from_millis(50);
+/// How often the learning curve is sampled.
+const CURVE_EVERY: Duration = Duration::from_millis(500);
 
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -123,6 +128,7 @@ pub async fn run_until(
     args: &TrainArgs,
     interrupt: impl Future<Output = ()>,
 ) -> Result<RunSummary, LearnerError> {
+    let t0 = Instant::now();
     let (listen, fallback) = match &args.listen {
         Some(l) => (l.parse::<ListenAddr>()?, false),
         None => (TrainArgs::DEFAULT_LISTEN.parse::<ListenAddr>()?, true),
@@ -144,9 +150,37 @@ pub async fn run_until(
     config.inference_threads = args.inference_threads.max(1);
     config.device = parse_device(&args.device)?;
     config.seed = args.seed;
+    let setup = if args.no_train {
+        None
+    } else {
+        let setup = TrainingSetup::new(args, &config.spec, &config.device)?;
+        config.model = Some(setup.model_config.clone());
+        config.weights = Some(std::sync::Arc::clone(&setup.weights));
+        config.sink = Some(std::sync::Arc::clone(&setup.sink));
+        Some(setup)
+    };
     let server = Server::bind(config).await?;
     let addr = server.local_addr().clone();
     let started = Instant::now();
+    let metrics = std::sync::Arc::clone(server.metrics());
+    let resumed = setup.as_ref().map(|s| s.resumed).unwrap_or_default();
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        metrics.env_steps.store(resumed.env_steps, Relaxed);
+        metrics.episodes.store(resumed.episodes, Relaxed);
+    }
+    let training = match setup {
+        Some(s) => Some(s.start(std::sync::Arc::clone(&metrics))?),
+        None => None,
+    };
+    let run_dir = args.run_dir.clone().or_else(|| args.resume.clone());
+    let mut metrics_log = match (&run_dir, &training) {
+        (Some(d), Some(_)) => Some(MetricsLog::open(d)?),
+        _ => None,
+    };
+    let mut curve = LearningCurve::new(Some(args.target_return));
+    let mut next_curve = tokio::time::Instant::now();
+    let mut solved: Option<(u64, f64)> = None;
 
     let mut actors = if args.local_actors > 0 {
         Some(LocalActors::spawn(
@@ -163,7 +197,6 @@ pub async fn run_until(
         None
     };
 
-    let metrics = std::sync::Arc::clone(server.metrics());
     let deadline = args
         .max_seconds
         .map(|s| tokio::time::Instant::now() + Duration::from_secs_f64(s.max(0.0)));
@@ -214,10 +247,37 @@ pub async fn run_until(
                         break Ok(());
                     }
                 }
+                let snap = metrics.snapshot();
+                let seconds = t0.elapsed().as_secs_f64();
+                let episodes_here = snap.episodes.saturating_sub(resumed.episodes);
+                if solved.is_none()
+                    && episodes_here >= RETURN_WINDOW as u64
+                    && snap.mean_return_last_100 >= args.target_return
+                {
+                    solved = Some((snap.env_steps, seconds));
+                    info!(env_steps = snap.env_steps, seconds = format!("{seconds:.1}"),
+                        mean_return = format!("{:.1}", snap.mean_return_last_100), "solved");
+                    if args.stop_when_solved {
+                        break Ok(());
+                    }
+                }
+                if now >= next_curve {
+                    next_curve = now + CURVE_EVERY;
+                    curve.push(CurvePoint {
+                        env_steps: snap.env_steps,
+                        seconds,
+                        mean_return: snap.mean_return_last_100,
+                    });
+                }
                 if let (Some(at), Some(every)) = (next_progress, progress_every) {
                     if now >= at {
-                        let snap = metrics.snapshot();
-                        log_progress(&snap, &last);
+                        let t = training.as_ref().map(Training::snapshot);
+                        log_progress(&snap, &last, t.as_ref());
+                        if let (Some(log), Some(t)) = (metrics_log.as_mut(), t.as_ref()) {
+                            if let Err(e) = log.append(&interval_record(&snap, &last, t, seconds)) {
+                                warn!(error = %e, "metrics.jsonl");
+                            }
+                        }
                         last = snap;
                         next_progress = Some(at + every);
                     }
@@ -228,13 +288,47 @@ pub async fn run_until(
 
     let wall = started.elapsed();
     let snap = metrics.snapshot();
+    let train_snap = training.as_ref().map(Training::snapshot);
+    let train_secs = training.as_ref().map_or(0.0, |t| t.elapsed().as_secs_f64());
+    if let (Some(log), Some(t)) = (metrics_log.as_mut(), train_snap.as_ref()) {
+        let record = interval_record(&snap, &last, t, t0.elapsed().as_secs_f64());
+        if let Err(e) = log.append(&record) {
+            warn!(error = %e, "metrics.jsonl");
+        }
+    }
+    // Training first: closing the replay buffer frees an inference thread
+    // blocked on backpressure, so the server can shut down promptly.
+    let train_result = match training {
+        Some(t) => tokio::task::block_in_place(|| t.stop()),
+        None => Ok(()),
+    };
     if let Some(a) = actors.take() {
         a.stop().await;
     }
     if let Err(e) = server.shutdown().await {
         warn!(error = %e, "server shutdown");
     }
-    let summary = RunSummary::new(&snap, wall, failures, addr.to_string());
+    let mut summary = RunSummary::new(&snap, wall, failures, addr.to_string());
+    if let Some(t) = &train_snap {
+        summary.training = Some(TrainingSummary::new(
+            t,
+            train_secs,
+            args.target_return,
+            solved,
+        ));
+    }
+    if let Some(dir) = &run_dir {
+        curve.push(CurvePoint {
+            env_steps: snap.env_steps,
+            seconds: t0.elapsed().as_secs_f64(),
+            mean_return: snap.mean_return_last_100,
+        });
+        let path = dir.join("learning_curve.png");
+        match curve.write_png(&path) {
+            Ok(()) => info!(path = %path.display(), "learning curve written"),
+            Err(e) => warn!(error = %e, "learning curve"),
+        }
+    }
     info!(
         env_steps = summary.env_steps,
         env_steps_per_second = format!("{:.0}", summary.env_steps_per_second),
@@ -248,12 +342,78 @@ pub async fn run_until(
     if let Some(path) = &args.summary_json {
         summary.write_json(path)?;
     }
+    train_result?;
     outcome.map(|()| summary)
 }
 
-/// The progress line: a log line with the figures of the last interval.
-fn log_progress(now: &MetricsSnapshot, last: &MetricsSnapshot) {
+/// One `metrics.jsonl` object: the interval since `last`, keys `area/name`.
+fn interval_record(
+    now: &MetricsSnapshot,
+    last: &MetricsSnapshot,
+    t: &TrainingSnapshot,
+    seconds: f64,
+) -> serde_json::Value {
     let i = now.since(last);
+    serde_json::json!({
+        "time/seconds": seconds,
+        "env/steps": now.env_steps,
+        "env/steps_per_second": i.env_steps_per_second,
+        "env/episodes": now.episodes,
+        "env/mean_return_last_100": now.mean_return_last_100,
+        "inference/mean_batch": i.mean_batch_size,
+        "inference/step_latency_p50_us": i.step_latency_p50_us,
+        "inference/step_latency_p99_us": i.step_latency_p99_us,
+        "train/learner_steps": t.learner_steps,
+        "train/learner_steps_per_second": if i.seconds > 0.0 {
+            now.learner_steps.saturating_sub(last.learner_steps) as f64 / i.seconds
+        } else { 0.0 },
+        "train/total_loss": t.total_loss,
+        "train/pg_loss": t.pg_loss,
+        "train/value_loss": t.value_loss,
+        "train/entropy": t.entropy,
+        "train/grad_norm": t.grad_norm,
+        "train/learning_rate": t.learning_rate,
+        "train/mean_policy_lag": t.mean_policy_lag,
+        "train/max_policy_lag": t.max_policy_lag,
+        "train/wait_fraction": t.wait_fraction(),
+        "replay/stored": t.replay_stored,
+        "replay/inserts": t.unrolls_inserted,
+        "replay/dropped_full": t.unrolls_dropped_full,
+        "replay/insert_wait_seconds": t.insert_wait_seconds,
+        "prefetch/queue_depth": t.prefetch_queue,
+    })
+}
+
+/// The progress line: a log line with the figures of the last interval.
+fn log_progress(now: &MetricsSnapshot, last: &MetricsSnapshot, t: Option<&TrainingSnapshot>) {
+    let i = now.since(last);
+    if let Some(t) = t {
+        let steps_per_s = if i.seconds > 0.0 {
+            now.learner_steps.saturating_sub(last.learner_steps) as f64 / i.seconds
+        } else {
+            0.0
+        };
+        info!(
+            "{} env steps | {:.0} env steps/s | {} episodes | mean return {:.1} | learner {} steps ({:.1}/s, waits {:.0}%) | loss pg {:.3} v {:.3} entropy {:.3} | grad norm {:.2} | lag mean {:.2} max {} | replay {} prefetch {} | batch {:.1}",
+            now.env_steps,
+            i.env_steps_per_second,
+            now.episodes,
+            now.mean_return_last_100,
+            now.learner_steps,
+            steps_per_s,
+            100.0 * t.wait_fraction(),
+            t.pg_loss,
+            t.value_loss,
+            t.entropy,
+            t.grad_norm,
+            t.mean_policy_lag,
+            t.max_policy_lag,
+            t.replay_stored,
+            t.prefetch_queue,
+            i.mean_batch_size,
+        );
+        return;
+    }
     info!(
         "{:.0} env steps/s | {} episodes | mean return {:.1} | batch {:.1} | step latency p50 {:.0} us p99 {:.0} us | actors {} | slots {}",
         i.env_steps_per_second,

@@ -34,6 +34,59 @@ pub struct RunSummary {
     pub local_actor_failures: usize,
     /// Where the learner listened.
     pub listen: String,
+    /// Training figures (absent with `--no-train`), flattened into the JSON.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub training: Option<TrainingSummary>,
+}
+
+/// What training adds to the summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrainingSummary {
+    /// The mean return over the last 100 episodes reached `target_return`.
+    pub solved: bool,
+    pub target_return: f64,
+    /// Env steps and seconds (from learner start) when it was first reached.
+    pub env_steps_to_solve: Option<u64>,
+    pub seconds_to_solve: Option<f64>,
+    pub learner_steps: u64,
+    pub learner_steps_per_second: f64,
+    /// Fraction of the trainer's time spent waiting for a batch.
+    pub trainer_wait_fraction: f64,
+    pub mean_policy_lag: f64,
+    pub max_policy_lag: u64,
+    pub unrolls_trained: u64,
+    /// Unrolls dropped because the replay buffer stayed full past the timeout.
+    pub unrolls_dropped_full: u64,
+    /// Seconds inference spent blocked on a full replay buffer (backpressure).
+    pub insert_wait_seconds: f64,
+}
+
+impl TrainingSummary {
+    pub fn new(
+        t: &crate::training::TrainingSnapshot,
+        train_seconds: f64,
+        target_return: f64,
+        solved: Option<(u64, f64)>,
+    ) -> Self {
+        TrainingSummary {
+            solved: solved.is_some(),
+            target_return,
+            env_steps_to_solve: solved.map(|s| s.0),
+            seconds_to_solve: solved.map(|s| s.1),
+            learner_steps: t.learner_steps,
+            learner_steps_per_second: if train_seconds > 0.0 {
+                t.learner_steps as f64 / train_seconds
+            } else {
+                0.0
+            },
+            trainer_wait_fraction: t.wait_fraction(),
+            mean_policy_lag: t.mean_policy_lag,
+            max_policy_lag: t.max_policy_lag,
+            unrolls_trained: t.unrolls_trained,
+            unrolls_dropped_full: t.unrolls_dropped_full,
+            insert_wait_seconds: t.insert_wait_seconds,
+        }
+    }
 }
 
 impl RunSummary {
@@ -65,6 +118,7 @@ impl RunSummary {
             policy_version: m.policy_version,
             local_actor_failures,
             listen,
+            training: None,
         }
     }
 

@@ -246,7 +246,10 @@ impl UnrollBuilder {
             self.len = 0;
             self.owner = owner;
         }
-        debug_assert!(self.len < self.steps, "advance() not called after a complete unroll");
+        debug_assert!(
+            self.len < self.steps,
+            "advance() not called after a complete unroll"
+        );
         let i = self.len;
         let ob = self.obs_bytes;
         // A row of the wrong size is a bug upstream (the server validates
@@ -440,7 +443,11 @@ impl UnrollAssembler {
     }
 
     /// Runs `f` on `slot`'s builder with exclusive access.
-    fn with_slot<R>(&self, slot: EnvSlot, f: impl FnOnce(&mut Option<Box<UnrollBuilder>>) -> R) -> Option<R> {
+    fn with_slot<R>(
+        &self,
+        slot: EnvSlot,
+        f: impl FnOnce(&mut Option<Box<UnrollBuilder>>) -> R,
+    ) -> Option<R> {
         let cell = self.slots.get(slot.0 as usize)?;
         let backoff = Backoff::new();
         // Never contended in practice (one step in flight per slot); the
@@ -583,8 +590,11 @@ mod tests {
 
     fn buffer(spec: &UnrollSpec) -> Arc<ReplayBuffer> {
         Arc::new(
-            ReplayBuffer::new(spec.layout().unwrap(), ReplayConfig::new(16, SamplerConfig::Fifo))
-                .unwrap(),
+            ReplayBuffer::new(
+                spec.layout().unwrap(),
+                ReplayConfig::new(16, SamplerConfig::Fifo),
+            )
+            .unwrap(),
         )
     }
 
@@ -647,7 +657,10 @@ mod tests {
         let mut b = UnrollBuilder::new(&s);
         for k in 0..2u32 {
             let st = Step::new(k, 0);
-            assert_eq!(b.push(&st.row(k, 1, 5), PolicyVersion(0)), PushOutcome::Partial);
+            assert_eq!(
+                b.push(&st.row(k, 1, 5), PolicyVersion(0)),
+                PushOutcome::Partial
+            );
         }
         let st = Step::new(2, 0);
         assert_eq!(
@@ -679,10 +692,17 @@ mod tests {
 
     #[test]
     fn layout_has_state_fields_only_when_recurrent() {
-        assert!(spec(4, 0).layout().unwrap().field(fields::INITIAL_H).is_none());
+        assert!(spec(4, 0)
+            .layout()
+            .unwrap()
+            .field(fields::INITIAL_H)
+            .is_none());
         let l = spec(4, 8).layout().unwrap();
         assert_eq!(l.field(fields::INITIAL_C).unwrap().1.shape(), &[8]);
-        assert_eq!(l.field(fields::BEHAVIOUR_LOGITS).unwrap().1.shape(), &[5, 2]);
+        assert_eq!(
+            l.field(fields::BEHAVIOUR_LOGITS).unwrap().1.shape(),
+            &[5, 2]
+        );
     }
 
     #[test]

@@ -18,13 +18,14 @@ fn conv_out(size: usize, kernel: usize, stride: usize) -> usize {
 }
 
 impl ConvTorso {
-    /// `obs_shape` is `[H, W, C]`; both spatial sizes must be at least 12.
+    /// `obs_shape` is `[H, W, C]`; both spatial sizes must be at least 20
+    /// (conv1 must leave at least 4x4 for conv2's 4x4 kernel).
     pub fn new(obs_shape: &[usize], features: usize, vb: VarBuilder) -> Result<Self> {
         let (h, w, c) = match obs_shape {
-            [h, w, c] if *h >= 12 && *w >= 12 => (*h, *w, *c),
+            [h, w, c] if *h >= 20 && *w >= 20 => (*h, *w, *c),
             _ => {
                 return Err(candle_core::Error::Msg(format!(
-                    "conv torso needs [H, W, C] with H, W >= 12, got {obs_shape:?}"
+                    "conv torso needs [H, W, C] with H, W >= 20, got {obs_shape:?}"
                 )))
             }
         };
