@@ -140,11 +140,11 @@ pub struct TrainArgs {
     /// Serve and infer only; no unrolls, replay or training [default: off].
     #[arg(long)]
     pub no_train: bool,
-    /// T: transitions per unroll; unrolls hold T+1 steps and overlap by one [default: 20].
-    #[arg(long, hide_default_value = true, default_value_t = 20)]
+    /// T: transitions per unroll; unrolls hold T+1 steps and overlap by one [default: 16].
+    #[arg(long, hide_default_value = true, default_value_t = 16)]
     pub unroll_length: usize,
-    /// B: unrolls per training batch [default: 32].
-    #[arg(long, hide_default_value = true, default_value_t = 32)]
+    /// B: unrolls per training batch [default: 16].
+    #[arg(long, hide_default_value = true, default_value_t = 16)]
     pub batch_size: usize,
     /// Optimizer: `adam` or `rmsprop` [default: adam].
     #[arg(long, hide_default_value = true, default_value = "adam")]
@@ -170,12 +170,15 @@ pub struct TrainArgs {
     /// V-trace clip thresholds ρ̄ and c̄ [default: 1].
     #[arg(long, hide_default_value = true, default_value_t = 1.0)]
     pub vtrace_clip: f32,
-    /// Times each unroll is trained on: 1 is FIFO consume-once; N > 1 samples
-    /// uniformly among stored unrolls and retires each after N uses [default: 1].
-    #[arg(long, hide_default_value = true, default_value_t = 1)]
+    /// Times each unroll is trained on: every collated batch feeds N
+    /// consecutive updates (V-trace corrects for the newer policy); 1 is
+    /// consume-once. Reuse buys sample efficiency for a little policy lag
+    /// (CartPole: 4 halves the env steps to solve versus 1) [default: 4].
+    #[arg(long, hide_default_value = true, default_value_t = 4)]
     pub replay_ratio: u32,
     /// Replay capacity in unrolls; when full, inference waits (backpressure
-    /// slows the actors to the trainer's pace) [default: 2 x --batch-size].
+    /// slows the actors to the trainer's pace). Small keeps the policy lag
+    /// low [default: --batch-size, one batch].
     #[arg(long)]
     pub replay_capacity: Option<usize>,
     /// How long inference waits on a full replay buffer before dropping the
@@ -206,8 +209,8 @@ pub struct TrainArgs {
     /// Prefetch threads collating batches for the trainer [default: 1].
     #[arg(long, hide_default_value = true, default_value_t = 1)]
     pub prefetch_threads: usize,
-    /// Collated batches kept ready ahead of the trainer [default: 2].
-    #[arg(long, hide_default_value = true, default_value_t = 2)]
+    /// Collated batches kept ready ahead of the trainer [default: 1].
+    #[arg(long, hide_default_value = true, default_value_t = 1)]
     pub prefetch_depth: usize,
     /// Keep checkpoints, metrics.jsonl and learning_curve.png here [default: none].
     #[arg(long)]
@@ -262,7 +265,7 @@ mod tests {
         assert_eq!(t.progress_secs, 5.0);
         assert_eq!(t.device, "cpu");
         assert!(!t.no_train && !t.lstm && !t.stop_when_solved);
-        assert_eq!(t.replay_ratio, 1);
+        assert_eq!(t.replay_ratio, 4);
         assert_eq!(t.target_return, 475.0);
         assert_eq!(t.hidden_sizes, vec![64, 64]);
     }

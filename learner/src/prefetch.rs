@@ -195,6 +195,10 @@ pub struct PrefetchConfig {
     pub queue_depth: usize,
     /// Prefetch threads.
     pub threads: usize,
+    /// Times each collated batch is handed to the trainer (`--replay-ratio`):
+    /// consecutive updates on the same unrolls, each against the newer
+    /// policy (V-trace corrects the growing off-policyness). 1: consume once.
+    pub reuse: u32,
 }
 
 /// Counters of the prefetch side (`prefetch/<name>`); Relaxed, reporting only.
@@ -246,6 +250,7 @@ impl Prefetcher {
                 batch: replay.new_batch(config.batch_size),
                 collator,
                 batch_size: config.batch_size,
+                reuse: config.reuse.max(1),
                 tx: tx.clone(),
                 stop: Arc::clone(&stop),
                 stats: Arc::clone(&stats),
@@ -312,6 +317,7 @@ struct PrefetchWorker {
     batch: SampleBatch,
     collator: Collator,
     batch_size: usize,
+    reuse: u32,
     tx: Sender<TrainBatch>,
     /// Relaxed: a plain request flag; the thread re-checks it every POLL.
     stop: Arc<AtomicBool>,
@@ -342,23 +348,28 @@ impl PrefetchWorker {
             if self.batch.len() < self.batch_size {
                 self.stats.short_batches.fetch_add(1, Ordering::Relaxed);
             }
-            let mut ready = match self.collator.collate(&self.batch) {
+            let collated = match self.collator.collate(&self.batch) {
                 Ok(b) => b,
                 Err(e) => {
                     error!(error = %e, "prefetch: collation failed; stopping");
                     break;
                 }
             };
-            loop {
-                match self.tx.send_timeout(ready, POLL) {
-                    Ok(()) => break,
-                    Err(SendTimeoutError::Timeout(b)) => {
-                        if self.stop.load(Ordering::Relaxed) {
-                            return;
+            // Reuse hands out clones: tensors are reference counted, so a
+            // clone costs no copy.
+            for _ in 0..self.reuse {
+                let mut ready = collated.clone();
+                loop {
+                    match self.tx.send_timeout(ready, POLL) {
+                        Ok(()) => break,
+                        Err(SendTimeoutError::Timeout(b)) => {
+                            if self.stop.load(Ordering::Relaxed) {
+                                return;
+                            }
+                            ready = b;
                         }
-                        ready = b;
+                        Err(SendTimeoutError::Disconnected(_)) => return,
                     }
-                    Err(SendTimeoutError::Disconnected(_)) => return,
                 }
             }
         }

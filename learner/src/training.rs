@@ -167,7 +167,7 @@ impl TrainingSetup {
 
         let capacity = args
             .replay_capacity
-            .unwrap_or(2 * args.batch_size)
+            .unwrap_or(args.batch_size)
             .max(args.batch_size);
         let unroll = UnrollSpec {
             unroll_length: args.unroll_length,
@@ -176,14 +176,9 @@ impl TrainingSetup {
             num_actions: spec.num_actions as usize,
             state_size: model_config.lstm_size.unwrap_or(0),
         };
-        let sampler = if args.replay_ratio <= 1 {
-            SamplerConfig::Fifo
-        } else {
-            SamplerConfig::MaxTimesSampled {
-                max_times: args.replay_ratio,
-            }
-        };
-        let mut replay_cfg = ReplayConfig::new(capacity, sampler)
+        // FIFO consume-once; reuse (`--replay-ratio`) happens after
+        // collation, in the prefetcher, so backpressure stays exact.
+        let mut replay_cfg = ReplayConfig::new(capacity, SamplerConfig::Fifo)
             .with_writer_policy(WriterPolicy::Block {
                 timeout: Duration::from_millis(args.insert_timeout_ms),
             })
@@ -286,6 +281,7 @@ impl TrainingSetup {
                 batch_size: args.batch_size,
                 queue_depth: args.prefetch_depth,
                 threads: args.prefetch_threads,
+                reuse: args.replay_ratio,
             },
             run_dir: args.run_dir.clone().or_else(|| args.resume.clone()),
             checkpoint_every: Duration::from_secs_f64(args.checkpoint_secs.max(0.1)),

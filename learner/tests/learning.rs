@@ -1,0 +1,128 @@
+//! Regression test of learning: a short CartPole training run with the
+//! default hyperparameters (in-process actors over a unix socket, fixed
+//! seed, bounded by env steps) must lift the mean return far above a random
+//! policy's (about 22). Then the run's checkpoint resumes with its counters
+//! and policy version intact, and `eval` plays it greedily.
+//!
+//! No timing is asserted: the run is bounded by env steps, not seconds.
+mod support;
+
+use std::time::Duration;
+
+use clap::Parser;
+use seed_actor::{run_actor, ActorConfig, EnvConfig};
+use seed_learner::checkpoint::LoadedCheckpoint;
+use seed_learner::cli::Cli;
+use seed_learner::run::run_until;
+use tokio::sync::watch;
+
+/// Env steps of the learning run.
+const ENV_STEPS: u64 = 250_000;
+
+fn args(extra: &[&str]) -> seed_learner::cli::TrainArgs {
+    let base = [
+        "learner",
+        "--local-actors",
+        "0",
+        "--progress-secs",
+        "0",
+        "--seed",
+        "3",
+    ];
+    Cli::try_parse_from(base.iter().chain(extra))
+        .expect("flags parse")
+        .train
+}
+
+/// Runs `args` with `actors` in-process CartPole actors of `envs` envs each
+/// connecting to `socket`; returns the summary.
+async fn train(
+    args: seed_learner::cli::TrainArgs,
+    socket: &str,
+    actors: usize,
+    envs: usize,
+) -> seed_learner::summary::RunSummary {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut handles = Vec::new();
+    for i in 0..actors {
+        let mut cfg = ActorConfig::new(socket.to_string(), EnvConfig::CartPole, envs);
+        cfg.seed = 100 + i as u64;
+        cfg.actor_id = format!("test-{i}");
+        cfg.reconnect.initial_backoff = Duration::from_millis(10);
+        let mut stop = stop_rx.clone();
+        handles.push(tokio::spawn(run_actor(cfg, async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })));
+    }
+    let summary = run_until(&args, std::future::pending())
+        .await
+        .expect("run succeeds");
+    let _ = stop_tx.send(true);
+    for h in handles {
+        let _ = h.await;
+    }
+    summary
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cartpole_return_rises_far_above_random_and_resumes() {
+    support::init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run_dir = dir.path().join("run");
+    let socket = format!("unix:{}", dir.path().join("l.sock").display());
+    let steps = ENV_STEPS.to_string();
+    let a = args(&[
+        "--listen",
+        &socket,
+        "--max-env-steps",
+        &steps,
+        "--run-dir",
+        run_dir.to_str().expect("utf-8 path"),
+    ]);
+    let s = train(a, &socket, 2, 32).await;
+    let t = s.training.as_ref().expect("training summary");
+    assert!(
+        s.mean_return_last_100 >= 150.0,
+        "mean return {} after {} env steps ({} learner steps)",
+        s.mean_return_last_100,
+        s.env_steps,
+        t.learner_steps
+    );
+    assert!(t.learner_steps > 0 && s.policy_version >= t.learner_steps);
+    assert!(run_dir.join("metrics.jsonl").exists());
+    assert!(run_dir.join("learning_curve.png").exists());
+
+    // The final checkpoint carries the counters; a resumed run continues them.
+    let ckpt = LoadedCheckpoint::latest(&run_dir).expect("checkpoint");
+    assert_eq!(ckpt.state.learner_steps, t.learner_steps);
+    assert_eq!(ckpt.state.policy_version, s.policy_version);
+    assert!(ckpt.state.env_steps >= ENV_STEPS);
+
+    let more = (ckpt.state.env_steps + 20_000).to_string();
+    let b = args(&[
+        "--listen",
+        &socket,
+        "--max-env-steps",
+        &more,
+        "--resume",
+        run_dir.to_str().expect("utf-8 path"),
+    ]);
+    let s2 = train(b, &socket, 1, 16).await;
+    let ckpt2 = LoadedCheckpoint::latest(&run_dir).expect("checkpoint");
+    assert!(ckpt2.state.learner_steps > ckpt.state.learner_steps);
+    assert!(
+        s2.policy_version > ckpt.state.policy_version,
+        "versions continue"
+    );
+    assert!(ckpt2.state.env_steps >= ckpt.state.env_steps + 20_000);
+
+    // Greedy evaluation of the trained policy on local envs.
+    let report = seed_learner::eval::evaluate(&run_dir, 5, 0, 1_000).expect("eval");
+    assert_eq!(report.returns.len(), 5);
+    assert!(report.min_return <= report.mean_return && report.mean_return <= report.max_return);
+    assert!(
+        report.mean_return > 50.0,
+        "greedy return {}",
+        report.mean_return
+    );
+}
