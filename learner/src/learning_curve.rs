@@ -75,11 +75,27 @@ impl LearningCurve {
             .chain(self.target)
             .fold(1.0, f64::max)
             * 1.05;
-        let panels: [(&DrawingArea<_, _>, &str, f64, fn(&CurvePoint) -> f64); 2] = [
-            (&left, "env steps", max_steps, |p| p.env_steps as f64),
-            (&right, "seconds", max_secs, |p| p.seconds),
+        let panels = [
+            Panel {
+                area: &left,
+                xlabel: "env steps",
+                xmax: max_steps,
+                x: |p| p.env_steps as f64,
+            },
+            Panel {
+                area: &right,
+                xlabel: "seconds",
+                xmax: max_secs,
+                x: |p| p.seconds,
+            },
         ];
-        for (area, xlabel, xmax, x) in panels {
+        for Panel {
+            area,
+            xlabel,
+            xmax,
+            x,
+        } in panels
+        {
             let mut builder = ChartBuilder::on(area);
             builder.margin(12);
             if text {
@@ -115,6 +131,14 @@ impl LearningCurve {
         }
         root.present().map_err(|e| e.to_string())
     }
+}
+
+/// One chart: where it goes and what its x axis is.
+struct Panel<'a, DB: DrawingBackend> {
+    area: &'a DrawingArea<DB, plotters::coord::Shift>,
+    xlabel: &'static str,
+    xmax: f64,
+    x: fn(&CurvePoint) -> f64,
 }
 
 #[cfg(test)]
