@@ -323,6 +323,7 @@ impl ReplayBuffer {
     }
 
     /// A buffer whose storage is a fresh memory-mapped directory.
+    #[cfg(not(loom))]
     pub fn create_mapped(dir: &Path, layout: ItemLayout, config: ReplayConfig) -> Result<Self, ReplayError> {
         config.validate()?;
         let storage = Storage::create_mapped(dir, &layout, config.capacity)?;
@@ -334,6 +335,7 @@ impl ReplayBuffer {
     /// resumes at the oldest unconsumed item, priorities restart at the
     /// maximum, group membership is lost: stored items become groups of
     /// one). Use checkpoints for exact state. `config.capacity` must match.
+    #[cfg(not(loom))]
     pub fn open_mapped(dir: &Path, config: ReplayConfig) -> Result<Self, ReplayError> {
         let (storage, layout) = Storage::open_mapped(dir)?;
         if storage.capacity() != config.capacity {

@@ -115,9 +115,10 @@ impl SumTree {
                     }
                 }
                 // Rounding can leave `t` past the last child: take the last
-                // positive one.
+                // positive one, and keep `t` past the end so every lower
+                // level does the same (the last positive leaf overall).
                 *node = chosen.unwrap_or_else(|| {
-                    *t = 0.0;
+                    *t = f64::INFINITY;
                     last_positive
                 });
             }
