@@ -15,6 +15,9 @@ pub struct SampleBatch {
     layout: ItemLayout,
     max_rows: usize,
     len: usize,
+    /// Bytes of one row of each field (cached: the gather loop needs it
+    /// per row).
+    row_bytes: Vec<usize>,
     /// One buffer of `max_rows * field bytes` per field.
     fields: Vec<Vec<u8>>,
     keys: Vec<ItemKey>,
@@ -30,6 +33,7 @@ impl SampleBatch {
             layout: layout.clone(),
             max_rows,
             len: 0,
+            row_bytes: layout.fields().iter().map(|f| f.num_bytes()).collect(),
             // vec![0; n] may be lazily zeroed by the OS; filling touches it.
             fields: layout
                 .fields()
@@ -132,7 +136,7 @@ impl SampleBatch {
     /// Destination of field `field` in the next (unfilled) row.
     #[inline]
     pub(crate) fn next_row_mut(&mut self, field: usize) -> &mut [u8] {
-        let b = self.layout.fields()[field].num_bytes();
+        let b = self.row_bytes[field];
         &mut self.fields[field][self.len * b..(self.len + 1) * b]
     }
 

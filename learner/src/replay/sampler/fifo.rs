@@ -108,6 +108,9 @@ impl Fifo {
             }
             first_claim = false;
             for key in start..start + want as u64 {
+                shared.storage.touch(shared.slot_of(key));
+            }
+            for key in start..start + want as u64 {
                 let slot = shared.slot_of(key);
                 match shared.copy_row(slot, batch) {
                     ReadOutcome::Item(meta) if meta.key == key => {

@@ -149,6 +149,9 @@ impl Prioritized {
                     .map(|f| (f.leaf, (min / f.value).powf(self.config.beta) as f32)),
             );
         }
+        for &(slot, _) in &picks {
+            shared.storage.touch(slot);
+        }
         for (slot, weight) in picks {
             if let ReadOutcome::Item(meta) = shared.copy_row(slot, batch) {
                 shared.offer(batch, meta, weight);

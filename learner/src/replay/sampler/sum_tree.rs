@@ -14,7 +14,8 @@ const K: usize = 16;
 #[derive(Debug, Clone)]
 struct Level {
     sum: Vec<f64>,
-    /// Minimum positive value below the node (`INFINITY` if none).
+    /// Minimum positive value below the node (`INFINITY` if none); empty at
+    /// the leaf level, where it follows from `sum`.
     min: Vec<f64>,
 }
 
@@ -38,9 +39,10 @@ impl SumTree {
         let mut levels = Vec::new();
         let mut n = len.max(1).next_multiple_of(K);
         loop {
+            let min_len = if levels.is_empty() { 0 } else { n };
             levels.push(Level {
                 sum: vec![0.0; n],
-                min: vec![f64::INFINITY; n],
+                min: vec![f64::INFINITY; min_len],
             });
             if n == 1 {
                 break;
@@ -74,7 +76,6 @@ impl SumTree {
         for (leaf, value) in updates {
             if leaf < self.len {
                 self.levels[0].sum[leaf] = value;
-                self.levels[0].min[leaf] = if value > 0.0 { value } else { f64::INFINITY };
                 scratch.push(leaf / K);
             }
         }
@@ -83,8 +84,14 @@ impl SumTree {
             let (child, node) = (&below[lvl - 1], &mut above[0]);
             for p in scratch.iter_mut() {
                 let base = *p * K;
-                let sum: f64 = child.sum[base..base + K].iter().sum();
-                let min = child.min[base..base + K].iter().fold(f64::INFINITY, |a, &b| a.min(b));
+                let sums = &child.sum[base..base + K];
+                let sum: f64 = sums.iter().sum();
+                let min = if lvl == 1 {
+                    sums.iter()
+                        .fold(f64::INFINITY, |a, &b| if b > 0.0 { a.min(b) } else { a })
+                } else {
+                    child.min[base..base + K].iter().fold(f64::INFINITY, |a, &b| a.min(b))
+                };
                 node.sum[*p] = sum;
                 node.min[*p] = min;
                 *p /= K;
@@ -102,25 +109,30 @@ impl SumTree {
             let child = &self.levels[lvl].sum;
             for (node, t) in nodes.iter_mut().zip(targets.iter_mut()) {
                 let base = *node * K;
-                let mut chosen = None;
-                let mut last_positive = base;
+                // Branch-free scan (the exit branch of a linear search
+                // mispredicts once per level): count the children whose
+                // cumulative mass is <= t; that count is the chosen child.
+                let mut acc = 0.0;
+                let mut before = 0.0;
+                let mut idx = 0usize;
+                let mut last_positive = 0usize;
                 for (c, &s) in child[base..base + K].iter().enumerate() {
-                    if s > 0.0 {
-                        last_positive = base + c;
-                        if *t < s {
-                            chosen = Some(base + c);
-                            break;
-                        }
-                        *t -= s;
-                    }
+                    acc += s;
+                    let passed = acc <= *t;
+                    idx += usize::from(passed);
+                    before = if passed { acc } else { before };
+                    last_positive = if s > 0.0 { c } else { last_positive };
                 }
-                // Rounding can leave `t` past the last child: take the last
-                // positive one, and keep `t` past the end so every lower
-                // level does the same (the last positive leaf overall).
-                *node = chosen.unwrap_or_else(|| {
+                if idx < K && child[base + idx] > 0.0 {
+                    *t -= before;
+                    *node = base + idx;
+                } else {
+                    // Rounding left `t` past the last child: take the last
+                    // positive one, and keep `t` past the end so every lower
+                    // level does the same (the last positive leaf overall).
                     *t = f64::INFINITY;
-                    last_positive
-                });
+                    *node = base + last_positive;
+                }
             }
         }
         out.clear();
