@@ -8,7 +8,8 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use seed_learner::replay::{
-    DType, FieldRef, ItemKey, ItemLayout, PrioritizedConfig, ReplayBuffer, ReplayConfig, SamplerConfig, Values,
+    DType, FieldRef, ItemKey, ItemLayout, PrioritizedConfig, ReplayBuffer, ReplayConfig,
+    SamplerConfig, Values,
 };
 
 fn layout_3x4() -> ItemLayout {
@@ -50,7 +51,8 @@ fn sample128(c: &mut Criterion) {
     let mut g = c.benchmark_group("sample128_of_100k");
     g.throughput(Throughput::Elements(128));
     for (name, layout) in [("3x4_f32", layout_3x4()), ("dict_a_b_c", layout_dict())] {
-        let b = ReplayBuffer::new(layout, ReplayConfig::new(100_000, SamplerConfig::Uniform)).expect("buffer");
+        let b = ReplayBuffer::new(layout, ReplayConfig::new(100_000, SamplerConfig::Uniform))
+            .expect("buffer");
         fill(&b, 100_000);
         let mut batch = b.new_batch(128);
         g.bench_function(name, |bench| {
@@ -65,7 +67,11 @@ fn sample128(c: &mut Criterion) {
 
 fn insert_steady_state(c: &mut Criterion) {
     let mut g = c.benchmark_group("insert_full_100k_3x4");
-    let b = ReplayBuffer::new(layout_3x4(), ReplayConfig::new(100_000, SamplerConfig::Uniform)).expect("buffer");
+    let b = ReplayBuffer::new(
+        layout_3x4(),
+        ReplayConfig::new(100_000, SamplerConfig::Uniform),
+    )
+    .expect("buffer");
     fill(&b, 100_000);
     for rows in [1usize, 100, 1000] {
         let xs: Vec<f32> = (0..rows * 12).map(|i| i as f32).collect();
@@ -87,14 +93,19 @@ fn prioritized_1m(c: &mut Criterion) {
     let b = ReplayBuffer::new(layout_3x4(), cfg).expect("buffer");
     fill(&b, n);
     let keys: Vec<ItemKey> = (0..n as u64).map(ItemKey).collect();
-    let prios: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 / 100.0 + 0.01).collect();
+    let prios: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919) % 1000) as f32 / 100.0 + 0.01)
+        .collect();
     b.update_priorities(&keys, &prios).expect("priorities");
     let mut batch = b.new_batch(128);
     let new_prios: Vec<f32> = (0..128).map(|i| i as f32 * 0.1 + 0.01).collect();
     g.bench_function("sample128_update128", |bench| {
         bench.iter(|| {
             b.sample_into(&mut batch, 128).expect("sample");
-            black_box(b.update_priorities(batch.keys(), &new_prios).expect("update"));
+            black_box(
+                b.update_priorities(batch.keys(), &new_prios)
+                    .expect("update"),
+            );
         })
     });
     g.finish();
@@ -103,7 +114,8 @@ fn prioritized_1m(c: &mut Criterion) {
 fn fifo_round_trip(c: &mut Criterion) {
     let mut g = c.benchmark_group("fifo_insert128_consume128");
     g.throughput(Throughput::Elements(128));
-    let b = ReplayBuffer::new(layout_3x4(), ReplayConfig::new(4096, SamplerConfig::Fifo)).expect("buffer");
+    let b = ReplayBuffer::new(layout_3x4(), ReplayConfig::new(4096, SamplerConfig::Fifo))
+        .expect("buffer");
     let xs = vec![1.0f32; 128 * 12];
     let shape = [128, 3, 4];
     let fields = [FieldRef::new(&shape, Values::F32(&xs))];
@@ -121,5 +133,11 @@ fn fifo_round_trip(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, sample128, insert_steady_state, prioritized_1m, fifo_round_trip);
+criterion_group!(
+    benches,
+    sample128,
+    insert_steady_state,
+    prioritized_1m,
+    fifo_round_trip
+);
 criterion_main!(benches);

@@ -24,7 +24,12 @@ fn insert(b: &ReplayBuffer, v: f32, version: u64) -> ItemKey {
 }
 
 fn firsts(batch: &SampleBatch) -> Vec<f32> {
-    batch.field_f32("x").unwrap().chunks(3).map(|c| c[0]).collect()
+    batch
+        .field_f32("x")
+        .unwrap()
+        .chunks(3)
+        .map(|c| c[0])
+        .collect()
 }
 
 fn buffer(capacity: usize, sampler: SamplerConfig) -> ReplayBuffer {
@@ -41,7 +46,13 @@ fn fifo_hands_each_item_out_once_in_order_and_refuses_oversampling() {
     assert_eq!(firsts(&batch), vec![0.0, 1.0, 2.0]);
     // Asking for more than remain fails and consumes nothing.
     let err = b.sample_into(&mut batch, 3).unwrap_err();
-    assert!(matches!(err, ReplayError::NotEnoughItems { requested: 3, available: 2 }));
+    assert!(matches!(
+        err,
+        ReplayError::NotEnoughItems {
+            requested: 3,
+            available: 2
+        }
+    ));
     b.sample_into(&mut batch, 2).unwrap();
     assert_eq!(firsts(&batch), vec![3.0, 4.0]);
     assert_eq!(b.stats().sampled, 5);
@@ -51,18 +62,38 @@ fn fifo_hands_each_item_out_once_in_order_and_refuses_oversampling() {
 #[test]
 fn wrong_shape_or_dtype_is_an_error_and_the_owned_item_comes_back() {
     let b = buffer(4, SamplerConfig::Uniform);
-    let bad_shape = Item::new().with_f32("x", &[4], &[0.0; 4]).with_u64("v", &[], &[0]);
+    let bad_shape = Item::new()
+        .with_f32("x", &[4], &[0.0; 4])
+        .with_u64("v", &[], &[0]);
     let err = b.insert(bad_shape.clone()).unwrap_err();
     assert!(matches!(err.error, ReplayError::Shape { .. }));
     assert_eq!(err.item, bad_shape);
-    let bad_dtype = Item::new().with_u32("x", &[3], &[0; 3]).with_u64("v", &[], &[0]);
-    assert!(matches!(b.insert(bad_dtype).unwrap_err().error, ReplayError::DType { .. }));
-    let missing = Item::new().with_f32("x", &[3], &[0.0; 3]).with_u64("w", &[], &[0]);
-    assert!(matches!(b.insert(missing).unwrap_err().error, ReplayError::MissingField { .. }));
-    let short = [FieldRef::new(&[3], Values::F32(&[0.0; 2])), FieldRef::new(&[], Values::U64(&[0]))];
-    assert!(matches!(b.insert_ref(&short), Err(ReplayError::DataLength { .. })));
+    let bad_dtype = Item::new()
+        .with_u32("x", &[3], &[0; 3])
+        .with_u64("v", &[], &[0]);
+    assert!(matches!(
+        b.insert(bad_dtype).unwrap_err().error,
+        ReplayError::DType { .. }
+    ));
+    let missing = Item::new()
+        .with_f32("x", &[3], &[0.0; 3])
+        .with_u64("w", &[], &[0]);
+    assert!(matches!(
+        b.insert(missing).unwrap_err().error,
+        ReplayError::MissingField { .. }
+    ));
+    let short = [
+        FieldRef::new(&[3], Values::F32(&[0.0; 2])),
+        FieldRef::new(&[], Values::U64(&[0])),
+    ];
+    assert!(matches!(
+        b.insert_ref(&short),
+        Err(ReplayError::DataLength { .. })
+    ));
     // Named fields in any order are fine.
-    let ok = Item::new().with_u64("v", &[], &[9]).with_f32("x", &[3], &[1.0, 2.0, 3.0]);
+    let ok = Item::new()
+        .with_u64("v", &[], &[9])
+        .with_f32("x", &[3], &[1.0, 2.0, 3.0]);
     let key = b.insert(ok).unwrap();
     let mut batch = b.new_batch(1);
     b.sample_into(&mut batch, 1).unwrap();
@@ -85,7 +116,10 @@ fn batch_insert_gives_consecutive_keys_and_rows() {
             4,
         )
         .unwrap();
-    assert_eq!(keys.iter().collect::<Vec<_>>(), vec![ItemKey(0), ItemKey(1), ItemKey(2), ItemKey(3)]);
+    assert_eq!(
+        keys.iter().collect::<Vec<_>>(),
+        vec![ItemKey(0), ItemKey(1), ItemKey(2), ItemKey(3)]
+    );
     let mut batch = b.new_batch(4);
     b.sample_into(&mut batch, 4).unwrap();
     assert_eq!(batch.field_f32("x").unwrap(), xs);
@@ -94,7 +128,10 @@ fn batch_insert_gives_consecutive_keys_and_rows() {
         FieldRef::new(&[3, 3], Values::F32(&xs[..9])),
         FieldRef::new(&[4], Values::U64(&[1, 2, 3, 4])),
     ];
-    assert!(matches!(b.insert_batch(&wrong_rows, 4), Err(ReplayError::Shape { .. })));
+    assert!(matches!(
+        b.insert_batch(&wrong_rows, 4),
+        Err(ReplayError::Shape { .. })
+    ));
 }
 
 #[test]
@@ -142,7 +179,10 @@ fn recent_window_samples_only_the_newest_items() {
     b.sample_into(&mut batch, 100).unwrap();
     assert!(batch.keys().iter().all(|k| (47..50).contains(&k.0)));
     assert!(matches!(
-        ReplayBuffer::new(layout(), ReplayConfig::new(2, SamplerConfig::Recent { window: 3 })),
+        ReplayBuffer::new(
+            layout(),
+            ReplayConfig::new(2, SamplerConfig::Recent { window: 3 })
+        ),
         Err(ReplayError::Config { .. })
     ));
 }
@@ -162,7 +202,10 @@ fn max_times_sampled_hands_each_item_out_exactly_m_times() {
         }
     }
     assert_eq!(counts, [3; 4]);
-    assert!(matches!(b.sample_into(&mut batch, 1), Err(ReplayError::NotEnoughItems { .. })));
+    assert!(matches!(
+        b.sample_into(&mut batch, 1),
+        Err(ReplayError::NotEnoughItems { .. })
+    ));
 }
 
 #[test]
@@ -180,7 +223,10 @@ fn prioritized_follows_priorities_normalises_weights_and_ignores_stale_keys() {
     b.sample_into(&mut batch, 1000).unwrap();
     let heavy = batch.keys().iter().filter(|k| k.0 == 3).count();
     // Stratified: 97% of the mass gives 970 +- a few of 1000 draws.
-    assert!((960..=980).contains(&heavy), "heavy item drawn {heavy} times");
+    assert!(
+        (960..=980).contains(&heavy),
+        "heavy item drawn {heavy} times"
+    );
     for (k, w) in batch.keys().iter().zip(batch.weights()) {
         let expected = if k.0 == 3 { 1.0 / 97.0 } else { 1.0 };
         assert!((w - expected).abs() < 1e-6, "key {k:?} weight {w}");
@@ -201,14 +247,23 @@ fn grouped_release_hides_open_groups_and_serves_groups_fifo() {
     let f = |v: f32| [v, v, v];
     let ins = |v: f32, g: u64| {
         let x = f(v);
-        b.insert_ref_in_group(&[FieldRef::new(&[3], Values::F32(&x)), FieldRef::new(&[], Values::U64(&[0]))], g)
-            .unwrap()
+        b.insert_ref_in_group(
+            &[
+                FieldRef::new(&[3], Values::F32(&x)),
+                FieldRef::new(&[], Values::U64(&[0])),
+            ],
+            g,
+        )
+        .unwrap()
     };
     ins(1.0, 7);
     ins(2.0, 8);
     ins(3.0, 7);
     let mut batch = b.new_batch(8);
-    assert!(matches!(b.sample_group_into(&mut batch, None), Err(ReplayError::NotEnoughItems { .. })));
+    assert!(matches!(
+        b.sample_group_into(&mut batch, None),
+        Err(ReplayError::NotEnoughItems { .. })
+    ));
     assert_eq!(b.complete_group(8), 1);
     assert_eq!(b.complete_group(7), 2);
     assert_eq!(b.sample_group_into(&mut batch, None).unwrap(), 8);
@@ -221,9 +276,13 @@ fn grouped_release_hides_open_groups_and_serves_groups_fifo() {
 
 #[test]
 fn grouped_drops_a_whole_group_when_the_ring_displaces_one_of_its_items() {
-    let cfg = ReplayConfig::new(3, SamplerConfig::Grouped).with_writer_policy(WriterPolicy::DropOldest);
+    let cfg =
+        ReplayConfig::new(3, SamplerConfig::Grouped).with_writer_policy(WriterPolicy::DropOldest);
     let b = ReplayBuffer::new(layout(), cfg).unwrap();
-    let item = [FieldRef::new(&[3], Values::F32(&[0.0; 3])), FieldRef::new(&[], Values::U64(&[0]))];
+    let item = [
+        FieldRef::new(&[3], Values::F32(&[0.0; 3])),
+        FieldRef::new(&[], Values::U64(&[0])),
+    ];
     b.insert_ref_in_group(&item, 1).unwrap();
     b.insert_ref_in_group(&item, 1).unwrap();
     b.complete_group(1);
@@ -247,13 +306,22 @@ fn block_policy_waits_for_consumption_and_times_out() {
     let b = Arc::new(ReplayBuffer::new(layout(), cfg).unwrap());
     insert(&b, 0.0, 0);
     insert(&b, 1.0, 0);
-    let item = [FieldRef::new(&[3], Values::F32(&[2.0; 3])), FieldRef::new(&[], Values::U64(&[0]))];
-    assert!(matches!(b.insert_ref(&item), Err(ReplayError::Timeout { .. })));
+    let item = [
+        FieldRef::new(&[3], Values::F32(&[2.0; 3])),
+        FieldRef::new(&[], Values::U64(&[0])),
+    ];
+    assert!(matches!(
+        b.insert_ref(&item),
+        Err(ReplayError::Timeout { .. })
+    ));
     // A writer blocked (long timeout) is released by a consumer.
     let writer = {
         let b = Arc::clone(&b);
         std::thread::spawn(move || {
-            let item = [FieldRef::new(&[3], Values::F32(&[2.0; 3])), FieldRef::new(&[], Values::U64(&[0]))];
+            let item = [
+                FieldRef::new(&[3], Values::F32(&[2.0; 3])),
+                FieldRef::new(&[], Values::U64(&[0])),
+            ];
             b.insert_ref_timeout(&item, Duration::from_secs(60))
         })
     };
@@ -278,7 +346,10 @@ fn close_wakes_a_blocked_sampler() {
     };
     b.close();
     assert!(matches!(sampler.join().unwrap(), Err(ReplayError::Closed)));
-    let item = [FieldRef::new(&[3], Values::F32(&[0.0; 3])), FieldRef::new(&[], Values::U64(&[0]))];
+    let item = [
+        FieldRef::new(&[3], Values::F32(&[0.0; 3])),
+        FieldRef::new(&[], Values::U64(&[0])),
+    ];
     assert!(matches!(b.insert_ref(&item), Err(ReplayError::Closed)));
 }
 
@@ -289,12 +360,16 @@ fn blocked_sampler_wakes_on_insert() {
         let b = Arc::clone(&b);
         std::thread::spawn(move || {
             let mut batch = b.new_batch(2);
-            b.sample_into_timeout(&mut batch, 2, Duration::from_secs(600)).map(|()| batch.keys().to_vec())
+            b.sample_into_timeout(&mut batch, 2, Duration::from_secs(600))
+                .map(|()| batch.keys().to_vec())
         })
     };
     insert(&b, 0.0, 0);
     insert(&b, 1.0, 0);
-    assert_eq!(sampler.join().unwrap().unwrap(), vec![ItemKey(0), ItemKey(1)]);
+    assert_eq!(
+        sampler.join().unwrap().unwrap(),
+        vec![ItemKey(0), ItemKey(1)]
+    );
 }
 
 #[test]
@@ -309,13 +384,20 @@ fn deadlocking_configurations_are_rejected() {
         SamplerConfig::Recent { window: 2 },
     ] {
         let cfg = ReplayConfig::new(4, s).with_writer_policy(block);
-        assert!(matches!(ReplayBuffer::new(layout(), cfg), Err(ReplayError::Config { .. })));
+        assert!(matches!(
+            ReplayBuffer::new(layout(), cfg),
+            Err(ReplayError::Config { .. })
+        ));
     }
-    let too_big = ReplayConfig::new(4, SamplerConfig::Uniform).with_rate_limiter(RateLimiterConfig::min_size(5));
+    let too_big = ReplayConfig::new(4, SamplerConfig::Uniform)
+        .with_rate_limiter(RateLimiterConfig::min_size(5));
     assert!(ReplayBuffer::new(layout(), too_big).is_err());
-    let ratio =
-        ReplayConfig::new(4, SamplerConfig::Fifo).with_rate_limiter(RateLimiterConfig::sample_to_insert_ratio(2.0, 1, 10.0));
-    assert!(ReplayBuffer::new(layout(), ratio).is_err(), "FIFO cannot sample an item twice");
+    let ratio = ReplayConfig::new(4, SamplerConfig::Fifo)
+        .with_rate_limiter(RateLimiterConfig::sample_to_insert_ratio(2.0, 1, 10.0));
+    assert!(
+        ReplayBuffer::new(layout(), ratio).is_err(),
+        "FIFO cannot sample an item twice"
+    );
     assert!(ReplayBuffer::new(layout(), ReplayConfig::new(0, SamplerConfig::Fifo)).is_err());
 }
 
@@ -326,24 +408,39 @@ fn rate_limiter_enforces_min_size_and_ratio() {
     let b = ReplayBuffer::new(layout(), cfg).unwrap();
     let mut batch = b.new_batch(8);
     insert(&b, 0.0, 0);
-    assert!(matches!(b.sample_into(&mut batch, 1), Err(ReplayError::RateLimited { .. })));
+    assert!(matches!(
+        b.sample_into(&mut batch, 1),
+        Err(ReplayError::RateLimited { .. })
+    ));
     insert(&b, 1.0, 0);
     // diff = 2 inserts - 0 samples = 2, min_diff = -1: 3 samples allowed.
     b.sample_into(&mut batch, 3).unwrap();
-    assert!(matches!(b.sample_into(&mut batch, 1), Err(ReplayError::RateLimited { .. })));
+    assert!(matches!(
+        b.sample_into(&mut batch, 1),
+        Err(ReplayError::RateLimited { .. })
+    ));
     // max_diff = 5: from diff -1, six more inserts pass, the seventh waits.
     for i in 0..6 {
         insert(&b, i as f32, 0);
     }
-    let item = [FieldRef::new(&[3], Values::F32(&[0.0; 3])), FieldRef::new(&[], Values::U64(&[0]))];
-    assert!(matches!(b.insert_ref(&item), Err(ReplayError::WouldBlock { .. })));
+    let item = [
+        FieldRef::new(&[3], Values::F32(&[0.0; 3])),
+        FieldRef::new(&[], Values::U64(&[0])),
+    ];
+    assert!(matches!(
+        b.insert_ref(&item),
+        Err(ReplayError::WouldBlock { .. })
+    ));
     assert!(matches!(
         b.insert_ref_timeout(&item, Duration::from_millis(1)),
         Err(ReplayError::Timeout { .. })
     ));
     assert_eq!(
         b.stats().rate_limiter,
-        Some(RateLimiterCounters { inserts: 8, samples: 3 })
+        Some(RateLimiterCounters {
+            inserts: 8,
+            samples: 3
+        })
     );
 }
 
@@ -379,13 +476,22 @@ fn policy_lag_cap_drops_or_down_weights_stale_items() {
 fn lazy_buffer_takes_its_layout_from_the_first_item() {
     let lazy = LazyReplayBuffer::new(ReplayConfig::new(4, SamplerConfig::Fifo)).unwrap();
     assert!(lazy.get().is_none());
-    lazy.insert(Item::new().with_f32("a", &[2], &[1.0, 2.0]).with_u8("b", &[1], &[1]))
-        .unwrap();
+    lazy.insert(
+        Item::new()
+            .with_f32("a", &[2], &[1.0, 2.0])
+            .with_u8("b", &[1], &[1]),
+    )
+    .unwrap();
     let layout = lazy.get().unwrap().layout().clone();
     assert_eq!(layout.fields().len(), 2);
     assert_eq!(layout.field("a").unwrap().1.shape(), &[2]);
-    let wrong = Item::new().with_f32("a", &[3], &[0.0; 3]).with_u8("b", &[1], &[1]);
-    assert!(matches!(lazy.insert(wrong).unwrap_err().error, ReplayError::Shape { .. }));
+    let wrong = Item::new()
+        .with_f32("a", &[3], &[0.0; 3])
+        .with_u8("b", &[1], &[1]);
+    assert!(matches!(
+        lazy.insert(wrong).unwrap_err().error,
+        ReplayError::Shape { .. }
+    ));
     let mut batch = SampleBatch::new(&layout, 1);
     lazy.sample_into(&mut batch, 1).unwrap();
     assert_eq!(batch.field_f32("a").unwrap(), vec![1.0, 2.0]);
@@ -413,7 +519,10 @@ fn mapped_storage_reopens_with_items_keys_and_fifo_position() {
     assert_eq!(insert(&b, 9.0, 0), ItemKey(5), "keys continue");
     let wrong = ReplayConfig::new(9, SamplerConfig::Fifo);
     drop(b);
-    assert!(matches!(ReplayBuffer::open_mapped(dir.path(), wrong), Err(ReplayError::Mismatch { .. })));
+    assert!(matches!(
+        ReplayBuffer::open_mapped(dir.path(), wrong),
+        Err(ReplayError::Mismatch { .. })
+    ));
 }
 
 fn sample_keys(b: &ReplayBuffer, rounds: usize) -> Vec<u64> {
@@ -453,7 +562,11 @@ fn sampling_continues_identically_after_checkpoint_restore() {
         assert_eq!(info.items, 50);
         let restored = ReplayBuffer::restore(&path, layout(), cfg).unwrap();
         let rounds = if sampler == SamplerConfig::Fifo { 2 } else { 5 };
-        assert_eq!(sample_keys(&b, rounds), sample_keys(&restored, rounds), "{sampler:?}");
+        assert_eq!(
+            sample_keys(&b, rounds),
+            sample_keys(&restored, rounds),
+            "{sampler:?}"
+        );
         assert_eq!(b.stats(), restored.stats(), "{sampler:?}");
         let mut x = restored.new_batch(1);
         restored.sample_into(&mut x, 1).unwrap();
@@ -474,21 +587,45 @@ fn corrupt_or_mismatched_checkpoints_are_errors() {
     b.checkpoint(&path).unwrap();
     let good = std::fs::read(&path).unwrap();
 
-    let other_layout = ItemLayout::builder().field("x", DType::F32, &[4]).build().unwrap();
-    assert!(matches!(ReplayBuffer::restore(&path, other_layout, cfg.clone()), Err(ReplayError::Mismatch { .. })));
+    let other_layout = ItemLayout::builder()
+        .field("x", DType::F32, &[4])
+        .build()
+        .unwrap();
+    assert!(matches!(
+        ReplayBuffer::restore(&path, other_layout, cfg.clone()),
+        Err(ReplayError::Mismatch { .. })
+    ));
     let other_cap = ReplayConfig::new(16, SamplerConfig::Uniform);
-    assert!(matches!(ReplayBuffer::restore(&path, layout(), other_cap), Err(ReplayError::Mismatch { .. })));
+    assert!(matches!(
+        ReplayBuffer::restore(&path, layout(), other_cap),
+        Err(ReplayError::Mismatch { .. })
+    ));
     let other_sampler = ReplayConfig::new(8, SamplerConfig::Fifo);
-    assert!(matches!(ReplayBuffer::restore(&path, layout(), other_sampler), Err(ReplayError::Mismatch { .. })));
+    assert!(matches!(
+        ReplayBuffer::restore(&path, layout(), other_sampler),
+        Err(ReplayError::Mismatch { .. })
+    ));
 
     let mut flipped = good.clone();
     let at = flipped.len() - 20;
     flipped[at] ^= 0x40;
     std::fs::write(&path, &flipped).unwrap();
-    assert!(matches!(ReplayBuffer::restore(&path, layout(), cfg.clone()), Err(ReplayError::Corrupt { .. })));
+    assert!(matches!(
+        ReplayBuffer::restore(&path, layout(), cfg.clone()),
+        Err(ReplayError::Corrupt { .. })
+    ));
     std::fs::write(&path, &good[..good.len() / 2]).unwrap();
-    assert!(matches!(ReplayBuffer::restore(&path, layout(), cfg.clone()), Err(ReplayError::Corrupt { .. })));
+    assert!(matches!(
+        ReplayBuffer::restore(&path, layout(), cfg.clone()),
+        Err(ReplayError::Corrupt { .. })
+    ));
     std::fs::write(&path, b"not a checkpoint at all").unwrap();
-    assert!(matches!(ReplayBuffer::restore(&path, layout(), cfg), Err(ReplayError::Corrupt { .. })));
-    assert!(!dir.path().join("c.ckpt.tmp").exists(), "no temp file left behind");
+    assert!(matches!(
+        ReplayBuffer::restore(&path, layout(), cfg),
+        Err(ReplayError::Corrupt { .. })
+    ));
+    assert!(
+        !dir.path().join("c.ckpt.tmp").exists(),
+        "no temp file left behind"
+    );
 }

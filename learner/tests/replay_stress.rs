@@ -30,8 +30,8 @@ fn mix(mut z: u64) -> u64 {
 fn payload(id: u64) -> [u64; WORDS] {
     let mut p = [0u64; WORDS];
     p[0] = id;
-    for i in 1..WORDS - 1 {
-        p[i] = mix(id.wrapping_add(i as u64));
+    for (i, w) in p.iter_mut().enumerate().take(WORDS - 1).skip(1) {
+        *w = mix(id.wrapping_add(i as u64));
     }
     p[WORDS - 1] = p[..WORDS - 1].iter().fold(0, |a, &w| mix(a ^ w));
     p
@@ -104,7 +104,10 @@ fn fifo_block_queue_loses_and_duplicates_nothing() {
                         Ok(()) => {
                             assert_eq!(batch.len(), BATCH);
                             let rows = verify(&batch);
-                            assert!(rows.windows(2).all(|w| w[0].0 < w[1].0), "FIFO order within a batch");
+                            assert!(
+                                rows.windows(2).all(|w| w[0].0 < w[1].0),
+                                "FIFO order within a batch"
+                            );
                             got.extend(rows);
                             if consumed.fetch_add(BATCH, Ordering::Relaxed) + BATCH == total {
                                 b.close();
@@ -120,7 +123,10 @@ fn fifo_block_queue_loses_and_duplicates_nothing() {
     for w in writers {
         w.join().unwrap();
     }
-    let got: Vec<(u64, u64)> = samplers.into_iter().flat_map(|s| s.join().unwrap()).collect();
+    let got: Vec<(u64, u64)> = samplers
+        .into_iter()
+        .flat_map(|s| s.join().unwrap())
+        .collect();
     assert_eq!(got.len(), total, "every item handed out");
     let ids: HashSet<u64> = got.iter().map(|&(_, id)| id).collect();
     assert_eq!(ids.len(), total, "no item handed out twice");
@@ -168,7 +174,8 @@ fn overwrite_stress(sampler: SamplerConfig) {
                     b.sample_into(&mut batch, 32).unwrap();
                     got.extend(verify(&batch));
                     if prioritized {
-                        let prios: Vec<f32> = (0..batch.len()).map(|j| ((i + j) % 5) as f32).collect();
+                        let prios: Vec<f32> =
+                            (0..batch.len()).map(|j| ((i + j) % 5) as f32).collect();
                         let r = b.update_priorities(batch.keys(), &prios).unwrap();
                         assert_eq!(r.applied + r.stale, batch.len());
                         updates += batch.len();
@@ -189,7 +196,11 @@ fn overwrite_stress(sampler: SamplerConfig) {
         let (got, u) = s.join().unwrap();
         updates += u;
         for (k, id) in got {
-            assert_eq!(key_to_id.get(&k), Some(&id), "key {k} returned another item's data");
+            assert_eq!(
+                key_to_id.get(&k),
+                Some(&id),
+                "key {k} returned another item's data"
+            );
         }
     }
     let s = b.stats();

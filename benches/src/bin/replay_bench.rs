@@ -13,7 +13,8 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Parser;
 use seed_learner::replay::{
-    DType, FieldRef, ItemKey, ItemLayout, PrioritizedConfig, ReplayBuffer, ReplayConfig, SamplerConfig, Values,
+    DType, FieldRef, ItemKey, ItemLayout, PrioritizedConfig, ReplayBuffer, ReplayConfig,
+    SamplerConfig, Values,
 };
 use serde_json::{json, Value};
 
@@ -30,6 +31,9 @@ struct Args {
     /// Fewer iterations and runs (a smoke run, noisier figures).
     #[arg(long)]
     quick: bool,
+    /// Run only the prioritized 1M scenario (for profiling).
+    #[arg(long)]
+    only_prioritized: bool,
 }
 
 struct Plan {
@@ -42,7 +46,9 @@ struct Plan {
 }
 
 fn layout_3x4() -> Result<ItemLayout> {
-    Ok(ItemLayout::builder().field("x", DType::F32, &[3, 4]).build()?)
+    Ok(ItemLayout::builder()
+        .field("x", DType::F32, &[3, 4])
+        .build()?)
 }
 
 fn layout_dict() -> Result<ItemLayout> {
@@ -98,7 +104,10 @@ fn sample_us(layout: ItemLayout, plan: &Plan) -> Result<f64> {
 
 /// Median items/s inserting batches of `rows` into a full 100k buffer.
 fn insert_rate(rows: usize, plan: &Plan) -> Result<f64> {
-    let b = ReplayBuffer::new(layout_3x4()?, ReplayConfig::new(100_000, SamplerConfig::Uniform))?;
+    let b = ReplayBuffer::new(
+        layout_3x4()?,
+        ReplayConfig::new(100_000, SamplerConfig::Uniform),
+    )?;
     fill(&b, 100_000)?;
     let xs: Vec<f32> = (0..rows * 12).map(|i| i as f32).collect();
     let shape = [rows, 3, 4];
@@ -123,7 +132,9 @@ fn prioritized_us(plan: &Plan) -> Result<f64> {
     fill(&b, n)?;
     // Spread the priorities so the tree is not uniform.
     let keys: Vec<ItemKey> = (0..n as u64).map(ItemKey).collect();
-    let prios: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 / 100.0 + 0.01).collect();
+    let prios: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919) % 1000) as f32 / 100.0 + 0.01)
+        .collect();
     b.update_priorities(&keys, &prios)?;
     let mut batch = b.new_batch(128);
     let mut new_prios = vec![0.0f32; 128];
@@ -148,7 +159,10 @@ fn concurrency(sampler: SamplerConfig, threads: usize, plan: &Plan) -> Result<Va
     let mut ins_rates = Vec::new();
     let mut smp_rates = Vec::new();
     for _ in 0..plan.runs {
-        let b = Arc::new(ReplayBuffer::new(layout_3x4()?, ReplayConfig::new(100_000, sampler))?);
+        let b = Arc::new(ReplayBuffer::new(
+            layout_3x4()?,
+            ReplayConfig::new(100_000, sampler),
+        )?);
         fill(&b, 100_000)?;
         let start = Instant::now();
         let writers: Vec<_> = (0..threads)
@@ -182,7 +196,10 @@ fn concurrency(sampler: SamplerConfig, threads: usize, plan: &Plan) -> Result<Va
         }
         let mut s_end: f64 = 0.0;
         for s in samplers {
-            s_end = s_end.max(s.join().map_err(|_| anyhow::anyhow!("sampler panicked"))??);
+            s_end = s_end.max(
+                s.join()
+                    .map_err(|_| anyhow::anyhow!("sampler panicked"))??,
+            );
         }
         ins_rates.push((threads * plan.conc_inserts) as f64 / w_end);
         smp_rates.push((threads * plan.conc_samples * 128) as f64 / s_end);
@@ -214,6 +231,13 @@ fn main() -> Result<()> {
             conc_samples: 5_000,
         }
     };
+    if args.only_prioritized {
+        println!(
+            "{}",
+            json!({ "prioritized_1m_sample_update_us": prioritized_us(&plan)? })
+        );
+        return Ok(());
+    }
     let s3x4 = sample_us(layout_3x4()?, &plan)?;
     let sdict = sample_us(layout_dict()?, &plan)?;
     let mut inserts = serde_json::Map::new();
@@ -227,7 +251,10 @@ fn main() -> Result<()> {
     let mut conc = serde_json::Map::new();
     for (name, sampler) in [
         ("uniform", SamplerConfig::Uniform),
-        ("prioritized", SamplerConfig::Prioritized(PrioritizedConfig::default())),
+        (
+            "prioritized",
+            SamplerConfig::Prioritized(PrioritizedConfig::default()),
+        ),
     ] {
         let mut by_threads = serde_json::Map::new();
         for t in [1, 2] {

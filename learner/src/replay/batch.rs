@@ -34,13 +34,16 @@ impl SampleBatch {
             max_rows,
             len: 0,
             row_bytes: layout.fields().iter().map(|f| f.num_bytes()).collect(),
-            // vec![0; n] may be lazily zeroed by the OS; filling touches it.
             fields: layout
                 .fields()
                 .iter()
                 .map(|f| {
-                    let mut v = Vec::with_capacity(max_rows * f.num_bytes());
-                    v.resize(max_rows * f.num_bytes(), 0u8);
+                    let mut v = vec![0u8; max_rows * f.num_bytes()];
+                    // `vec![0; n]` may be lazily zeroed pages: write one
+                    // byte per page so the first sample does not fault.
+                    for b in v.iter_mut().step_by(4096) {
+                        *b = std::hint::black_box(0);
+                    }
                     v
                 })
                 .collect(),
@@ -142,7 +145,13 @@ impl SampleBatch {
 
     /// Commits the next row.
     #[inline]
-    pub(crate) fn commit_row(&mut self, key: ItemKey, weight: f32, policy_version: u64, group: u64) {
+    pub(crate) fn commit_row(
+        &mut self,
+        key: ItemKey,
+        weight: f32,
+        policy_version: u64,
+        group: u64,
+    ) {
         self.keys.push(key);
         self.weights.push(weight);
         self.policy_versions.push(policy_version);

@@ -75,15 +75,20 @@ impl Fifo {
         }
     }
 
-    pub(crate) fn sample(&self, shared: &Shared, batch: &mut SampleBatch, n: usize) -> Result<(), ReplayError> {
+    pub(crate) fn sample(
+        &self,
+        shared: &Shared,
+        batch: &mut SampleBatch,
+        n: usize,
+    ) -> Result<(), ReplayError> {
         let mut first_claim = true;
         while batch.len() < n {
             let want = n - batch.len();
             let (start, count) = match self.head(shared, want) {
                 Head::Skip { from, to } => {
-                    let _ = self
-                        .cursor
-                        .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire);
+                    let _ =
+                        self.cursor
+                            .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire);
                     continue;
                 }
                 Head::Ready { start, count } => (start, count),
@@ -101,7 +106,12 @@ impl Fifo {
             }
             if self
                 .cursor
-                .compare_exchange(start, start + want as u64, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(
+                    start,
+                    start + want as u64,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
                 .is_err()
             {
                 continue;

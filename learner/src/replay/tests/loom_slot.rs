@@ -57,7 +57,10 @@ fn reader_never_sees_a_torn_first_write() {
             None => {}
             Some(got) => assert_eq!(got, (0, [7, 7], 7)),
         }
-        assert_eq!(w.join().expect("writer"), WriteOutcome::Written { previous: 0 });
+        assert_eq!(
+            w.join().expect("writer"),
+            WriteOutcome::Written { previous: 0 }
+        );
     });
 }
 
@@ -90,7 +93,16 @@ fn racing_writers_leave_the_newest_key_with_its_data() {
         };
         let newer = write(&s, 2, 2);
         let older = older.join().expect("writer");
-        assert_eq!(newer, WriteOutcome::Written { previous: if older == WriteOutcome::Superseded { 0 } else { 2 } });
+        assert_eq!(
+            newer,
+            WriteOutcome::Written {
+                previous: if older == WriteOutcome::Superseded {
+                    0
+                } else {
+                    2
+                }
+            }
+        );
         assert_eq!(read(&s), Some((2, [2, 2], 2)));
     });
 }
