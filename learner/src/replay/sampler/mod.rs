@@ -11,7 +11,7 @@
 //! | [`SamplerConfig::Uniform`] | no | none | O(1) |
 //! | [`SamplerConfig::UniformWithoutReplacement`] | no | short mutex (permutation) | O(1), a shuffle per pass |
 //! | [`SamplerConfig::Recent`] | no | none | O(1) |
-//! | [`SamplerConfig::Prioritized`] | no | short mutex (sum tree) | O(log16 N) |
+//! | [`SamplerConfig::Prioritized`] | no | short mutex (sum tree) | O(log8 N) |
 //! | [`SamplerConfig::Grouped`] | once | short mutex (group table) | O(1) |
 //!
 //! The mutexes guard only index bookkeeping (microseconds per batch), never

@@ -10,7 +10,7 @@
 //!
 //! The [`SumTree`] sits under a mutex held for the index search or the
 //! leaf updates of one batch (a few microseconds at 1M items), never for a
-//! slot copy. Cost: O(n log16 N) per batch of `n`, in both directions.
+//! slot copy. Cost: O(n log8 N) per batch of `n`, in both directions.
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};

@@ -1,14 +1,19 @@
-//! [`SumTree`]: a 16-ary sum/min tree over slot priorities, laid out for the
+//! [`SumTree`]: an 8-ary sum/min tree over slot priorities, laid out for the
 //! cache.
 //!
-//! Why 16-ary: with 1M leaves a binary tree is 20 levels, each a likely cache
-//! miss; 16 children of `f64` are two cache lines scanned linearly, and the
-//! tree is 5 levels above the leaves. Levels are separate flat arrays (bottom
-//! up), children of node `i` are `16i..16i+16` of the level below. Batches
-//! are processed level by level so the misses of different queries overlap.
-//! Sums are `f64` and recomputed from the children on update (no drift).
-//! Cost: update `O(16 log16 N)`, prefix search `O(16 log16 N)`, memory about
-//! `1.07 * 16 * N` bytes (sum and min per node).
+//! Why 8-ary: with 1M leaves a binary tree is 20 levels, each a likely cache
+//! miss; 8 children of `f64` fill exactly one cache line, 8 `f32` leaves half
+//! of one, and the tree is 7 levels. (16-ary measured no faster: two lines
+//! per internal node and longer add chains per level.) Levels are separate
+//! flat arrays, bottom up; children of node `i` are `8i..8i+8` of the level
+//! below. A batch of searches runs level by level so the misses of different
+//! queries overlap. Updates move sums by the delta (one add per level) and
+//! recompute mins only where they can change; an exact rebuild after every
+//! `len` updates bounds floating-point drift (amortised O(1), but that one
+//! call takes O(N): about a millisecond at 1M leaves).
+//! Cost: update and search O(log8 N) lines touched; memory about
+//! `4 N + 16 N / 7` bytes.
+/// Children per node.
 const K: usize = 8;
 
 #[derive(Debug, Clone)]
@@ -22,7 +27,7 @@ struct Level {
 #[derive(Debug, Clone)]
 pub(crate) struct SumTree {
     len: usize,
-    /// Leaf values; `f32` so 16 siblings share one cache line.
+    /// Leaf values; `f32`, so the 8 siblings of a node share a cache line.
     leaves: Vec<f32>,
     /// Internal levels, bottom up; the last holds one node, the root.
     levels: Vec<Level>,
@@ -111,7 +116,7 @@ impl SumTree {
 
     /// Sets one leaf (`value >= 0`, finite). Sums move by the delta (one add
     /// per level); the min is recomputed only along the path where it can
-    /// change. Cost O(log16 N) plus 16 loads per level where the min moved.
+    /// change. Cost O(log8 N) plus `K` loads per level where the min moved.
     fn set(&mut self, leaf: usize, value: f64) {
         let old = f64::from(self.leaves[leaf]);
         self.leaves[leaf] = value as f32;
@@ -224,7 +229,7 @@ enum Pick {
     Past { last_positive: usize },
 }
 
-/// Branch-free scan of 16 children (a linear search's exit branch would
+/// Branch-free scan of the `K` children (a linear search's exit branch would
 /// mispredict once per level): the number of children whose cumulative
 /// mass is `<= t` is the chosen child.
 #[inline(always)]
