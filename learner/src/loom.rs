@@ -3,5 +3,14 @@
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic;
 #[cfg(not(loom))]
-#[allow(unused_imports)] // used once the replay slots land
 pub(crate) use std::sync::atomic;
+
+/// Busy-wait hint inside spin loops; under loom a yield, so the model
+/// checker can schedule the thread being waited for.
+#[inline]
+pub(crate) fn spin_loop() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}
