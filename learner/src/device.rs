@@ -26,7 +26,14 @@ pub fn parse_device(spec: &str) -> Result<Device, LearnerError> {
 
 #[cfg(feature = "cuda")]
 fn cuda_device(ordinal: usize) -> Result<Device, String> {
-    Device::new_cuda(ordinal).map_err(|e| e.to_string())
+    Device::new_cuda(ordinal).map_err(|e| {
+        format!(
+            "could not open CUDA device {ordinal} ({e}); this build has the `cuda` feature, so \
+             the likely cause is no NVIDIA GPU with that ordinal, a driver older than CUDA 13 \
+             (check `nvidia-smi`), or CUDA_VISIBLE_DEVICES hiding it; use `--device cpu` to run \
+             without a GPU"
+        )
+    })
 }
 
 #[cfg(not(feature = "cuda"))]

@@ -3,7 +3,6 @@
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic;
 #[cfg(not(loom))]
-#[allow(unused_imports)] // used once the replay slots land
 pub(crate) use std::sync::atomic;
 
 /// Busy-wait hint inside spin loops; under loom a yield, so the model

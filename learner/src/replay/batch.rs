@@ -15,6 +15,9 @@ pub struct SampleBatch {
     layout: ItemLayout,
     max_rows: usize,
     len: usize,
+    /// Bytes of one row of each field (cached: the gather loop needs it
+    /// per row).
+    row_bytes: Vec<usize>,
     /// One buffer of `max_rows * field bytes` per field.
     fields: Vec<Vec<u8>>,
     keys: Vec<ItemKey>,
@@ -30,13 +33,17 @@ impl SampleBatch {
             layout: layout.clone(),
             max_rows,
             len: 0,
-            // vec![0; n] may be lazily zeroed by the OS; filling touches it.
+            row_bytes: layout.fields().iter().map(|f| f.num_bytes()).collect(),
             fields: layout
                 .fields()
                 .iter()
                 .map(|f| {
-                    let mut v = Vec::with_capacity(max_rows * f.num_bytes());
-                    v.resize(max_rows * f.num_bytes(), 0u8);
+                    let mut v = vec![0u8; max_rows * f.num_bytes()];
+                    // `vec![0; n]` may be lazily zeroed pages: write one
+                    // byte per page so the first sample does not fault.
+                    for b in v.iter_mut().step_by(4096) {
+                        *b = std::hint::black_box(0);
+                    }
                     v
                 })
                 .collect(),
@@ -132,13 +139,19 @@ impl SampleBatch {
     /// Destination of field `field` in the next (unfilled) row.
     #[inline]
     pub(crate) fn next_row_mut(&mut self, field: usize) -> &mut [u8] {
-        let b = self.layout.fields()[field].num_bytes();
+        let b = self.row_bytes[field];
         &mut self.fields[field][self.len * b..(self.len + 1) * b]
     }
 
     /// Commits the next row.
     #[inline]
-    pub(crate) fn commit_row(&mut self, key: ItemKey, weight: f32, policy_version: u64, group: u64) {
+    pub(crate) fn commit_row(
+        &mut self,
+        key: ItemKey,
+        weight: f32,
+        policy_version: u64,
+        group: u64,
+    ) {
         self.keys.push(key);
         self.weights.push(weight);
         self.policy_versions.push(policy_version);

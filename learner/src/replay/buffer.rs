@@ -99,7 +99,9 @@ impl ReplayConfig {
         }) = self.policy_lag
         {
             if !(w.is_finite() && w >= 0.0) {
-                return Err(ReplayError::config(format!("lag down-weight must be >= 0, is {w}")));
+                return Err(ReplayError::config(format!(
+                    "lag down-weight must be >= 0, is {w}"
+                )));
             }
         }
         Ok(())
@@ -260,7 +262,10 @@ impl Shared {
     pub(crate) fn offer(&self, batch: &mut SampleBatch, meta: ItemMeta, weight: f32) -> bool {
         let w = match &self.lag {
             None => 1.0,
-            Some(cap) => match cap.judge(self.current_policy.load(Ordering::Relaxed), meta.policy_version) {
+            Some(cap) => match cap.judge(
+                self.current_policy.load(Ordering::Relaxed),
+                meta.policy_version,
+            ) {
                 LagVerdict::Keep(w) => w,
                 LagVerdict::Drop => {
                     self.counters.dropped_lag.fetch_add(1, Ordering::Relaxed);
@@ -268,7 +273,12 @@ impl Shared {
                 }
             },
         };
-        batch.commit_row(ItemKey(meta.key), weight * w, meta.policy_version, meta.group);
+        batch.commit_row(
+            ItemKey(meta.key),
+            weight * w,
+            meta.policy_version,
+            meta.group,
+        );
         true
     }
 
@@ -323,7 +333,12 @@ impl ReplayBuffer {
     }
 
     /// A buffer whose storage is a fresh memory-mapped directory.
-    pub fn create_mapped(dir: &Path, layout: ItemLayout, config: ReplayConfig) -> Result<Self, ReplayError> {
+    #[cfg(not(loom))]
+    pub fn create_mapped(
+        dir: &Path,
+        layout: ItemLayout,
+        config: ReplayConfig,
+    ) -> Result<Self, ReplayError> {
         config.validate()?;
         let storage = Storage::create_mapped(dir, &layout, config.capacity)?;
         Ok(Self::assemble(layout, config, storage, Resume::default()))
@@ -334,6 +349,7 @@ impl ReplayBuffer {
     /// resumes at the oldest unconsumed item, priorities restart at the
     /// maximum, group membership is lost: stored items become groups of
     /// one). Use checkpoints for exact state. `config.capacity` must match.
+    #[cfg(not(loom))]
     pub fn open_mapped(dir: &Path, config: ReplayConfig) -> Result<Self, ReplayError> {
         let (storage, layout) = Storage::open_mapped(dir)?;
         if storage.capacity() != config.capacity {
@@ -362,7 +378,12 @@ impl ReplayBuffer {
         Ok(buffer)
     }
 
-    pub(crate) fn assemble(layout: ItemLayout, config: ReplayConfig, storage: Storage, resume: Resume) -> Self {
+    pub(crate) fn assemble(
+        layout: ItemLayout,
+        config: ReplayConfig,
+        storage: Storage,
+        resume: Resume,
+    ) -> Self {
         let shared = Shared {
             capacity: config.capacity as u64,
             storage,
@@ -379,7 +400,10 @@ impl ReplayBuffer {
             limiter: config.rate_limiter.map(|l| {
                 RateLimiter::new(
                     l,
-                    resume.limiter.unwrap_or(RateLimiterCounters { inserts: 0, samples: 0 }),
+                    resume.limiter.unwrap_or(RateLimiterCounters {
+                        inserts: 0,
+                        samples: 0,
+                    }),
                 )
             }),
             notifier: Notifier::default(),
@@ -401,7 +425,8 @@ impl ReplayBuffer {
             if p != 0 && s.storage.retired(slot) != p {
                 let key = p - 1;
                 oldest_unconsumed = oldest_unconsumed.min(key);
-                self.sampler.on_publish(s, key, 1, &|_| super::sampler::NO_GROUP);
+                self.sampler
+                    .on_publish(s, key, 1, &|_| super::sampler::NO_GROUP);
             }
         }
         if let Sampler::Fifo(f) = &self.sampler {
@@ -465,7 +490,11 @@ impl ReplayBuffer {
 
     /// Inserts one item into `group` (grouped sampler: hidden until
     /// `complete_group(group)`; other samplers just record the id).
-    pub fn insert_ref_in_group(&self, fields: &[FieldRef<'_>], group: u64) -> Result<ItemKey, ReplayError> {
+    pub fn insert_ref_in_group(
+        &self,
+        fields: &[FieldRef<'_>],
+        group: u64,
+    ) -> Result<ItemKey, ReplayError> {
         if group == super::sampler::NO_GROUP {
             return Err(ReplayError::config("group id u64::MAX is reserved"));
         }
@@ -474,7 +503,11 @@ impl ReplayBuffer {
     }
 
     /// Inserts `rows` items at once; each field's shape is `[rows, ...]`.
-    pub fn insert_batch(&self, fields: &[FieldRef<'_>], rows: usize) -> Result<InsertedKeys, ReplayError> {
+    pub fn insert_batch(
+        &self,
+        fields: &[FieldRef<'_>],
+        rows: usize,
+    ) -> Result<InsertedKeys, ReplayError> {
         self.insert_inner(fields, Some(rows), None, self.default_timeout())
     }
 
@@ -490,8 +523,13 @@ impl ReplayBuffer {
     }
 
     /// `insert_ref`, waiting up to `timeout`.
-    pub fn insert_ref_timeout(&self, fields: &[FieldRef<'_>], timeout: Duration) -> Result<ItemKey, ReplayError> {
-        self.insert_inner(fields, None, None, Some(timeout)).map(|k| k.first)
+    pub fn insert_ref_timeout(
+        &self,
+        fields: &[FieldRef<'_>],
+        timeout: Duration,
+    ) -> Result<ItemKey, ReplayError> {
+        self.insert_inner(fields, None, None, Some(timeout))
+            .map(|k| k.first)
     }
 
     fn default_timeout(&self) -> Option<Duration> {
@@ -529,7 +567,9 @@ impl ReplayBuffer {
         if let Some(l) = &self.limiter {
             l.check_request(n, 0)?;
         }
-        let first = self.notifier.run_blocking(timeout, &self.closed, || self.claim(n))?;
+        let first = self
+            .notifier
+            .run_blocking(timeout, &self.closed, || self.claim(n))?;
         let s = &self.shared;
         let pv_field = self.layout.policy_version_field();
         let group_id = group.unwrap_or(super::sampler::NO_GROUP);
@@ -590,7 +630,12 @@ impl ReplayBuffer {
                 }
                 // AcqRel: the slot checks above are done before the claim
                 // is visible; pairs with the Acquire loads of `claimed`.
-                match claimed.compare_exchange_weak(k, k + n as u64, Ordering::AcqRel, Ordering::Acquire) {
+                match claimed.compare_exchange_weak(
+                    k,
+                    k + n as u64,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
                     Ok(_) => break Ok(k),
                     Err(now) => k = now,
                 }
@@ -631,11 +676,21 @@ impl ReplayBuffer {
     }
 
     /// `sample_into`, waiting up to `timeout` for items or the limiter.
-    pub fn sample_into_timeout(&self, batch: &mut SampleBatch, n: usize, timeout: Duration) -> Result<(), ReplayError> {
+    pub fn sample_into_timeout(
+        &self,
+        batch: &mut SampleBatch,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<(), ReplayError> {
         self.sample_inner(batch, n, Some(timeout))
     }
 
-    fn sample_inner(&self, batch: &mut SampleBatch, n: usize, timeout: Option<Duration>) -> Result<(), ReplayError> {
+    fn sample_inner(
+        &self,
+        batch: &mut SampleBatch,
+        n: usize,
+        timeout: Option<Duration>,
+    ) -> Result<(), ReplayError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(ReplayError::Closed);
         }
@@ -696,9 +751,15 @@ impl ReplayBuffer {
 
     /// Grouped sampler: hands out the oldest ready group whole and returns
     /// its id, waiting up to `timeout` if given.
-    pub fn sample_group_into(&self, batch: &mut SampleBatch, timeout: Option<Duration>) -> Result<u64, ReplayError> {
+    pub fn sample_group_into(
+        &self,
+        batch: &mut SampleBatch,
+        timeout: Option<Duration>,
+    ) -> Result<u64, ReplayError> {
         let Sampler::Grouped(g) = &self.sampler else {
-            return Err(ReplayError::config("sample_group_into needs the Grouped sampler"));
+            return Err(ReplayError::config(
+                "sample_group_into needs the Grouped sampler",
+            ));
         };
         if batch.layout() != &self.layout {
             return Err(ReplayError::config("batch was made for a different layout"));
@@ -729,7 +790,11 @@ impl ReplayBuffer {
 
     /// Prioritized sampler: sets priorities of `keys`. Keys whose item was
     /// overwritten are ignored and counted (`stale_priority_updates`).
-    pub fn update_priorities(&self, keys: &[ItemKey], priorities: &[f32]) -> Result<PriorityUpdate, ReplayError> {
+    pub fn update_priorities(
+        &self,
+        keys: &[ItemKey],
+        priorities: &[f32],
+    ) -> Result<PriorityUpdate, ReplayError> {
         if keys.len() != priorities.len() {
             return Err(ReplayError::config(format!(
                 "{} keys but {} priorities",
@@ -738,12 +803,16 @@ impl ReplayBuffer {
             )));
         }
         let Sampler::Prioritized(p) = &self.sampler else {
-            return Err(ReplayError::config("update_priorities needs the Prioritized sampler"));
+            return Err(ReplayError::config(
+                "update_priorities needs the Prioritized sampler",
+            ));
         };
         let report = p.update(&self.shared, keys, priorities);
         let c = &self.shared.counters;
-        c.stale_updates.fetch_add(report.stale as u64, Ordering::Relaxed);
-        c.invalid_updates.fetch_add(report.invalid as u64, Ordering::Relaxed);
+        c.stale_updates
+            .fetch_add(report.stale as u64, Ordering::Relaxed);
+        c.invalid_updates
+            .fetch_add(report.invalid as u64, Ordering::Relaxed);
         Ok(report)
     }
 

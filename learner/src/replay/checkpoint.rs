@@ -85,14 +85,19 @@ impl Checksum {
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReplayError> {
     let tmp = temp_path(path);
     let mut f = File::create(&tmp).map_err(|e| ReplayError::io("create", &tmp, e))?;
-    f.write_all(bytes).map_err(|e| ReplayError::io("write", &tmp, e))?;
-    f.sync_all().map_err(|e| ReplayError::io("fsync", &tmp, e))?;
+    f.write_all(bytes)
+        .map_err(|e| ReplayError::io("write", &tmp, e))?;
+    f.sync_all()
+        .map_err(|e| ReplayError::io("fsync", &tmp, e))?;
     drop(f);
     finish_rename(&tmp, path)
 }
 
 fn temp_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    let mut name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
     name.push(".tmp");
     path.with_file_name(name)
 }
@@ -163,11 +168,21 @@ impl ReplayBuffer {
                 if field == 0 {
                     row.clear();
                 }
-                row.extend(words.iter().map(|w| w.load(crate::loom::atomic::Ordering::Relaxed)));
+                row.extend(
+                    words
+                        .iter()
+                        .map(|w| w.load(crate::loom::atomic::Ordering::Relaxed)),
+                );
             });
             if let ReadOutcome::Item(meta) = outcome {
                 let retired = u64::from(s.storage.retired(slot_index) == meta.key + 1);
-                records.extend([slot_index as u64, meta.key, meta.policy_version, meta.group, retired]);
+                records.extend([
+                    slot_index as u64,
+                    meta.key,
+                    meta.policy_version,
+                    meta.group,
+                    retired,
+                ]);
                 records.extend_from_slice(&row);
                 count += 1;
             }
@@ -206,19 +221,27 @@ impl ReplayBuffer {
         }
         w.write_all(&sum.0.to_le_bytes()).map_err(io)?;
         let file = w.into_inner().map_err(|e| io(e.into_error()))?;
-        file.sync_all().map_err(|e| ReplayError::io("fsync", &tmp, e))?;
+        file.sync_all()
+            .map_err(|e| ReplayError::io("fsync", &tmp, e))?;
         drop(file);
         finish_rename(&tmp, path)?;
         let bytes = 8 + 8 + json.len() as u64 + records.len() as u64 * 8 + 8;
         tracing::info!(path = %path.display(), items = count, bytes, "replay: checkpoint written");
-        Ok(CheckpointInfo { items: count, bytes })
+        Ok(CheckpointInfo {
+            items: count,
+            bytes,
+        })
     }
 
     /// Rebuilds an in-memory buffer from a checkpoint. The file's layout,
     /// capacity and sampler kind must match `layout` and `config`
     /// (`Mismatch` otherwise); damage gives `Corrupt`. The RNG continues
     /// from the checkpoint's position (its seed, not `config.seed`).
-    pub fn restore(path: &Path, layout: ItemLayout, config: ReplayConfig) -> Result<ReplayBuffer, ReplayError> {
+    pub fn restore(
+        path: &Path,
+        layout: ItemLayout,
+        config: ReplayConfig,
+    ) -> Result<ReplayBuffer, ReplayError> {
         config.validate()?;
         let corrupt = |reason: String| ReplayError::Corrupt {
             path: path.to_owned(),
@@ -246,15 +269,21 @@ impl ReplayBuffer {
         sum.bytes(&len_bytes);
         let header_len = u64::from_le_bytes(len_bytes);
         if header_len > (1 << 34) {
-            return Err(corrupt(format!("header length {header_len} is implausible")));
+            return Err(corrupt(format!(
+                "header length {header_len} is implausible"
+            )));
         }
         let mut json = vec![0u8; header_len as usize];
         r.read_exact(&mut json)
             .map_err(|_| corrupt("truncated header".into()))?;
         sum.bytes(&json);
-        let header: Header = serde_json::from_slice(&json).map_err(|e| corrupt(format!("header: {e}")))?;
+        let header: Header =
+            serde_json::from_slice(&json).map_err(|e| corrupt(format!("header: {e}")))?;
         if header.format != FORMAT {
-            return Err(mismatch(format!("format {} (expected {FORMAT})", header.format)));
+            return Err(mismatch(format!(
+                "format {} (expected {FORMAT})",
+                header.format
+            )));
         }
         if header.layout != layout {
             return Err(mismatch(format!(
@@ -329,9 +358,14 @@ impl ReplayBuffer {
         let expected = sum.0;
         let stored = u64::from_le_bytes(read8(&mut r, "checksum")?);
         if stored != expected {
-            return Err(corrupt(format!("checksum {stored:#x}, computed {expected:#x}")));
+            return Err(corrupt(format!(
+                "checksum {stored:#x}, computed {expected:#x}"
+            )));
         }
-        if r.read(&mut word).map_err(|e| ReplayError::io("read", path, e))? != 0 {
+        if r.read(&mut word)
+            .map_err(|e| ReplayError::io("read", path, e))?
+            != 0
+        {
             return Err(corrupt("trailing bytes after checksum".into()));
         }
         buffer

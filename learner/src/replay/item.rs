@@ -21,7 +21,10 @@ pub enum Values<'a> {
     I64(&'a [i64]),
     F64(&'a [f64]),
     /// Native-endian bytes of `dtype` elements.
-    Raw { dtype: DType, bytes: &'a [u8] },
+    Raw {
+        dtype: DType,
+        bytes: &'a [u8],
+    },
 }
 
 impl Values<'_> {
@@ -75,7 +78,11 @@ impl Values<'_> {
 
 /// Packs elements of `S` bytes into words. `S` divides 8.
 #[inline(always)]
-fn pack<T: Copy, const S: usize>(xs: &[T], to_bytes: impl Fn(T) -> [u8; S], mut sink: impl FnMut(u64)) {
+fn pack<T: Copy, const S: usize>(
+    xs: &[T],
+    to_bytes: impl Fn(T) -> [u8; S],
+    mut sink: impl FnMut(u64),
+) {
     let per_word = 8 / S;
     let mut chunks = xs.chunks_exact(per_word);
     for chunk in &mut chunks {

@@ -201,7 +201,10 @@ mod tests {
             .build()
             .unwrap();
         assert_eq!(l.item_bytes(), 21 * 4 * 4 + 21 + 8);
-        assert_eq!(l.field("done").map(|(i, f)| (i, f.row_words())), Some((1, 3)));
+        assert_eq!(
+            l.field("done").map(|(i, f)| (i, f.row_words())),
+            Some((1, 3))
+        );
         assert_eq!(l.policy_version_field(), Some(2));
     }
 }

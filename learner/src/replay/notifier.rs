@@ -123,7 +123,9 @@ impl Drop for Registered<'_> {
 fn would_block(e: &ReplayError) -> bool {
     matches!(
         e,
-        ReplayError::WouldBlock { .. } | ReplayError::RateLimited { .. } | ReplayError::NotEnoughItems { .. }
+        ReplayError::WouldBlock { .. }
+            | ReplayError::RateLimited { .. }
+            | ReplayError::NotEnoughItems { .. }
     )
 }
 

@@ -42,7 +42,11 @@ impl RateLimiterConfig {
 
     /// A samples-per-insert ratio kept within `error_buffer` of the ideal,
     /// centred at `min_size_to_sample * spi` (Reverb's `SampleToInsertRatio`).
-    pub fn sample_to_insert_ratio(samples_per_insert: f64, min_size_to_sample: usize, error_buffer: f64) -> Self {
+    pub fn sample_to_insert_ratio(
+        samples_per_insert: f64,
+        min_size_to_sample: usize,
+        error_buffer: f64,
+    ) -> Self {
         let centre = min_size_to_sample as f64 * samples_per_insert;
         RateLimiterConfig {
             min_size_to_sample,
@@ -54,10 +58,16 @@ impl RateLimiterConfig {
 
     /// Rejects configurations that are invalid or can reach a state where
     /// neither inserts nor samples may proceed.
-    pub(crate) fn validate(&self, capacity: usize, max_samples_per_item: Option<u64>) -> Result<(), ReplayError> {
+    pub(crate) fn validate(
+        &self,
+        capacity: usize,
+        max_samples_per_item: Option<u64>,
+    ) -> Result<(), ReplayError> {
         let spi = self.samples_per_insert;
         if !(spi.is_finite() && spi > 0.0) {
-            return Err(ReplayError::config(format!("samples_per_insert must be > 0, is {spi}")));
+            return Err(ReplayError::config(format!(
+                "samples_per_insert must be > 0, is {spi}"
+            )));
         }
         if self.min_diff.is_nan() || self.max_diff.is_nan() || self.min_diff > self.max_diff {
             return Err(ReplayError::config(format!(
@@ -158,15 +168,20 @@ impl RateLimiter {
         let mut i = self.inserts.load(Ordering::Relaxed);
         loop {
             let free = size + n <= self.config.min_size_to_sample;
-            if !free && self.diff(i + n as u64, self.samples.load(Ordering::Relaxed)) > self.config.max_diff {
+            if !free
+                && self.diff(i + n as u64, self.samples.load(Ordering::Relaxed))
+                    > self.config.max_diff
+            {
                 return Err(ReplayError::WouldBlock {
                     reason: "rate limiter: inserts ahead of samples",
                 });
             }
-            match self
-                .inserts
-                .compare_exchange_weak(i, i + n as u64, Ordering::Relaxed, Ordering::Relaxed)
-            {
+            match self.inserts.compare_exchange_weak(
+                i,
+                i + n as u64,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return Ok(()),
                 Err(now) => i = now,
             }
@@ -187,15 +202,18 @@ impl RateLimiter {
         }
         let mut s = self.samples.load(Ordering::Relaxed);
         loop {
-            if self.diff(self.inserts.load(Ordering::Relaxed), s + n as u64) < self.config.min_diff {
+            if self.diff(self.inserts.load(Ordering::Relaxed), s + n as u64) < self.config.min_diff
+            {
                 return Err(ReplayError::RateLimited {
                     reason: "rate limiter: samples ahead of inserts",
                 });
             }
-            match self
-                .samples
-                .compare_exchange_weak(s, s + n as u64, Ordering::Relaxed, Ordering::Relaxed)
-            {
+            match self.samples.compare_exchange_weak(
+                s,
+                s + n as u64,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return Ok(()),
                 Err(now) => s = now,
             }
@@ -218,8 +236,12 @@ mod tests {
         assert!(RateLimiterConfig::min_size(11).validate(10, None).is_err());
         assert!(RateLimiterConfig::min_size(10).validate(10, None).is_ok());
         // Window narrower than one insert plus one sample.
-        assert!(RateLimiterConfig::sample_to_insert_ratio(4.0, 5, 2.0).validate(100, None).is_err());
-        assert!(RateLimiterConfig::sample_to_insert_ratio(4.0, 5, 3.0).validate(100, None).is_ok());
+        assert!(RateLimiterConfig::sample_to_insert_ratio(4.0, 5, 2.0)
+            .validate(100, None)
+            .is_err());
+        assert!(RateLimiterConfig::sample_to_insert_ratio(4.0, 5, 3.0)
+            .validate(100, None)
+            .is_ok());
         // A consume-once sampler cannot sample an item twice.
         assert!(RateLimiterConfig::sample_to_insert_ratio(2.0, 5, 10.0)
             .validate(100, Some(1))
@@ -236,7 +258,10 @@ mod tests {
         // spi 2, min size 2, diff kept in [2, 6].
         let l = RateLimiter::new(
             RateLimiterConfig::sample_to_insert_ratio(2.0, 2, 2.0),
-            RateLimiterCounters { inserts: 0, samples: 0 },
+            RateLimiterCounters {
+                inserts: 0,
+                samples: 0,
+            },
         );
         assert!(l.try_sample(1, 0).is_err(), "below min size");
         l.try_insert(1, 0).unwrap();
@@ -246,7 +271,13 @@ mod tests {
         l.try_sample(4, 3).unwrap(); // diff 2
         assert!(l.try_sample(1, 3).is_err(), "diff would be 1 < 2");
         l.try_insert(1, 3).unwrap(); // diff 4
-        assert_eq!(l.counters(), RateLimiterCounters { inserts: 4, samples: 4 });
+        assert_eq!(
+            l.counters(),
+            RateLimiterCounters {
+                inserts: 4,
+                samples: 4
+            }
+        );
         assert!(l.check_request(0, 5).is_err());
     }
 }

@@ -97,7 +97,11 @@ pub(crate) fn write(
 /// Copies the item in `slot` out; `copy(field, words)` reads the field's row
 /// with `Relaxed` loads and may be called several times (retries), the last
 /// call's result is the consistent one.
-pub(crate) fn read(storage: &Storage, slot: usize, mut copy: impl FnMut(usize, &[AtomicU64])) -> ReadOutcome {
+pub(crate) fn read(
+    storage: &Storage,
+    slot: usize,
+    mut copy: impl FnMut(usize, &[AtomicU64]),
+) -> ReadOutcome {
     let m = storage.meta(slot);
     let version = &m[META_VERSION];
     loop {

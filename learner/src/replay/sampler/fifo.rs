@@ -75,15 +75,20 @@ impl Fifo {
         }
     }
 
-    pub(crate) fn sample(&self, shared: &Shared, batch: &mut SampleBatch, n: usize) -> Result<(), ReplayError> {
+    pub(crate) fn sample(
+        &self,
+        shared: &Shared,
+        batch: &mut SampleBatch,
+        n: usize,
+    ) -> Result<(), ReplayError> {
         let mut first_claim = true;
         while batch.len() < n {
             let want = n - batch.len();
             let (start, count) = match self.head(shared, want) {
                 Head::Skip { from, to } => {
-                    let _ = self
-                        .cursor
-                        .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire);
+                    let _ =
+                        self.cursor
+                            .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire);
                     continue;
                 }
                 Head::Ready { start, count } => (start, count),
@@ -101,12 +106,20 @@ impl Fifo {
             }
             if self
                 .cursor
-                .compare_exchange(start, start + want as u64, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(
+                    start,
+                    start + want as u64,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
                 .is_err()
             {
                 continue;
             }
             first_claim = false;
+            for key in start..start + want as u64 {
+                shared.storage.touch(shared.slot_of(key));
+            }
             for key in start..start + want as u64 {
                 let slot = shared.slot_of(key);
                 match shared.copy_row(slot, batch) {

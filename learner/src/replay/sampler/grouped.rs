@@ -74,7 +74,13 @@ impl Grouped {
         }
     }
 
-    pub(crate) fn on_publish(&self, shared: &Shared, first: u64, count: usize, groups: &dyn Fn(usize) -> u64) {
+    pub(crate) fn on_publish(
+        &self,
+        shared: &Shared,
+        first: u64,
+        count: usize,
+        groups: &dyn Fn(usize) -> u64,
+    ) {
         let mut t = self.lock();
         for (i, key) in (first..first + count as u64).enumerate() {
             // The key this one displaced, if it was still pending.
@@ -101,7 +107,11 @@ impl Grouped {
         let Some(g) = t.open.remove(&group) else {
             return 0;
         };
-        let live: VecDeque<u64> = g.keys.into_iter().filter(|k| t.pending.contains_key(k)).collect();
+        let live: VecDeque<u64> = g
+            .keys
+            .into_iter()
+            .filter(|k| t.pending.contains_key(k))
+            .collect();
         if g.broken {
             for k in live {
                 t.pending.remove(&k);
@@ -185,14 +195,23 @@ impl Grouped {
         }
     }
 
-    pub(crate) fn sample(&self, shared: &Shared, batch: &mut SampleBatch, n: usize) -> Result<(), ReplayError> {
+    pub(crate) fn sample(
+        &self,
+        shared: &Shared,
+        batch: &mut SampleBatch,
+        n: usize,
+    ) -> Result<(), ReplayError> {
         let keys = self.take(Some(n), batch.max_rows())?;
         Self::copy(shared, batch, keys);
         Ok(())
     }
 
     /// Hands out the oldest ready group whole; returns its id.
-    pub(crate) fn sample_group(&self, shared: &Shared, batch: &mut SampleBatch) -> Result<u64, ReplayError> {
+    pub(crate) fn sample_group(
+        &self,
+        shared: &Shared,
+        batch: &mut SampleBatch,
+    ) -> Result<u64, ReplayError> {
         let keys = self.take(None, batch.max_rows())?;
         let group = keys.first().map_or(NO_GROUP, |(_, g)| *g);
         Self::copy(shared, batch, keys);

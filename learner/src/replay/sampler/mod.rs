@@ -11,7 +11,7 @@
 //! | [`SamplerConfig::Uniform`] | no | none | O(1) |
 //! | [`SamplerConfig::UniformWithoutReplacement`] | no | short mutex (permutation) | O(1), a shuffle per pass |
 //! | [`SamplerConfig::Recent`] | no | none | O(1) |
-//! | [`SamplerConfig::Prioritized`] | no | short mutex (sum tree) | O(log16 N) |
+//! | [`SamplerConfig::Prioritized`] | no | short mutex (sum tree) | O(log8 N) |
 //! | [`SamplerConfig::Grouped`] | once | short mutex (group table) | O(1) |
 //!
 //! The mutexes guard only index bookkeeping (microseconds per batch), never
@@ -31,8 +31,8 @@ use serde::{Deserialize, Serialize};
 pub(crate) use fifo::Fifo;
 pub(crate) use grouped::{Grouped, NO_GROUP};
 pub(crate) use max_times::MaxTimesSampled;
-pub use prioritized::{PrioritizedConfig, PriorityUpdate};
 pub(crate) use prioritized::Prioritized;
+pub use prioritized::{PrioritizedConfig, PriorityUpdate};
 pub(crate) use recent::Recent;
 pub(crate) use uniform::Uniform;
 pub(crate) use without_replacement::UniformWithoutReplacement;
@@ -85,10 +85,12 @@ impl SamplerConfig {
             SamplerConfig::MaxTimesSampled { max_times: 0 } => {
                 Err(ReplayError::config("max_times_sampled must be at least 1"))
             }
-            SamplerConfig::Recent { window: 0 } => Err(ReplayError::config("recent window must be at least 1")),
-            SamplerConfig::Recent { window } if *window > capacity => Err(ReplayError::config(format!(
-                "recent window {window} exceeds capacity {capacity}"
-            ))),
+            SamplerConfig::Recent { window: 0 } => {
+                Err(ReplayError::config("recent window must be at least 1"))
+            }
+            SamplerConfig::Recent { window } if *window > capacity => Err(ReplayError::config(
+                format!("recent window {window} exceeds capacity {capacity}"),
+            )),
             SamplerConfig::Prioritized(p) => p.validate(),
             _ => Ok(()),
         }
@@ -177,7 +179,13 @@ impl Sampler {
 
     /// Called after items `first..first + count` were published; `evicted`
     /// lists `(slot, previous key)` of items they displaced unconsumed.
-    pub(crate) fn on_publish(&self, shared: &Shared, first: u64, count: usize, groups: &dyn Fn(usize) -> u64) {
+    pub(crate) fn on_publish(
+        &self,
+        shared: &Shared,
+        first: u64,
+        count: usize,
+        groups: &dyn Fn(usize) -> u64,
+    ) {
         match self {
             Sampler::MaxTimes(s) => s.on_publish(shared, first, count),
             Sampler::Prioritized(s) => s.on_publish(shared, first, count),

@@ -10,7 +10,7 @@
 //!
 //! The [`SumTree`] sits under a mutex held for the index search or the
 //! leaf updates of one batch (a few microseconds at 1M items), never for a
-//! slot copy. Cost: O(n log16 N) per batch of `n`, in both directions.
+//! slot copy. Cost: O(n log8 N) per batch of `n`, in both directions.
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
@@ -73,7 +73,6 @@ struct State {
     tree: SumTree,
     /// Largest `priority + eps` seen; new items get it.
     max_priority: f64,
-    scratch: Vec<usize>,
     targets: Vec<f64>,
     nodes: Vec<usize>,
     found: Vec<Found>,
@@ -92,7 +91,6 @@ impl Prioritized {
             state: Mutex::new(State {
                 tree: SumTree::new(capacity),
                 max_priority: 1.0,
-                scratch: Vec::new(),
                 targets: Vec::new(),
                 nodes: Vec::new(),
                 found: Vec::new(),
@@ -110,8 +108,8 @@ impl Prioritized {
     pub(crate) fn on_publish(&self, shared: &Shared, first: u64, count: usize) {
         let mut st = self.lock();
         let value = st.max_priority.powf(self.config.alpha);
-        let State { tree, scratch, .. } = &mut *st;
-        tree.set_many((first..first + count as u64).map(|k| (shared.slot_of(k), value)), scratch);
+        st.tree
+            .set_many((first..first + count as u64).map(|k| (shared.slot_of(k), value)));
     }
 
     pub(crate) fn sample(
@@ -149,6 +147,9 @@ impl Prioritized {
                     .map(|f| (f.leaf, (min / f.value).powf(self.config.beta) as f32)),
             );
         }
+        for &(slot, _) in &picks {
+            shared.storage.touch(slot);
+        }
         for (slot, weight) in picks {
             if let ReadOutcome::Item(meta) = shared.copy_row(slot, batch) {
                 shared.offer(batch, meta, weight);
@@ -158,7 +159,12 @@ impl Prioritized {
     }
 
     /// Sets priorities of items still stored; others are counted stale.
-    pub(crate) fn update(&self, shared: &Shared, keys: &[ItemKey], priorities: &[f32]) -> PriorityUpdate {
+    pub(crate) fn update(
+        &self,
+        shared: &Shared,
+        keys: &[ItemKey],
+        priorities: &[f32],
+    ) -> PriorityUpdate {
         let mut report = PriorityUpdate::default();
         let mut st = self.lock();
         let mut updates = Vec::with_capacity(keys.len());
@@ -181,8 +187,7 @@ impl Prioritized {
             updates.push((slot, p.powf(self.config.alpha)));
             report.applied += 1;
         }
-        let State { tree, scratch, .. } = &mut *st;
-        tree.set_many(updates, scratch);
+        st.tree.set_many(updates);
         report
     }
 
@@ -209,13 +214,17 @@ impl Prioritized {
                 saved.priorities.len()
             ));
         }
-        if saved.priorities.iter().any(|p| !(p.is_finite() && *p >= 0.0)) {
+        if saved
+            .priorities
+            .iter()
+            .any(|p| !(p.is_finite() && *p >= 0.0))
+        {
             return Err("a saved priority is negative or not finite".into());
         }
         let mut st = self.lock();
         st.max_priority = saved.max_priority;
-        let State { tree, scratch, .. } = &mut *st;
-        tree.set_many(saved.priorities.iter().copied().enumerate(), scratch);
+        st.tree
+            .set_many(saved.priorities.iter().copied().enumerate());
         Ok(())
     }
 }

@@ -15,7 +15,9 @@ pub(crate) struct Recent {
 
 impl Recent {
     pub(crate) fn new(window: usize) -> Self {
-        Recent { window: window as u64 }
+        Recent {
+            window: window as u64,
+        }
     }
 
     pub(crate) fn sample(

@@ -14,6 +14,9 @@ pub(crate) struct Uniform;
 /// drops).
 pub(crate) const MAX_REDRAWS_PER_ITEM: usize = 64;
 
+/// Slots drawn and touched ahead of copying.
+const CHUNK: usize = 32;
+
 impl Uniform {
     pub(crate) fn sample(
         &self,
@@ -30,11 +33,19 @@ impl Uniform {
             });
         }
         let mut budget = n * MAX_REDRAWS_PER_ITEM;
+        // Draw a chunk, touch its slots, then copy: the misses overlap.
+        let mut slots = [0usize; CHUNK];
         while batch.len() < n && budget > 0 {
-            budget -= 1;
-            let slot = rng.below(range) as usize;
-            if let ReadOutcome::Item(meta) = shared.copy_row(slot, batch) {
-                shared.offer(batch, meta, 1.0);
+            let want = (n - batch.len()).min(CHUNK).min(budget);
+            budget -= want;
+            for s in &mut slots[..want] {
+                *s = rng.below(range) as usize;
+                shared.storage.touch(*s);
+            }
+            for &slot in &slots[..want] {
+                if let ReadOutcome::Item(meta) = shared.copy_row(slot, batch) {
+                    shared.offer(batch, meta, 1.0);
+                }
             }
         }
         Ok(())

@@ -89,7 +89,9 @@ impl UniformWithoutReplacement {
     }
 
     pub(crate) fn restore(&self, st: &SamplerState, capacity: usize) -> Result<(), String> {
-        if st.permutation.iter().any(|&s| s as usize >= capacity) || st.position > st.permutation.len() {
+        if st.permutation.iter().any(|&s| s as usize >= capacity)
+            || st.position > st.permutation.len()
+        {
             return Err("pass state does not fit capacity".into());
         }
         let mut pass = self.lock();

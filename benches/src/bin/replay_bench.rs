@@ -1,0 +1,284 @@
+//! Replay-buffer benchmark harness: prints one JSON object with the TorchRL
+//! RFC workloads, concurrency scaling, and ratios to the reference figures
+//! measured on this machine (torchrl 0.14.1 CPU, one thread; dm-reverb 0.14).
+//!
+//! `cargo run --release -p seed-benches --bin replay_bench [-- --quick]`
+//!
+//! Every buffer is filled before timing (which first-touches its memory);
+//! each figure is the median of several runs.
+use std::sync::Arc;
+use std::thread;
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::Parser;
+use seed_learner::replay::{
+    DType, FieldRef, ItemKey, ItemLayout, PrioritizedConfig, ReplayBuffer, ReplayConfig,
+    SamplerConfig, Values,
+};
+use serde_json::{json, Value};
+
+/// Reference figures (see the issue): TorchRL per call / items per second.
+const TORCHRL_SAMPLE128_3X4_US: f64 = 20.8;
+const TORCHRL_SAMPLE128_DICT_US: f64 = 48.4;
+const TORCHRL_INSERT_PER_S: [(usize, f64); 3] = [(1, 49e3), (100, 4.4e6), (1000, 27.6e6)];
+const TORCHRL_PRIORITIZED_1M_US: f64 = 187.0;
+const REVERB_SAMPLE128_US: f64 = 642.0;
+
+#[derive(Parser, Debug)]
+#[command(about = "Replay buffer benchmarks; prints one JSON object")]
+struct Args {
+    /// Fewer iterations and runs (a smoke run, noisier figures).
+    #[arg(long)]
+    quick: bool,
+    /// Run only the prioritized 1M scenario (for profiling).
+    #[arg(long)]
+    only_prioritized: bool,
+}
+
+struct Plan {
+    runs: usize,
+    sample_iters: usize,
+    insert_items: usize,
+    prio_iters: usize,
+    conc_inserts: usize,
+    conc_samples: usize,
+}
+
+fn layout_3x4() -> Result<ItemLayout> {
+    Ok(ItemLayout::builder()
+        .field("x", DType::F32, &[3, 4])
+        .build()?)
+}
+
+fn layout_dict() -> Result<ItemLayout> {
+    Ok(ItemLayout::builder()
+        .field("a", DType::F32, &[3, 4])
+        .field("b", DType::F32, &[3, 4])
+        .field("c", DType::Bool, &[])
+        .build()?)
+}
+
+/// Fills `b` (layout 3x4 or dict) with `n` items in batches of 1000.
+fn fill(b: &ReplayBuffer, n: usize) -> Result<()> {
+    let rows = 1000usize;
+    let xs: Vec<f32> = (0..rows * 12).map(|i| i as f32).collect();
+    let cs: Vec<bool> = (0..rows).map(|i| i % 2 == 0).collect();
+    let mut left = n;
+    while left > 0 {
+        let r = left.min(rows);
+        let shape = [r, 3, 4];
+        let x = FieldRef::new(&shape, Values::F32(&xs[..r * 12]));
+        let fields: Vec<FieldRef<'_>> = if b.layout().fields().len() == 1 {
+            vec![x]
+        } else {
+            vec![x, x, FieldRef::new(&shape[..1], Values::Bool(&cs[..r]))]
+        };
+        b.insert_batch(&fields, r)?;
+        left -= r;
+    }
+    Ok(())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Median over runs of microseconds per `sample(128)`.
+fn sample_us(layout: ItemLayout, plan: &Plan) -> Result<f64> {
+    let b = ReplayBuffer::new(layout, ReplayConfig::new(100_000, SamplerConfig::Uniform))?;
+    fill(&b, 100_000)?;
+    let mut batch = b.new_batch(128);
+    b.sample_into(&mut batch, 128)?;
+    let mut runs = Vec::new();
+    for _ in 0..plan.runs {
+        let t = Instant::now();
+        for _ in 0..plan.sample_iters {
+            b.sample_into(&mut batch, 128)?;
+        }
+        runs.push(t.elapsed().as_secs_f64() * 1e6 / plan.sample_iters as f64);
+    }
+    Ok(median(runs))
+}
+
+/// Median items/s inserting batches of `rows` into a full 100k buffer.
+fn insert_rate(rows: usize, plan: &Plan) -> Result<f64> {
+    let b = ReplayBuffer::new(
+        layout_3x4()?,
+        ReplayConfig::new(100_000, SamplerConfig::Uniform),
+    )?;
+    fill(&b, 100_000)?;
+    let xs: Vec<f32> = (0..rows * 12).map(|i| i as f32).collect();
+    let shape = [rows, 3, 4];
+    let fields = [FieldRef::new(&shape, Values::F32(&xs))];
+    let calls = (plan.insert_items / rows).max(1);
+    let mut runs = Vec::new();
+    for _ in 0..plan.runs {
+        let t = Instant::now();
+        for _ in 0..calls {
+            b.insert_batch(&fields, rows)?;
+        }
+        runs.push((calls * rows) as f64 / t.elapsed().as_secs_f64());
+    }
+    Ok(median(runs))
+}
+
+/// Median microseconds per `sample(128)` + `update_priorities(128)` at 1M.
+fn prioritized_us(plan: &Plan) -> Result<f64> {
+    let n = 1_000_000;
+    let cfg = ReplayConfig::new(n, SamplerConfig::Prioritized(PrioritizedConfig::default()));
+    let b = ReplayBuffer::new(layout_3x4()?, cfg)?;
+    fill(&b, n)?;
+    // Spread the priorities so the tree is not uniform.
+    let keys: Vec<ItemKey> = (0..n as u64).map(ItemKey).collect();
+    let prios: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919) % 1000) as f32 / 100.0 + 0.01)
+        .collect();
+    b.update_priorities(&keys, &prios)?;
+    let mut batch = b.new_batch(128);
+    let mut new_prios = vec![0.0f32; 128];
+    let mut runs = Vec::new();
+    for _ in 0..plan.runs {
+        let t = Instant::now();
+        for i in 0..plan.prio_iters {
+            b.sample_into(&mut batch, 128)?;
+            for (j, p) in new_prios.iter_mut().enumerate() {
+                *p = ((i + j) % 97) as f32 * 0.1 + 0.01;
+            }
+            b.update_priorities(batch.keys(), &new_prios)?;
+        }
+        runs.push(t.elapsed().as_secs_f64() * 1e6 / plan.prio_iters as f64);
+    }
+    Ok(median(runs))
+}
+
+/// Aggregate rates with `threads` writers (batch-1 inserts) and `threads`
+/// samplers (sample 128), each doing a fixed number of operations.
+fn concurrency(sampler: SamplerConfig, threads: usize, plan: &Plan) -> Result<Value> {
+    let mut ins_rates = Vec::new();
+    let mut smp_rates = Vec::new();
+    for _ in 0..plan.runs {
+        let b = Arc::new(ReplayBuffer::new(
+            layout_3x4()?,
+            ReplayConfig::new(100_000, sampler),
+        )?);
+        fill(&b, 100_000)?;
+        let start = Instant::now();
+        let writers: Vec<_> = (0..threads)
+            .map(|w| {
+                let (b, n) = (Arc::clone(&b), plan.conc_inserts);
+                thread::spawn(move || -> Result<f64> {
+                    let x = [w as f32; 12];
+                    let f = [FieldRef::new(&[3, 4], Values::F32(&x))];
+                    for _ in 0..n {
+                        b.insert_ref(&f)?;
+                    }
+                    Ok(start.elapsed().as_secs_f64())
+                })
+            })
+            .collect();
+        let samplers: Vec<_> = (0..threads)
+            .map(|_| {
+                let (b, n) = (Arc::clone(&b), plan.conc_samples);
+                thread::spawn(move || -> Result<f64> {
+                    let mut batch = b.new_batch(128);
+                    for _ in 0..n {
+                        b.sample_into(&mut batch, 128)?;
+                    }
+                    Ok(start.elapsed().as_secs_f64())
+                })
+            })
+            .collect();
+        let mut w_end: f64 = 0.0;
+        for w in writers {
+            w_end = w_end.max(w.join().map_err(|_| anyhow::anyhow!("writer panicked"))??);
+        }
+        let mut s_end: f64 = 0.0;
+        for s in samplers {
+            s_end = s_end.max(
+                s.join()
+                    .map_err(|_| anyhow::anyhow!("sampler panicked"))??,
+            );
+        }
+        ins_rates.push((threads * plan.conc_inserts) as f64 / w_end);
+        smp_rates.push((threads * plan.conc_samples * 128) as f64 / s_end);
+    }
+    Ok(json!({
+        "inserts_per_s": median(ins_rates),
+        "sampled_items_per_s": median(smp_rates),
+    }))
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let plan = if args.quick {
+        Plan {
+            runs: 3,
+            sample_iters: 2_000,
+            insert_items: 500_000,
+            prio_iters: 500,
+            conc_inserts: 100_000,
+            conc_samples: 1_000,
+        }
+    } else {
+        Plan {
+            runs: 5,
+            sample_iters: 10_000,
+            insert_items: 5_000_000,
+            prio_iters: 2_000,
+            conc_inserts: 500_000,
+            conc_samples: 5_000,
+        }
+    };
+    if args.only_prioritized {
+        println!(
+            "{}",
+            json!({ "prioritized_1m_sample_update_us": prioritized_us(&plan)? })
+        );
+        return Ok(());
+    }
+    let s3x4 = sample_us(layout_3x4()?, &plan)?;
+    let sdict = sample_us(layout_dict()?, &plan)?;
+    let mut inserts = serde_json::Map::new();
+    let mut insert_ratio = serde_json::Map::new();
+    for (rows, reference) in TORCHRL_INSERT_PER_S {
+        let r = insert_rate(rows, &plan)?;
+        inserts.insert(rows.to_string(), json!(r));
+        insert_ratio.insert(rows.to_string(), json!(r / reference));
+    }
+    let prio = prioritized_us(&plan)?;
+    let mut conc = serde_json::Map::new();
+    for (name, sampler) in [
+        ("uniform", SamplerConfig::Uniform),
+        (
+            "prioritized",
+            SamplerConfig::Prioritized(PrioritizedConfig::default()),
+        ),
+    ] {
+        let mut by_threads = serde_json::Map::new();
+        for t in [1, 2] {
+            by_threads.insert(format!("{t}+{t}"), concurrency(sampler, t, &plan)?);
+        }
+        conc.insert(name.to_owned(), Value::Object(by_threads));
+    }
+    let out = json!({
+        "quick": args.quick,
+        "runs": plan.runs,
+        "statistic": "median over runs; shared 2-core machine, expect noise",
+        "sample128_3x4_us": s3x4,
+        "sample128_dict_us": sdict,
+        "insert_items_per_s": Value::Object(inserts),
+        "prioritized_1m_sample_update_us": prio,
+        "concurrency": Value::Object(conc),
+        "speedup_vs_torchrl": {
+            "sample128_3x4": TORCHRL_SAMPLE128_3X4_US / s3x4,
+            "sample128_dict": TORCHRL_SAMPLE128_DICT_US / sdict,
+            "insert_items_per_s": Value::Object(insert_ratio),
+            "prioritized_1m_sample_update": TORCHRL_PRIORITIZED_1M_US / prio,
+        },
+        "speedup_vs_reverb_sample128": REVERB_SAMPLE128_US / s3x4,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
