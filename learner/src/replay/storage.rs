@@ -11,7 +11,8 @@
 //! first-touched at construction (about 3 s per GiB on our machines), never
 //! afterwards.
 //!
-//! Backings: [`StorageKind::Memory`] (heap) and [`StorageKind::Mapped`] (a
+//! Backings: [`StorageKind::Memory`] (an anonymous map advised to use huge
+//! pages, the heap as a fallback) and [`StorageKind::Mapped`] (a
 //! directory with `layout.json` and `storage.bin`, memory-mapped with
 //! `memmap2`, reopenable after a restart). One process maps a directory at a
 //! time.
