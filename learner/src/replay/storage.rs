@@ -11,7 +11,8 @@
 //! first-touched at construction (about 3 s per GiB on our machines), never
 //! afterwards.
 //!
-//! Backings: [`StorageKind::Memory`] (heap) and [`StorageKind::Mapped`] (a
+//! Backings: [`StorageKind::Memory`] (an anonymous map advised to use huge
+//! pages, the heap as a fallback) and [`StorageKind::Mapped`] (a
 //! directory with `layout.json` and `storage.bin`, memory-mapped with
 //! `memmap2`, reopenable after a restart). One process maps a directory at a
 //! time.
@@ -36,21 +37,21 @@ pub(crate) const META_PUBLISHED: usize = 4;
 /// `key + 1` of the last item here whose consumption finished.
 pub(crate) const META_RETIRED: usize = 5;
 
-/// Asks the CPU to bring `word`'s cache line closer. Unlike a load, a
-/// prefetch never blocks retirement, so a whole batch of misses overlaps.
+/// Asks the CPU to bring the cache line holding `*r` closer. Unlike a load,
+/// a prefetch never blocks retirement, so a whole batch of misses overlaps.
+/// Also used by the sum tree (`sampler/sum_tree.rs`). A no-op off x86-64.
 #[inline(always)]
-fn prefetch(word: &AtomicU64) {
+pub(crate) fn prefetch<T>(r: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has; a
     // prefetch never faults and has no architectural effect, and the pointer
     // comes from a live reference anyway.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((word as *const AtomicU64).cast::<i8>());
+        _mm_prefetch::<_MM_HINT_T0>((r as *const T).cast::<i8>());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    // Relaxed: the value is discarded; the load only warms the cache.
-    std::hint::black_box(word.load(Ordering::Relaxed));
+    let _ = r;
 }
 
 /// Where the slots live.
@@ -74,6 +75,9 @@ const MAPPED_FORMAT: u32 = 1;
 
 enum Backing {
     Memory(Box<[AtomicU64]>),
+    /// Heap-like anonymous map advised to use transparent huge pages.
+    #[cfg(not(loom))]
+    Anon(memmap2::MmapMut),
     #[cfg(not(loom))]
     Mapped {
         map: memmap2::MmapMut,
@@ -136,9 +140,29 @@ fn geometry(layout: &ItemLayout, capacity: usize) -> Result<Geometry, ReplayErro
 }
 
 impl Storage {
-    /// Allocates (and first-touches) heap storage.
+    /// Allocates (and first-touches) in-memory storage: an anonymous map
+    /// advised `MADV_HUGEPAGE` where that works, else the heap.
+    ///
+    /// Why huge pages: random sampling from 100k-1M slots (11-112 MB) takes
+    /// a TLB miss per slot with 4 KiB pages, and `perf annotate` showed the
+    /// prefetches of a batch stalled on those page walks; 2 MiB pages cover
+    /// the storage with a few dozen TLB entries. Where THP is off the advice
+    /// is refused and this is plain anonymous memory.
     pub(crate) fn memory(layout: &ItemLayout, capacity: usize) -> Result<Self, ReplayError> {
         let g = geometry(layout, capacity)?;
+        #[cfg(not(loom))]
+        if let Ok(map) = memmap2::MmapMut::map_anon(g.total_words * 8) {
+            #[cfg(target_os = "linux")]
+            let _ = map.advise(memmap2::Advice::HugePage);
+            let storage = Self::from_parts(Backing::Anon(map), capacity, g);
+            // Zeroed by the kernel; touch one word per 4 KiB page now
+            // (first touch costs ~3 s/GiB) rather than on the hot path.
+            // Relaxed: nothing else sees the storage yet.
+            for w in storage.words().iter().step_by(512) {
+                w.store(0, Ordering::Relaxed);
+            }
+            return Ok(storage);
+        }
         // Writing every word first-touches every page now rather than on the
         // hot path.
         let words: Box<[AtomicU64]> = (0..g.total_words).map(|_| AtomicU64::new(0)).collect();
@@ -259,6 +283,8 @@ impl Storage {
         match &self.backing {
             Backing::Memory(_) => None,
             #[cfg(not(loom))]
+            Backing::Anon(_) => None,
+            #[cfg(not(loom))]
             Backing::Mapped { dir, .. } => Some(dir),
         }
     }
@@ -267,6 +293,8 @@ impl Storage {
     pub(crate) fn flush(&self) -> Result<(), ReplayError> {
         match &self.backing {
             Backing::Memory(_) => Ok(()),
+            #[cfg(not(loom))]
+            Backing::Anon(_) => Ok(()),
             #[cfg(not(loom))]
             Backing::Mapped { map, dir } => map
                 .flush()
@@ -279,11 +307,12 @@ impl Storage {
         match &self.backing {
             Backing::Memory(w) => w,
             #[cfg(not(loom))]
-            Backing::Mapped { map, .. } => {
+            Backing::Mapped { map, .. } | Backing::Anon(map) => {
                 let ptr = map.as_ptr().cast::<AtomicU64>();
                 debug_assert_eq!(ptr.align_offset(std::mem::align_of::<AtomicU64>()), 0);
                 // SAFETY: the map is page aligned (so 8-byte aligned) and its
-                // length is `total_words * 8` (checked in `map`); `AtomicU64`
+                // length is `total_words * 8` (checked in `map`, requested
+                // in `memory`); `AtomicU64`
                 // has the size and alignment of `u64`; the slice borrows
                 // `self`, which owns the map; all access is atomic.
                 unsafe { std::slice::from_raw_parts(ptr, map.len() / 8) }
@@ -314,16 +343,23 @@ impl Storage {
         &self.words()[start..start + META_WORDS]
     }
 
-    /// Prefetches the slot's metadata line and the first line of each row,
-    /// so the cache misses of a batch overlap instead of queueing behind
-    /// each seqlock read. Measured (replay_bench, A/B on the same loaded
+    /// Prefetches the slot's metadata line and every line of each row, so
+    /// the cache misses of a batch overlap instead of queueing behind each
+    /// seqlock read. Measured (replay_bench, A/B on the same loaded
     /// machine): sample(128) of 3x4 from 100k best 2.7 us with prefetch vs
-    /// 3.8 us with plain touching loads.
+    /// 3.8 us with plain touching loads. A 48-byte row straddles two lines
+    /// half the time; prefetching only its first word left that second miss
+    /// on the copy's critical path (see README, "Benchmarks").
     #[inline]
     pub(crate) fn touch(&self, slot: usize) {
         prefetch(&self.meta(slot)[META_VERSION]);
         for field in 0..self.num_fields() {
-            if let Some(w) = self.row(field, slot).first() {
+            // Every 8th word: one per 64-byte line, plus the last word.
+            let row = self.row(field, slot);
+            for w in row.iter().step_by(8) {
+                prefetch(w);
+            }
+            if let Some(w) = row.last() {
                 prefetch(w);
             }
         }

@@ -76,6 +76,8 @@ struct State {
     targets: Vec<f64>,
     nodes: Vec<usize>,
     found: Vec<Found>,
+    /// `(slot, leaf value)` scratch of `update`, reused across calls.
+    updates: Vec<(usize, f64)>,
 }
 
 #[derive(Debug)]
@@ -94,6 +96,7 @@ impl Prioritized {
                 targets: Vec::new(),
                 nodes: Vec::new(),
                 found: Vec::new(),
+                updates: Vec::new(),
             }),
         }
     }
@@ -120,6 +123,7 @@ impl Prioritized {
         rng: &mut WyRand,
     ) -> Result<(), ReplayError> {
         let mut picks = Vec::with_capacity(n);
+        let min;
         {
             let mut st = self.lock();
             let total = st.tree.total();
@@ -129,7 +133,7 @@ impl Prioritized {
                     available: 0,
                 });
             }
-            let min = st.tree.min_positive();
+            min = st.tree.min_positive();
             let State {
                 tree,
                 targets,
@@ -141,16 +145,17 @@ impl Prioritized {
             let segment = total / n as f64;
             targets.extend((0..n).map(|i| (i as f64 + rng.unit_f64()) * segment));
             tree.find_many(targets, nodes, found);
-            picks.extend(
-                found
-                    .iter()
-                    .map(|f| (f.leaf, (min / f.value).powf(self.config.beta) as f32)),
-            );
+            picks.extend(found.iter().map(|f| (f.leaf, f.value)));
         }
+        // Outside the lock: prefetch the slots, then the weights (an `f32`
+        // `powf`, about half the cost of the `f64` one; the weight is an
+        // `f32` anyway), then the copies.
         for &(slot, _) in &picks {
             shared.storage.touch(slot);
         }
-        for (slot, weight) in picks {
+        let beta = self.config.beta as f32;
+        for (slot, value) in picks {
+            let weight = ((min / value) as f32).powf(beta);
             if let ReadOutcome::Item(meta) = shared.copy_row(slot, batch) {
                 shared.offer(batch, meta, weight);
             }
@@ -166,8 +171,10 @@ impl Prioritized {
         priorities: &[f32],
     ) -> PriorityUpdate {
         let mut report = PriorityUpdate::default();
-        let mut st = self.lock();
-        let mut updates = Vec::with_capacity(keys.len());
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let mut updates = std::mem::take(&mut st.updates);
+        updates.clear();
         for (&key, &p) in keys.iter().zip(priorities) {
             let slot = shared.slot_of(key.0);
             // Checked under the tree lock: a writer replacing this item
@@ -187,7 +194,9 @@ impl Prioritized {
             updates.push((slot, p.powf(self.config.alpha)));
             report.applied += 1;
         }
-        st.tree.set_many(updates);
+        st.tree.set_batch(&updates);
+        // Kept for the next call: no allocation per update.
+        st.updates = updates;
         report
     }
 

@@ -14,7 +14,7 @@ pub(crate) struct Uniform;
 /// drops).
 pub(crate) const MAX_REDRAWS_PER_ITEM: usize = 64;
 
-/// Slots drawn and touched ahead of copying.
+/// Slots drawn and touched per pipeline stage.
 const CHUNK: usize = 32;
 
 impl Uniform {
@@ -33,20 +33,41 @@ impl Uniform {
             });
         }
         let mut budget = n * MAX_REDRAWS_PER_ITEM;
-        // Draw a chunk, touch its slots, then copy: the misses overlap.
-        let mut slots = [0usize; CHUNK];
-        while batch.len() < n && budget > 0 {
-            let want = (n - batch.len()).min(CHUNK).min(budget);
-            budget -= want;
-            for s in &mut slots[..want] {
+        // Software pipeline: chunk `k + 1` is drawn and prefetched before
+        // chunk `k` is copied, so its misses are in flight while we copy
+        // and only the first chunk's latency is exposed (previously each
+        // chunk's first copy waited a full memory latency).
+        let mut draw = |buf: &mut [usize; CHUNK], want: usize| {
+            for s in &mut buf[..want] {
                 *s = rng.below(range) as usize;
                 shared.storage.touch(*s);
             }
-            for &slot in &slots[..want] {
+        };
+        let (mut cur, mut next) = ([0usize; CHUNK], [0usize; CHUNK]);
+        let mut cur_len = 0;
+        loop {
+            if cur_len == 0 {
+                cur_len = (n - batch.len()).min(CHUNK).min(budget);
+                if cur_len == 0 {
+                    break;
+                }
+                budget -= cur_len;
+                draw(&mut cur, cur_len);
+            }
+            // Rows still missing if every slot of `cur` holds an item.
+            let next_len = n
+                .saturating_sub(batch.len() + cur_len)
+                .min(CHUNK)
+                .min(budget);
+            budget -= next_len;
+            draw(&mut next, next_len);
+            for &slot in &cur[..cur_len] {
                 if let ReadOutcome::Item(meta) = shared.copy_row(slot, batch) {
                     shared.offer(batch, meta, 1.0);
                 }
             }
+            std::mem::swap(&mut cur, &mut next);
+            cur_len = next_len;
         }
         Ok(())
     }
