@@ -46,11 +46,11 @@ use seed_shared::pb::actor_message::Kind as ActorKind;
 use seed_shared::pb::learner_client::LearnerClient;
 use seed_shared::pb::learner_message::Kind as LearnerKind;
 use seed_shared::{pb, EnvSpec};
+use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
-use serde::Serialize;
 use tonic::{Code, Status, Streaming};
 use tracing::{debug, info, warn};
 
@@ -178,12 +178,21 @@ pub async fn run_actor(
 
     loop {
         let sessions_before = report.sessions;
-        let reason =
-            match run_session(&cfg, &address, &spec, &mut pool, &mut report, &mut tally, stop.as_mut()).await {
-                Ok(()) => return Ok(tally.finish(report)),
-                Err(SessionError::Fatal(e)) => return Err(e),
-                Err(SessionError::Retry(reason)) => reason,
-            };
+        let reason = match run_session(
+            &cfg,
+            &address,
+            &spec,
+            &mut pool,
+            &mut report,
+            &mut tally,
+            stop.as_mut(),
+        )
+        .await
+        {
+            Ok(()) => return Ok(tally.finish(report)),
+            Err(SessionError::Fatal(e)) => return Err(e),
+            Err(SessionError::Retry(reason)) => reason,
+        };
         let delay = if report.sessions > sessions_before {
             // The learner was there a moment ago: retry soon, count afresh.
             backoff.reset();

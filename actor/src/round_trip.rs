@@ -41,8 +41,9 @@ impl RoundTripHistogram {
     pub fn new() -> Self {
         // Bounds are constants within hdrhistogram's documented limits
         // (low >= 1, high >= 2 * low, sigfig <= 5), so creation cannot fail.
-        let nanos = Histogram::new_with_bounds(1, MAX_TRACKED.as_nanos() as u64, SIGNIFICANT_DIGITS)
-            .unwrap_or_else(|e| unreachable!("constant histogram bounds rejected: {e}"));
+        let nanos =
+            Histogram::new_with_bounds(1, MAX_TRACKED.as_nanos() as u64, SIGNIFICANT_DIGITS)
+                .unwrap_or_else(|e| unreachable!("constant histogram bounds rejected: {e}"));
         RoundTripHistogram { nanos }
     }
 

@@ -53,7 +53,12 @@ pub struct LatencyCli {
     #[arg(long, value_enum, hide_default_value = true, default_value_t = EnvKind::Cartpole)]
     pub env: EnvKind,
     /// Synthetic env: observation shape, comma-separated [default: 84,84,4].
-    #[arg(long, value_delimiter = ',', hide_default_value = true, default_value = "84,84,4")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        hide_default_value = true,
+        default_value = "84,84,4"
+    )]
     pub obs_shape: Vec<usize>,
     /// Synthetic env: observation dtype, `f32` or `u8` [default: u8].
     #[arg(long, hide_default_value = true, default_value = "u8")]
@@ -84,13 +89,29 @@ pub struct LatencyCli {
     #[arg(long)]
     pub sweep: bool,
     /// Sweep: actor counts [default: 1,2,4].
-    #[arg(long, value_delimiter = ',', hide_default_value = true, default_value = "1,2,4")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        hide_default_value = true,
+        default_value = "1,2,4"
+    )]
     pub sweep_actors: Vec<usize>,
     /// Sweep: envs per actor [default: 1,16,256].
-    #[arg(long, value_delimiter = ',', hide_default_value = true, default_value = "1,16,256")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        hide_default_value = true,
+        default_value = "1,16,256"
+    )]
     pub sweep_envs: Vec<usize>,
     /// Sweep: transports [default: tcp,unix].
-    #[arg(long, value_enum, value_delimiter = ',', hide_default_value = true, default_value = "tcp,unix")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        hide_default_value = true,
+        default_value = "tcp,unix"
+    )]
     pub sweep_transports: Vec<Transport>,
     /// Sweep: where sweep.json, sweep.csv and the PNG plots go [default: benches/results].
     #[arg(long, hide_default_value = true, default_value = "benches/results")]
@@ -152,11 +173,17 @@ impl LatencyCli {
         let me = std::env::current_exe()?;
         let beside = |name: &str| me.with_file_name(name);
         let bins = Binaries {
-            learner: self.learner_bin.clone().unwrap_or_else(|| beside("learner")),
+            learner: self
+                .learner_bin
+                .clone()
+                .unwrap_or_else(|| beside("learner")),
             actor: self.actor_bin.clone().unwrap_or_else(|| beside("actor")),
             echo: me,
         };
-        for (flag, path) in [("--learner-bin", &bins.learner), ("--actor-bin", &bins.actor)] {
+        for (flag, path) in [
+            ("--learner-bin", &bins.learner),
+            ("--actor-bin", &bins.actor),
+        ] {
             if !path.is_file() {
                 return Err(HarnessError::Config(format!(
                     "{} not found (build it with `cargo build --release -p seed-learner -p seed-actor`, or pass {flag})",
@@ -232,7 +259,13 @@ async fn dispatch(cli: LatencyCli) -> Result<(), HarnessError> {
         let result = run_scenario(&base, &bins, &run_dir).await?;
         print_table(std::slice::from_ref(&result));
         if let Some(path) = &cli.json {
-            write_json(path, &SingleReport { machine, result: &result })?;
+            write_json(
+                path,
+                &SingleReport {
+                    machine,
+                    result: &result,
+                },
+            )?;
             info!("wrote {}", path.display());
         }
     }
@@ -306,7 +339,10 @@ mod tests {
         assert_eq!(s.duration, Duration::from_secs(5));
         let sweep = LatencyCli::try_parse_from(["latency", "--sweep"]).unwrap();
         assert_eq!(sweep.scenario().unwrap().duration, Duration::from_secs(3));
-        assert_eq!(sweep.sweep_transports, vec![Transport::Tcp, Transport::Unix]);
+        assert_eq!(
+            sweep.sweep_transports,
+            vec![Transport::Tcp, Transport::Unix]
+        );
         let bad = LatencyCli::try_parse_from(["latency", "--duration-secs", "0"]).unwrap();
         assert!(bad.scenario().is_err());
     }

@@ -89,10 +89,7 @@ pub async fn echo_client(load: &EchoLoad, seed: u64) -> Result<EchoClientResult,
         .collect();
 
     let address = LearnerAddress::parse(&load.address).map_err(|e| err("address", &e))?;
-    let channel = address
-        .connect()
-        .await
-        .map_err(|e| err("connect", &e))?;
+    let channel = address.connect().await.map_err(|e| err("connect", &e))?;
     let mut client = LearnerClient::new(channel)
         .max_decoding_message_size(DEFAULT_MAX_MESSAGE_BYTES)
         .max_encoding_message_size(DEFAULT_MAX_MESSAGE_BYTES);

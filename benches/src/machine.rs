@@ -37,6 +37,10 @@ impl Machine {
 
 impl std::fmt::Display for Machine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({} cores, Linux {})", self.cpu, self.cores, self.kernel)
+        write!(
+            f,
+            "{} ({} cores, Linux {})",
+            self.cpu, self.cores, self.kernel
+        )
     }
 }

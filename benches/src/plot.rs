@@ -66,7 +66,10 @@ pub fn latency_vs_batch_fill(results: &[ScenarioResult], path: &Path) -> Result<
             .flat_map(|r| [r.p50_us, r.p99_us, r.echo_p50_us]),
     );
     let mut chart = ChartBuilder::on(&root)
-        .caption("Step round trip vs inference batch fill", ("sans-serif", 24))
+        .caption(
+            "Step round trip vs inference batch fill",
+            ("sans-serif", 24),
+        )
         .margin(12)
         .x_label_area_size(48)
         .y_label_area_size(72)
@@ -79,8 +82,10 @@ pub fn latency_vs_batch_fill(results: &[ScenarioResult], path: &Path) -> Result<
         .draw()
         .map_err(&err)?;
     for (i, transport) in transports(results).into_iter().enumerate() {
-        let mine: Vec<&ScenarioResult> =
-            results.iter().filter(|r| r.transport == transport).collect();
+        let mine: Vec<&ScenarioResult> = results
+            .iter()
+            .filter(|r| r.transport == transport)
+            .collect();
         let c = PALETTE[(2 * i) % PALETTE.len()];
         let c2 = PALETTE[(2 * i + 1) % PALETTE.len()];
         chart

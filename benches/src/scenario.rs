@@ -261,7 +261,13 @@ pub async fn run_scenario(
     let echo_rt = pooled(&echo.iter().map(|e| e.round_trip).collect::<Vec<_>>());
     let echo_rows_per_second = echo
         .iter()
-        .map(|e| if e.seconds > 0.0 { e.rows as f64 / e.seconds } else { 0.0 })
+        .map(|e| {
+            if e.seconds > 0.0 {
+                e.rows as f64 / e.seconds
+            } else {
+                0.0
+            }
+        })
         .sum();
     let actor_rt: Vec<RoundTripPercentiles> = ours.actors.iter().map(|a| a.round_trip).collect();
     let rt = pooled(&actor_rt);
@@ -383,7 +389,10 @@ async fn run_learner_phase(
             .args(scenario.env_flags())
             .args(["--actor-id", &format!("bench-{i}")])
             .args(["--seed", &i.to_string()])
-            .args(["--max-seconds", &scenario.duration.as_secs_f64().to_string()])
+            .args([
+                "--max-seconds",
+                &scenario.duration.as_secs_f64().to_string(),
+            ])
             .args(["--max-reconnects", "3"])
             .arg("--summary-json")
             .arg(&json);

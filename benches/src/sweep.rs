@@ -123,15 +123,22 @@ pub fn write_outputs(report: &SweepReport, out_dir: &Path) -> Result<Vec<PathBuf
         reason,
     };
     let json_path = out_dir.join("sweep.json");
-    let json = serde_json::to_string_pretty(report).map_err(|e| out_err(&json_path, e.to_string()))?;
+    let json =
+        serde_json::to_string_pretty(report).map_err(|e| out_err(&json_path, e.to_string()))?;
     std::fs::write(&json_path, json + "\n").map_err(|e| out_err(&json_path, e.to_string()))?;
     let csv_path = out_dir.join("sweep.csv");
     std::fs::write(&csv_path, to_csv(&report.results))
         .map_err(|e| out_err(&csv_path, e.to_string()))?;
     let mut written = vec![json_path, csv_path];
     for (name, draw) in [
-        ("latency_vs_batch_fill.png", crate::plot::latency_vs_batch_fill as crate::plot::PlotFn),
-        ("throughput_vs_actors.png", crate::plot::throughput_vs_actors),
+        (
+            "latency_vs_batch_fill.png",
+            crate::plot::latency_vs_batch_fill as crate::plot::PlotFn,
+        ),
+        (
+            "throughput_vs_actors.png",
+            crate::plot::throughput_vs_actors,
+        ),
     ] {
         let path = out_dir.join(name);
         match draw(&report.results, &path) {

@@ -40,9 +40,7 @@ fn actor_runs_against_the_echo_over_both_transports() {
             .enable_all()
             .build()
             .unwrap();
-        let report = rt
-            .block_on(run_actor(cfg, std::future::pending()))
-            .unwrap();
+        let report = rt.block_on(run_actor(cfg, std::future::pending())).unwrap();
         assert_eq!(report.env_steps, 400, "{transport}");
         assert_eq!(report.round_trip.count, report.action_batches);
         assert!(report.round_trip.p50_us > 0.0);
