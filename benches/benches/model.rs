@@ -7,7 +7,12 @@
 //! - `model/conv_84x84x4u8`: the conv torso on Atari-sized u8 frames, B in
 //!   {1, 8, 32}.
 //!
-//! Each iteration uploads `[B, ...obs]` from a host slice, runs
+//! - `model/activation_1024x64`: candle's `tanh` (the MLP's activation)
+//!   against `relu` on one hidden layer's output, `[1024, 64]`: on CPU
+//!   candle's tanh is a scalar libm call per element and dominates the MLP
+//!   (perf: ~80% of `mlp_cartpole/forward/1024` in `tanhf`/`expm1f`).
+//!
+//! Each `forward` iteration uploads `[B, ...obs]` from a host slice, runs
 //! `ActorCritic::step` and copies the logits back, as inference does.
 //! Throughput is rows (env steps) per second.
 //!
@@ -44,7 +49,24 @@ fn bench_spec(c: &mut Criterion, group_name: &str, spec: &EnvSpec, batches: &[us
     group.finish();
 }
 
+fn bench_activation(c: &mut Criterion) {
+    let device = Device::Cpu;
+    let host: Vec<f32> = (0..1024 * 64)
+        .map(|i| (i % 97) as f32 * 0.02 - 1.0)
+        .collect();
+    let x = match Tensor::from_slice(&host, (1024, 64), &device) {
+        Ok(x) => x,
+        Err(e) => panic!("tensor: {e}"),
+    };
+    let mut group = c.benchmark_group("model/activation_1024x64");
+    group.throughput(Throughput::Elements(1024 * 64));
+    group.bench_function("tanh", |b| b.iter(|| x.tanh()));
+    group.bench_function("relu", |b| b.iter(|| x.relu()));
+    group.finish();
+}
+
 fn bench_model(c: &mut Criterion) {
+    bench_activation(c);
     bench_spec(
         c,
         "model/mlp_cartpole",
