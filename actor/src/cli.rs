@@ -8,6 +8,7 @@
 //! process leaves the other cores to the other actors and the learner.
 
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::ValueEnum;
@@ -91,6 +92,10 @@ pub struct ActorArgs {
     /// Largest gRPC message sent or accepted, in bytes [default: 67108864 (64 MiB)].
     #[arg(long, hide_default_value = true, default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
     pub max_message_bytes: usize,
+    /// Write the actor's report (steps, batches, round-trip percentiles) as
+    /// JSON to this file when it stops cleanly [default: none].
+    #[arg(long)]
+    pub summary_json: Option<PathBuf>,
 }
 
 impl ActorArgs {
@@ -129,17 +134,32 @@ impl ActorArgs {
 }
 
 /// Runs an actor from its flags on a current-thread runtime until it is
-/// done, SIGINT/SIGTERM arrives (a clean stop) or a fatal error.
+/// done, SIGINT/SIGTERM arrives (a clean stop) or a fatal error; on a clean
+/// stop writes the report to `--summary-json` if given.
 pub fn run(args: &ActorArgs) -> Result<ActorReport, ActorError> {
     let cfg = args.to_config()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
+    let report = runtime.block_on(async move {
         // Registered before the first connect so an early signal is not lost.
         let shutdown = shutdown_signal()?;
         run_actor(cfg, shutdown).await
-    })
+    })?;
+    if let Some(path) = &args.summary_json {
+        write_summary(path, &report)?;
+    }
+    Ok(report)
+}
+
+/// Writes `report` as pretty JSON to `path`.
+pub fn write_summary(path: &Path, report: &ActorReport) -> Result<(), ActorError> {
+    let err = |source| ActorError::Summary {
+        path: path.to_path_buf(),
+        source,
+    };
+    let json = serde_json::to_string_pretty(report).map_err(|e| err(e.into()))?;
+    std::fs::write(path, json + "\n").map_err(err)
 }
 
 /// Resolves on the first SIGINT or SIGTERM.
@@ -238,6 +258,28 @@ mod tests {
         assert_eq!(cfg.reconnect.max_attempts, Some(2));
         assert_eq!(cfg.token.as_deref(), Some("s3cret"));
         assert_eq!(cfg.learner, "unix:/tmp/l.sock");
+    }
+
+    #[test]
+    fn summary_json_holds_the_report() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("actor.json");
+        let args = parse(&["--summary-json", path.to_str().unwrap()]).unwrap();
+        assert_eq!(args.summary_json.as_deref(), Some(path.as_path()));
+        let mut rt = crate::RoundTripHistogram::new();
+        rt.record(Duration::from_micros(80));
+        let report = ActorReport {
+            env_steps: 7,
+            round_trip: rt.percentiles(),
+            ..ActorReport::default()
+        };
+        write_summary(&path, &report).unwrap();
+        let back: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(back["env_steps"], 7);
+        assert_eq!(back["round_trip"]["count"], 1);
+        let p50 = back["round_trip"]["p50_us"].as_f64().unwrap();
+        assert!((p50 - 80.0).abs() < 0.1, "{p50}");
     }
 
     #[test]

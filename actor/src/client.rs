@@ -46,6 +46,7 @@ use seed_shared::pb::actor_message::Kind as ActorKind;
 use seed_shared::pb::learner_client::LearnerClient;
 use seed_shared::pb::learner_message::Kind as LearnerKind;
 use seed_shared::{pb, EnvSpec};
+use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
@@ -58,14 +59,15 @@ use crate::config::ActorConfig;
 use crate::error::{ActorError, ProtocolViolation};
 use crate::learner_address::LearnerAddress;
 use crate::pool::EnvPool;
+use crate::round_trip::{RoundTripHistogram, RoundTripPercentiles};
 
 /// Messages queued for the request stream; two batches plus the hello fit.
 const OUTBOUND_CAPACITY: usize = 4;
 /// How long a stopping actor waits for the learner to close the stream.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
-/// What an actor did before it stopped.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What an actor did before it stopped (written by `--summary-json`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ActorReport {
     /// Env rows stepped in response to actions (all sessions).
     pub env_steps: u64,
@@ -79,6 +81,12 @@ pub struct ActorReport {
     pub sessions: u64,
     /// Policy version of the last welcome or action batch.
     pub last_policy_version: u64,
+    /// Seconds from the first welcome to the stop (0 if never connected):
+    /// the span over which `env_steps` were taken.
+    pub active_seconds: f64,
+    /// Step round trip (batch queued on the stream to its actions received),
+    /// over all sessions; see [`RoundTripHistogram`].
+    pub round_trip: RoundTripPercentiles,
 }
 
 /// How a session that did not end the actor went wrong.
@@ -152,6 +160,7 @@ pub async fn run_actor(
     let spec = cfg.env.spec();
     let mut pool = EnvPool::from_config(&cfg.env, cfg.num_envs, cfg.seed);
     let mut report = ActorReport::default();
+    let mut tally = Tally::default();
     let mut backoff = Backoff::new(cfg.reconnect.clone());
     let deadline = cfg
         .max_seconds
@@ -169,12 +178,21 @@ pub async fn run_actor(
 
     loop {
         let sessions_before = report.sessions;
-        let reason =
-            match run_session(&cfg, &address, &spec, &mut pool, &mut report, stop.as_mut()).await {
-                Ok(()) => return Ok(report),
-                Err(SessionError::Fatal(e)) => return Err(e),
-                Err(SessionError::Retry(reason)) => reason,
-            };
+        let reason = match run_session(
+            &cfg,
+            &address,
+            &spec,
+            &mut pool,
+            &mut report,
+            &mut tally,
+            stop.as_mut(),
+        )
+        .await
+        {
+            Ok(()) => return Ok(tally.finish(report)),
+            Err(SessionError::Fatal(e)) => return Err(e),
+            Err(SessionError::Retry(reason)) => reason,
+        };
         let delay = if report.sessions > sessions_before {
             // The learner was there a moment ago: retry soon, count afresh.
             backoff.reset();
@@ -195,10 +213,28 @@ pub async fn run_actor(
             biased;
             () = stop.as_mut() => {
                 info!("actor stopping");
-                return Ok(report);
+                return Ok(tally.finish(report));
             }
             () = tokio::time::sleep(delay) => {}
         }
+    }
+}
+
+/// Measurements that span sessions and become part of the [`ActorReport`]
+/// when the actor stops.
+#[derive(Default)]
+struct Tally {
+    round_trips: RoundTripHistogram,
+    first_welcome: Option<Instant>,
+}
+
+impl Tally {
+    fn finish(self, mut report: ActorReport) -> ActorReport {
+        report.active_seconds = self
+            .first_welcome
+            .map_or(0.0, |t| t.elapsed().as_secs_f64());
+        report.round_trip = self.round_trips.percentiles();
+        report
     }
 }
 
@@ -210,6 +246,7 @@ async fn run_session<S: Future<Output = ()>>(
     spec: &EnvSpec,
     pool: &mut EnvPool,
     report: &mut ActorReport,
+    tally: &mut Tally,
     mut stop: Pin<&mut S>,
 ) -> Result<(), SessionError> {
     let (outbound, requests) = mpsc::channel(OUTBOUND_CAPACITY);
@@ -244,16 +281,19 @@ async fn run_session<S: Future<Output = ()>>(
     }
     report.sessions += 1;
     report.last_policy_version = welcome.policy_version;
+    tally.first_welcome.get_or_insert_with(Instant::now);
     info!(learner = %address, actor_id = %cfg.actor_id, envs = cfg.num_envs,
           policy_version = welcome.policy_version, session = report.sessions, "connected");
 
     pool.restart();
-    // (seq, half) of each batch awaiting its actions, oldest first.
-    let mut in_flight: VecDeque<(u64, usize)> = VecDeque::with_capacity(2);
+    // (seq, half, sent at) of each batch awaiting its actions, oldest first.
+    let mut in_flight: VecDeque<(u64, usize, Instant)> = VecDeque::with_capacity(2);
     let mut next_seq = 0u64;
     for half in 0..pool.num_halves() {
-        send(&outbound, &mut inbound, pool.take_batch(half, next_seq)).await?;
-        in_flight.push_back((next_seq, half));
+        let batch = pool.take_batch(half, next_seq);
+        let sent = Instant::now();
+        send(&outbound, &mut inbound, batch).await?;
+        in_flight.push_back((next_seq, half, sent));
         next_seq += 1;
         report.step_batches += 1;
     }
@@ -268,13 +308,15 @@ async fn run_session<S: Future<Output = ()>>(
             }
             next = next_message(&mut inbound) => next?,
         };
+        let received = Instant::now();
         let actions = match next {
             LearnerKind::Actions(a) => a,
             LearnerKind::Welcome(_) => return Err(ProtocolViolation::UnexpectedWelcome.into()),
         };
-        let Some((seq, half)) = in_flight.pop_front() else {
+        let Some((seq, half, sent)) = in_flight.pop_front() else {
             return Err(ProtocolViolation::Unsolicited { got: actions.seq }.into());
         };
+        tally.round_trips.record(received - sent);
         check_actions(&actions, seq, pool.half_envs(half).len(), spec.num_actions)?;
         pool.step_half(half, &actions.actions);
         report.action_batches += 1;
@@ -286,8 +328,10 @@ async fn run_session<S: Future<Output = ()>>(
             close(outbound, &mut inbound).await;
             return Ok(());
         }
-        send(&outbound, &mut inbound, pool.take_batch(half, next_seq)).await?;
-        in_flight.push_back((next_seq, half));
+        let batch = pool.take_batch(half, next_seq);
+        let sent = Instant::now();
+        send(&outbound, &mut inbound, batch).await?;
+        in_flight.push_back((next_seq, half, sent));
         next_seq += 1;
         report.step_batches += 1;
     }

@@ -26,6 +26,12 @@ pub enum ActorError {
     /// Connecting failed `attempts` times in a row (`--max-reconnects`).
     #[error("learner unreachable after {attempts} consecutive attempts; last error: {last_error}")]
     Unreachable { attempts: u32, last_error: String },
+    /// `--summary-json` could not be written.
+    #[error("cannot write the summary to {}: {source}", path.display())]
+    Summary {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     /// The runtime or a signal handler could not be set up.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),

@@ -14,10 +14,12 @@ pub mod env;
 pub mod error;
 pub mod learner_address;
 pub mod pool;
+pub mod round_trip;
 
 pub use client::{run_actor, ActorReport};
 pub use config::{ActorConfig, ReconnectPolicy};
 pub use env::{Env, EnvConfig, SyntheticConfig};
 pub use error::{ActorError, ProtocolViolation};
 pub use pool::EnvPool;
+pub use round_trip::{RoundTripHistogram, RoundTripPercentiles};
 pub use seed_shared::{EnvSpec, ObsDType};

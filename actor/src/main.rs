@@ -32,6 +32,8 @@ fn main() -> ExitCode {
                 episodes = r.episodes,
                 sessions = r.sessions,
                 policy_version = r.last_policy_version,
+                round_trip_p50_us = r.round_trip.p50_us,
+                round_trip_p99_us = r.round_trip.p99_us,
                 "actor finished"
             );
             ExitCode::SUCCESS

@@ -78,6 +78,12 @@ async fn pipelines_two_batches_and_every_batch_is_answered_once() {
     assert_eq!(report.step_batches, report.action_batches + 1);
     assert_eq!(batches.len() as u64, report.step_batches);
     assert_eq!(report.sessions, 1);
+    // One round trip per action batch, ordered percentiles.
+    let rt = report.round_trip;
+    assert_eq!(rt.count, report.action_batches);
+    assert!(rt.p50_us > 0.0 && rt.p50_us <= rt.p90_us && rt.p90_us <= rt.p99_us);
+    assert!(rt.p99_us <= rt.p999_us && rt.p999_us <= rt.max_us);
+    assert!(report.active_seconds > 0.0);
     assert_eq!(
         report.last_policy_version,
         policy_version_for(report.action_batches - 1)

@@ -1,1 +1,22 @@
-//! Benchmarks.
+//! Benchmarks of the SEED-style learner and actors.
+//!
+//! The criterion micro-benchmarks live in `benches/benches/` (one file per
+//! subsystem). This library is the end-to-end latency harness behind the
+//! `latency` binary: it starts a learner and actor processes on this host
+//! ([`scenario`]), measures the actor's step round trip and throughput, and
+//! in the same run measures the floor they are bounded by: a bare tonic echo
+//! of the same `Learner` service with the same payload, streams and
+//! transport ([`echo_server`], [`echo_client`]). [`sweep`] runs a grid and
+//! [`plot`] draws it.
+pub mod child;
+pub mod cli;
+pub mod echo_client;
+pub mod echo_server;
+pub mod error;
+pub mod machine;
+pub mod plot;
+pub mod scenario;
+pub mod sweep;
+pub mod transport;
+
+pub use error::HarnessError;
