@@ -29,19 +29,11 @@ pub enum EnvKind {
     Synthetic,
 }
 
-/// Flags of the `actor` binary (and of `learner actor`).
-///
-/// Each doc comment states its flag's default; clap's own `[default: ...]`
-/// is hidden so help does not print it twice.
+/// Which environment to run and how the synthetic one looks: one set of
+/// flags shared by `actor`, `learner` (which passes them on to its local
+/// actors) and the latency harness.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
-pub struct ActorArgs {
-    /// Learner address: `host:port`, `http://host:port` or `unix:/path/to/socket`
-    /// [default: 127.0.0.1:50051].
-    #[arg(long, env = "SEED_LEARNER", hide_default_value = true, default_value = DEFAULT_LEARNER_ADDR)]
-    pub learner: String,
-    /// Number of environments K this actor runs, stepped in two halves of K/2 [default: 16].
-    #[arg(long, hide_default_value = true, default_value_t = 16)]
-    pub envs: usize,
+pub struct EnvArgs {
     /// Environment: `cartpole` (Gymnasium CartPole-v1) or `synthetic` [default: cartpole].
     #[arg(long, value_enum, hide_default_value = true, default_value_t = EnvKind::Cartpole)]
     pub env: EnvKind,
@@ -65,6 +57,70 @@ pub struct ActorArgs {
     /// Synthetic env: steps per episode (the last one terminates) [default: 1000].
     #[arg(long, hide_default_value = true, default_value_t = 1000)]
     pub episode_len: u32,
+}
+
+impl EnvArgs {
+    /// The env these flags describe.
+    pub fn env_config(&self) -> EnvConfig {
+        match self.env {
+            EnvKind::Cartpole => EnvConfig::CartPole,
+            EnvKind::Synthetic => EnvConfig::Synthetic(SyntheticConfig {
+                obs_shape: self.obs_shape.clone(),
+                obs_dtype: self.obs_dtype,
+                num_actions: self.num_actions,
+                step_cost_us: self.step_cost_us,
+                episode_len: self.episode_len,
+            }),
+        }
+    }
+
+    /// The same flags as command-line arguments, to start an actor that
+    /// runs exactly this env.
+    pub fn to_flags(&self) -> Vec<String> {
+        env_flags(&self.env_config())
+    }
+}
+
+/// `--env ...` arguments that make an `actor` (or `learner`) run `env`.
+pub fn env_flags(env: &EnvConfig) -> Vec<String> {
+    match env {
+        EnvConfig::CartPole => vec!["--env".into(), "cartpole".into()],
+        EnvConfig::Synthetic(s) => {
+            let shape: Vec<String> = s.obs_shape.iter().map(|d| d.to_string()).collect();
+            vec![
+                "--env".into(),
+                "synthetic".into(),
+                "--obs-shape".into(),
+                shape.join(","),
+                "--obs-dtype".into(),
+                s.obs_dtype.to_string(),
+                "--num-actions".into(),
+                s.num_actions.to_string(),
+                "--step-cost-us".into(),
+                s.step_cost_us.to_string(),
+                "--episode-len".into(),
+                s.episode_len.to_string(),
+            ]
+        }
+    }
+}
+
+/// Flags of the `actor` binary (and of `learner actor`).
+///
+/// Each doc comment states its flag's default; clap's own `[default: ...]`
+/// is hidden so help does not print it twice.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct ActorArgs {
+    /// Learner address: `host:port`, `http://host:port` or `unix:/path/to/socket`
+    /// [default: 127.0.0.1:50051].
+    #[arg(long, env = "SEED_LEARNER", hide_default_value = true, default_value = DEFAULT_LEARNER_ADDR)]
+    pub learner: String,
+    /// Number of environments K this actor runs, stepped in two halves of K/2 [default: 16].
+    #[arg(long, hide_default_value = true, default_value_t = 16)]
+    pub envs: usize,
+    /// The environment these envs run.
+    #[command(flatten)]
+    pub environment: EnvArgs,
     /// Actor id sent in the hello [default: `hostname-pid`].
     #[arg(long)]
     pub actor_id: Option<String>,
@@ -101,16 +157,7 @@ pub struct ActorArgs {
 impl ActorArgs {
     /// The validated [`ActorConfig`] these flags describe.
     pub fn to_config(&self) -> Result<ActorConfig, ActorError> {
-        let env = match self.env {
-            EnvKind::Cartpole => EnvConfig::CartPole,
-            EnvKind::Synthetic => EnvConfig::Synthetic(SyntheticConfig {
-                obs_shape: self.obs_shape.clone(),
-                obs_dtype: self.obs_dtype,
-                num_actions: self.num_actions,
-                step_cost_us: self.step_cost_us,
-                episode_len: self.episode_len,
-            }),
-        };
+        let env = self.environment.env_config();
         let cfg = ActorConfig {
             learner: self.learner.clone(),
             actor_id: self.actor_id.clone().unwrap_or_else(default_actor_id),

@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
-use seed_actor::{EnvConfig, SyntheticConfig};
-use seed_shared::ObsDType;
+use clap::{Parser, Subcommand};
+use seed_actor::cli::EnvArgs;
+use seed_actor::EnvConfig;
 use serde::Serialize;
 use tracing::info;
 
@@ -18,15 +18,6 @@ use crate::machine::Machine;
 use crate::scenario::{run_scenario, Binaries, Scenario, ScenarioResult};
 use crate::sweep::{run_sweep, write_outputs, Sweep};
 use crate::transport::Transport;
-
-/// Environment whose observations the actors send (`--env`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EnvKind {
-    /// CartPole-v1: 4 x f32 observations.
-    Cartpole,
-    /// The synthetic env with `--obs-shape` and `--obs-dtype` (e.g. 84,84,4 u8).
-    Synthetic,
-}
 
 /// End-to-end step latency and throughput of the learner and actors, beside
 /// a bare tonic echo measured in the same run.
@@ -49,23 +40,9 @@ pub struct LatencyCli {
     /// Envs per actor; the actor steps them in two halves [default: 1].
     #[arg(long, hide_default_value = true, default_value_t = 1)]
     pub envs_per_actor: usize,
-    /// Environment: `cartpole` (4 x f32) or `synthetic` [default: cartpole].
-    #[arg(long, value_enum, hide_default_value = true, default_value_t = EnvKind::Cartpole)]
-    pub env: EnvKind,
-    /// Synthetic env: observation shape, comma-separated [default: 84,84,4].
-    #[arg(
-        long,
-        value_delimiter = ',',
-        hide_default_value = true,
-        default_value = "84,84,4"
-    )]
-    pub obs_shape: Vec<usize>,
-    /// Synthetic env: observation dtype, `f32` or `u8` [default: u8].
-    #[arg(long, hide_default_value = true, default_value = "u8")]
-    pub obs_dtype: ObsDType,
-    /// Synthetic env: number of discrete actions [default: 6].
-    #[arg(long, hide_default_value = true, default_value_t = 6)]
-    pub num_actions: u32,
+    /// The environment the actors run.
+    #[command(flatten)]
+    pub environment: EnvArgs,
     /// Learner `--max-batch`: env rows per inference batch at most [default: 256].
     #[arg(long, hide_default_value = true, default_value_t = 256)]
     pub max_batch: usize,
@@ -136,16 +113,7 @@ pub enum Command {
 
 impl LatencyCli {
     fn env(&self) -> EnvConfig {
-        match self.env {
-            EnvKind::Cartpole => EnvConfig::CartPole,
-            EnvKind::Synthetic => EnvConfig::Synthetic(SyntheticConfig {
-                obs_shape: self.obs_shape.clone(),
-                obs_dtype: self.obs_dtype,
-                num_actions: self.num_actions,
-                step_cost_us: 0,
-                episode_len: 1000,
-            }),
-        }
+        self.environment.env_config()
     }
 
     fn scenario(&self) -> Result<Scenario, HarnessError> {

@@ -83,19 +83,7 @@ impl Scenario {
 
     /// `--env ...` flags describing the env, as both binaries take them.
     fn env_flags(&self) -> Vec<String> {
-        match &self.env {
-            EnvConfig::CartPole => vec!["--env".into(), "cartpole".into()],
-            EnvConfig::Synthetic(s) => vec![
-                "--env".into(),
-                "synthetic".into(),
-                "--obs-shape".into(),
-                join(&s.obs_shape),
-                "--obs-dtype".into(),
-                s.obs_dtype.to_string(),
-                "--num-actions".into(),
-                s.num_actions.to_string(),
-            ],
-        }
+        seed_actor::cli::env_flags(&self.env)
     }
 }
 
@@ -104,14 +92,6 @@ fn env_name(env: &EnvConfig) -> String {
         EnvConfig::CartPole => "cartpole".into(),
         EnvConfig::Synthetic(s) => format!("{}{}", join_x(&s.obs_shape), s.obs_dtype),
     }
-}
-
-fn join(shape: &[usize]) -> String {
-    shape
-        .iter()
-        .map(usize::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 fn join_x(shape: &[usize]) -> String {

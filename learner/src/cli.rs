@@ -10,8 +10,10 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use seed_actor::cli::{ActorArgs, EnvKind};
-use seed_shared::{ObsDType, DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
+#[cfg(test)]
+use seed_actor::cli::EnvKind;
+use seed_actor::cli::{ActorArgs, EnvArgs};
+use seed_shared::{DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
 
 /// Central-inference learner: serves actors, batches inference, reports metrics.
 #[derive(Parser, Debug)]
@@ -66,29 +68,9 @@ pub struct TrainArgs {
     /// Environments per local actor [default: 32].
     #[arg(long, hide_default_value = true, default_value_t = 32)]
     pub envs_per_actor: usize,
-    /// Environment actors must run: `cartpole` or `synthetic` [default: cartpole].
-    #[arg(long, value_enum, hide_default_value = true, default_value_t = EnvKind::Cartpole)]
-    pub env: EnvKind,
-    /// Synthetic env: observation shape, comma-separated [default: 84,84,4].
-    #[arg(
-        long,
-        value_delimiter = ',',
-        hide_default_value = true,
-        default_value = "84,84,4"
-    )]
-    pub obs_shape: Vec<usize>,
-    /// Synthetic env: observation dtype, `f32` or `u8` [default: u8].
-    #[arg(long, hide_default_value = true, default_value = "u8")]
-    pub obs_dtype: ObsDType,
-    /// Synthetic env: number of discrete actions [default: 6].
-    #[arg(long, hide_default_value = true, default_value_t = 6)]
-    pub num_actions: u32,
-    /// Synthetic env: CPU busy work per env step in microseconds [default: 0].
-    #[arg(long, hide_default_value = true, default_value_t = 0)]
-    pub step_cost_us: u64,
-    /// Synthetic env: steps per episode [default: 1000].
-    #[arg(long, hide_default_value = true, default_value_t = 1000)]
-    pub episode_len: u32,
+    /// The environment actors must run (also passed to local actors).
+    #[command(flatten)]
+    pub environment: EnvArgs,
     /// Stop after this many seconds [default: run until Ctrl-C/SIGTERM].
     #[arg(long)]
     pub max_seconds: Option<f64>,
@@ -259,7 +241,7 @@ mod tests {
         assert_eq!(t.listen, None);
         assert_eq!(t.local_actors, 2);
         assert_eq!(t.envs_per_actor, 32);
-        assert_eq!(t.env, EnvKind::Cartpole);
+        assert_eq!(t.environment.env, EnvKind::Cartpole);
         assert_eq!(t.max_batch, 256);
         assert_eq!(t.flush_us, 500);
         assert_eq!(t.progress_secs, 5.0);

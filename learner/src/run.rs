@@ -7,7 +7,6 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use seed_actor::cli::EnvKind;
 use seed_shared::EnvSpec;
 use tracing::{error, info, warn};
 
@@ -83,12 +82,7 @@ pub fn run(args: &TrainArgs) -> Result<RunSummary, LearnerError> {
 
 /// The env spec the flags describe.
 pub fn spec_from_args(args: &TrainArgs) -> EnvSpec {
-    match args.env {
-        EnvKind::Cartpole => EnvSpec::cartpole(),
-        EnvKind::Synthetic => {
-            EnvSpec::synthetic(args.obs_shape.clone(), args.obs_dtype, args.num_actions)
-        }
-    }
+    args.environment.env_config().spec()
 }
 
 /// Actor flags that make a local actor match `args`.
@@ -99,27 +93,7 @@ fn actor_flags(args: &TrainArgs) -> Vec<String> {
         "--max-message-bytes".into(),
         args.max_message_bytes.to_string(),
     ];
-    match args.env {
-        EnvKind::Cartpole => flags.extend(["--env".into(), "cartpole".into()]),
-        EnvKind::Synthetic => flags.extend([
-            "--env".into(),
-            "synthetic".into(),
-            "--obs-shape".into(),
-            args.obs_shape
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-            "--obs-dtype".into(),
-            args.obs_dtype.to_string(),
-            "--num-actions".into(),
-            args.num_actions.to_string(),
-            "--step-cost-us".into(),
-            args.step_cost_us.to_string(),
-            "--episode-len".into(),
-            args.episode_len.to_string(),
-        ]),
-    }
+    flags.extend(args.environment.to_flags());
     flags
 }
 

@@ -50,15 +50,15 @@ pub fn model_config(args: &TrainArgs, spec: &EnvSpec) -> ModelConfig {
 /// What `eval` needs to rebuild the env.
 pub fn env_description(args: &TrainArgs, spec: &EnvSpec) -> EnvDescription {
     EnvDescription {
-        kind: match args.env {
+        kind: match args.environment.env {
             EnvKind::Cartpole => "cartpole".into(),
             EnvKind::Synthetic => "synthetic".into(),
         },
         obs_shape: spec.obs_shape.clone(),
         obs_dtype: spec.obs_dtype.to_string(),
         num_actions: spec.num_actions,
-        episode_len: args.episode_len,
-        step_cost_us: args.step_cost_us,
+        episode_len: args.environment.episode_len,
+        step_cost_us: args.environment.step_cost_us,
     }
 }
 
