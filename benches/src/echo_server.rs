@@ -73,32 +73,67 @@ impl Learner for EchoLearner {
     }
 }
 
+/// A bound echo listener: once this exists, clients can connect (the
+/// kernel queues them until [`EchoListener::serve`] accepts).
+pub enum EchoListener {
+    Tcp(TcpListener, String),
+    Unix(UnixListener, String),
+}
+
+/// Binds `listen` (`IP:PORT` or `unix:/path`) for the echo.
+pub async fn bind_echo(listen: &str) -> Result<EchoListener, HarnessError> {
+    if let Some(path) = listen.strip_prefix("unix:") {
+        Ok(EchoListener::Unix(
+            UnixListener::bind(path)?,
+            listen.to_string(),
+        ))
+    } else {
+        let addr: SocketAddr = listen
+            .parse()
+            .map_err(|e| HarnessError::Config(format!("echo --listen {listen:?}: {e}")))?;
+        Ok(EchoListener::Tcp(
+            TcpListener::bind(addr).await?,
+            listen.to_string(),
+        ))
+    }
+}
+
+impl EchoListener {
+    /// Serves [`EchoLearner`] until `shutdown` resolves.
+    pub async fn serve(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> Result<(), HarnessError> {
+        let service = LearnerServer::new(EchoLearner)
+            .max_decoding_message_size(DEFAULT_MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(DEFAULT_MAX_MESSAGE_BYTES);
+        let router = tonic::transport::Server::builder().add_service(service);
+        let (served, listen) = match self {
+            EchoListener::Unix(listener, listen) => (
+                router
+                    .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+                    .await,
+                listen,
+            ),
+            EchoListener::Tcp(listener, listen) => (
+                router
+                    .serve_with_incoming_shutdown(
+                        TcpIncoming::from(listener).with_nodelay(Some(true)),
+                        shutdown,
+                    )
+                    .await,
+                listen,
+            ),
+        };
+        served.map_err(|e| HarnessError::Echo(format!("server on {listen}: {e}")))
+    }
+}
+
 /// Serves [`EchoLearner`] on `listen` (`IP:PORT` or `unix:/path`) until
 /// `shutdown` resolves.
 pub async fn serve_echo(
     listen: &str,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), HarnessError> {
-    let service = LearnerServer::new(EchoLearner)
-        .max_decoding_message_size(DEFAULT_MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(DEFAULT_MAX_MESSAGE_BYTES);
-    let router = tonic::transport::Server::builder().add_service(service);
-    let served = if let Some(path) = listen.strip_prefix("unix:") {
-        let listener = UnixListener::bind(path)?;
-        router
-            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
-            .await
-    } else {
-        let addr: SocketAddr = listen
-            .parse()
-            .map_err(|e| HarnessError::Config(format!("echo --listen {listen:?}: {e}")))?;
-        let listener = TcpListener::bind(addr).await?;
-        router
-            .serve_with_incoming_shutdown(
-                TcpIncoming::from(listener).with_nodelay(Some(true)),
-                shutdown,
-            )
-            .await
-    };
-    served.map_err(|e| HarnessError::Echo(format!("server on {listen}: {e}")))
+    bind_echo(listen).await?.serve(shutdown).await
 }

@@ -4,16 +4,18 @@ use std::time::Duration;
 
 use seed_actor::{run_actor, ActorConfig, EnvConfig, SyntheticConfig};
 use seed_benches::echo_client::{run_echo_clients, EchoLoad};
-use seed_benches::echo_server::serve_echo;
+use seed_benches::echo_server::bind_echo;
 use seed_benches::transport::Transport;
 use seed_shared::ObsDType;
 use tokio::sync::oneshot;
 
 /// Serves the echo on a fresh address in `dir` on a background runtime
-/// thread; dropping the returned sender stops it.
+/// thread and returns once it is bound, so clients can connect at once;
+/// dropping the returned sender stops it.
 fn start_echo(transport: Transport, dir: &std::path::Path) -> (String, oneshot::Sender<()>) {
     let addr = transport.allocate(dir, "echo").unwrap();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (bound_tx, bound_rx) = std::sync::mpsc::channel::<()>();
     let listen = addr.clone();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -21,11 +23,18 @@ fn start_echo(transport: Transport, dir: &std::path::Path) -> (String, oneshot::
             .enable_all()
             .build()
             .unwrap();
-        rt.block_on(serve_echo(&listen, async {
-            let _ = stop_rx.await;
-        }))
-        .unwrap();
+        rt.block_on(async {
+            let listener = bind_echo(&listen).await.unwrap();
+            let _ = bound_tx.send(());
+            listener
+                .serve(async {
+                    let _ = stop_rx.await;
+                })
+                .await
+                .unwrap();
+        });
     });
+    bound_rx.recv().expect("echo server bound");
     (addr, stop_tx)
 }
 
