@@ -7,44 +7,23 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use seed_benches::replay_workload;
 use seed_learner::replay::{
-    DType, FieldRef, ItemKey, ItemLayout, PrioritizedConfig, ReplayBuffer, ReplayConfig,
-    SamplerConfig, Values,
+    FieldRef, ItemKey, ItemLayout, PrioritizedConfig, ReplayBuffer, ReplayConfig, SamplerConfig,
+    Values,
 };
 
+/// The shared RFC workload, with failures as panics (a bench has no caller).
 fn layout_3x4() -> ItemLayout {
-    ItemLayout::builder()
-        .field("x", DType::F32, &[3, 4])
-        .build()
-        .expect("valid layout")
+    replay_workload::layout_3x4().expect("valid layout")
 }
 
 fn layout_dict() -> ItemLayout {
-    ItemLayout::builder()
-        .field("a", DType::F32, &[3, 4])
-        .field("b", DType::F32, &[3, 4])
-        .field("c", DType::Bool, &[])
-        .build()
-        .expect("valid layout")
+    replay_workload::layout_dict().expect("valid layout")
 }
 
 fn fill(b: &ReplayBuffer, n: usize) {
-    let rows = 1000usize;
-    let xs: Vec<f32> = (0..rows * 12).map(|i| i as f32).collect();
-    let cs = vec![true; rows];
-    let mut left = n;
-    while left > 0 {
-        let r = left.min(rows);
-        let shape = [r, 3, 4];
-        let x = FieldRef::new(&shape, Values::F32(&xs[..r * 12]));
-        let fields: Vec<FieldRef<'_>> = if b.layout().fields().len() == 1 {
-            vec![x]
-        } else {
-            vec![x, x, FieldRef::new(&shape[..1], Values::Bool(&cs[..r]))]
-        };
-        b.insert_batch(&fields, r).expect("fill");
-        left -= r;
-    }
+    replay_workload::fill(b, n).expect("fill");
 }
 
 fn sample128(c: &mut Criterion) {

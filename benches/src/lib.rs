@@ -15,6 +15,7 @@ pub mod echo_server;
 pub mod error;
 pub mod machine;
 pub mod plot;
+pub mod replay_workload;
 pub mod scenario;
 pub mod sweep;
 pub mod transport;

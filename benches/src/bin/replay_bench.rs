@@ -12,9 +12,10 @@ use std::time::Instant;
 
 use anyhow::Result;
 use clap::Parser;
+use seed_benches::replay_workload::{fill, layout_3x4, layout_dict};
 use seed_learner::replay::{
-    DType, FieldRef, ItemKey, ItemLayout, PrioritizedConfig, ReplayBuffer, ReplayConfig,
-    SamplerConfig, Values,
+    FieldRef, ItemKey, ItemLayout, PrioritizedConfig, ReplayBuffer, ReplayConfig, SamplerConfig,
+    Values,
 };
 use serde_json::{json, Value};
 
@@ -43,41 +44,6 @@ struct Plan {
     prio_iters: usize,
     conc_inserts: usize,
     conc_samples: usize,
-}
-
-fn layout_3x4() -> Result<ItemLayout> {
-    Ok(ItemLayout::builder()
-        .field("x", DType::F32, &[3, 4])
-        .build()?)
-}
-
-fn layout_dict() -> Result<ItemLayout> {
-    Ok(ItemLayout::builder()
-        .field("a", DType::F32, &[3, 4])
-        .field("b", DType::F32, &[3, 4])
-        .field("c", DType::Bool, &[])
-        .build()?)
-}
-
-/// Fills `b` (layout 3x4 or dict) with `n` items in batches of 1000.
-fn fill(b: &ReplayBuffer, n: usize) -> Result<()> {
-    let rows = 1000usize;
-    let xs: Vec<f32> = (0..rows * 12).map(|i| i as f32).collect();
-    let cs: Vec<bool> = (0..rows).map(|i| i % 2 == 0).collect();
-    let mut left = n;
-    while left > 0 {
-        let r = left.min(rows);
-        let shape = [r, 3, 4];
-        let x = FieldRef::new(&shape, Values::F32(&xs[..r * 12]));
-        let fields: Vec<FieldRef<'_>> = if b.layout().fields().len() == 1 {
-            vec![x]
-        } else {
-            vec![x, x, FieldRef::new(&shape[..1], Values::Bool(&cs[..r]))]
-        };
-        b.insert_batch(&fields, r)?;
-        left -= r;
-    }
-    Ok(())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
