@@ -5,8 +5,9 @@
 //! - `throughput_vs_actors.png`: env steps/s against actor processes, one
 //!   line per (envs per actor, transport).
 //!
-//! Text needs a system sans-serif font; without one drawing fails and the
-//! caller logs it (the JSON and CSV carry the same figures).
+//! Text uses the font compiled into the learner library
+//! (`seed_learner::plot_font`); if drawing fails anyway the caller logs it
+//! (the JSON and CSV carry the same figures).
 use std::path::Path;
 
 use plotters::prelude::*;
@@ -57,6 +58,7 @@ fn transports(results: &[ScenarioResult]) -> Vec<Transport> {
 /// Round-trip percentiles against mean batch fill.
 pub fn latency_vs_batch_fill(results: &[ScenarioResult], path: &Path) -> Result<(), HarnessError> {
     let err = out_err(path);
+    seed_learner::plot_font::register();
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(&err)?;
     let (x0, x1) = log_bounds(results.iter().map(|r| r.mean_batch_fill));
@@ -68,7 +70,7 @@ pub fn latency_vs_batch_fill(results: &[ScenarioResult], path: &Path) -> Result<
     let mut chart = ChartBuilder::on(&root)
         .caption(
             "Step round trip vs inference batch fill",
-            ("sans-serif", 24),
+            (seed_learner::plot_font::FAMILY, 24),
         )
         .margin(12)
         .x_label_area_size(48)
@@ -126,12 +128,13 @@ pub fn latency_vs_batch_fill(results: &[ScenarioResult], path: &Path) -> Result<
 /// Env steps/s against actor count.
 pub fn throughput_vs_actors(results: &[ScenarioResult], path: &Path) -> Result<(), HarnessError> {
     let err = out_err(path);
+    seed_learner::plot_font::register();
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(&err)?;
     let max_actors = results.iter().map(|r| r.actors).max().unwrap_or(1) as f64;
     let (y0, y1) = log_bounds(results.iter().map(|r| r.env_steps_per_second));
     let mut chart = ChartBuilder::on(&root)
-        .caption("Throughput vs actor processes", ("sans-serif", 24))
+        .caption("Throughput vs actor processes", (seed_learner::plot_font::FAMILY, 24))
         .margin(12)
         .x_label_area_size(48)
         .y_label_area_size(80)

@@ -2,8 +2,9 @@
 //! steps and against wall seconds, sampled during the run and drawn at exit
 //! as `learning_curve.png` (two panels) with plotters' bitmap backend.
 //!
-//! Text needs a system font; where none is found (minimal CI images) the
-//! panels are drawn without labels rather than not at all.
+//! Text uses the font compiled into the binary ([`crate::plot_font`]); if
+//! drawing text fails anyway, the panels are drawn without labels rather
+//! than not at all.
 //!
 //! Cost: one small struct per sample; drawing takes a few milliseconds.
 use std::path::Path;
@@ -48,7 +49,7 @@ impl LearningCurve {
     pub fn write_png(&self, path: &Path) -> Result<(), LearnerError> {
         match self.draw(path, true) {
             Ok(()) => Ok(()),
-            // Most likely no font: try again without any text.
+            // Text failed (the font did not load): try again without any.
             Err(_) => self.draw(path, false).map_err(|reason| LearnerError::Io {
                 what: format!("drawing {}", path.display()),
                 source: std::io::Error::other(reason),
@@ -57,6 +58,7 @@ impl LearningCurve {
     }
 
     fn draw(&self, path: &Path, text: bool) -> Result<(), String> {
+        crate::plot_font::register();
         let root = BitMapBackend::new(path, (1000, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let (left, right) = root.split_horizontally(500);
@@ -100,7 +102,7 @@ impl LearningCurve {
             builder.margin(12);
             if text {
                 builder
-                    .caption(format!("mean return vs {xlabel}"), ("sans-serif", 18))
+                    .caption(format!("mean return vs {xlabel}"), (crate::plot_font::FAMILY, 18))
                     .x_label_area_size(36)
                     .y_label_area_size(48);
             }

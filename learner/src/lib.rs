@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod metrics_log;
 pub mod model;
 pub mod optimizer;
+pub mod plot_font;
 pub mod prefetch;
 pub mod replay;
 pub mod run;
