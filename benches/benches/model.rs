@@ -7,10 +7,11 @@
 //! - `model/conv_84x84x4u8`: the conv torso on Atari-sized u8 frames, B in
 //!   {1, 8, 32}.
 //!
-//! - `model/activation_1024x64`: candle's `tanh` (the MLP's activation)
-//!   against `relu` on one hidden layer's output, `[1024, 64]`: on CPU
-//!   candle's tanh is a scalar libm call per element and dominates the MLP
-//!   (perf: ~80% of `mlp_cartpole/forward/1024` in `tanhf`/`expm1f`).
+//! - `model/activation_1024x64`: the MLP's activation on one hidden layer's
+//!   output, `[1024, 64]`: our vectorised `tanh` (`seed_learner::model::tanh`,
+//!   what the MLP uses) against candle's `tanh` (a scalar libm call per
+//!   element on CPU, which was ~80% of `mlp_cartpole/forward/1024` in perf)
+//!   and `relu` as the floor.
 //!
 //! Each `forward` iteration uploads `[B, ...obs]` from a host slice, runs
 //! `ActorCritic::step` and copies the logits back, as inference does.
@@ -60,7 +61,10 @@ fn bench_activation(c: &mut Criterion) {
     };
     let mut group = c.benchmark_group("model/activation_1024x64");
     group.throughput(Throughput::Elements(1024 * 64));
-    group.bench_function("tanh", |b| b.iter(|| x.tanh()));
+    group.bench_function("tanh_vectorised", |b| {
+        b.iter(|| seed_learner::model::tanh::tanh(&x))
+    });
+    group.bench_function("tanh_candle", |b| b.iter(|| x.tanh()));
     group.bench_function("relu", |b| b.iter(|| x.relu()));
     group.finish();
 }

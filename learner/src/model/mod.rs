@@ -14,6 +14,7 @@ pub mod init;
 pub mod lstm;
 pub mod mlp;
 pub mod sampling;
+pub mod tanh;
 
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{Linear, VarBuilder, VarMap};
