@@ -5,7 +5,7 @@
 #   bash scripts/gpu-bench.sh BIN_DIR OUT_DIR
 #
 # BIN_DIR holds learner, actor, inference_bench, latency (plain or .xz).
-# Writes OUT_DIR/{inference,e2e_*,solve_*}.json and OUT_DIR/gpu-bench.json
+# Writes OUT_DIR/{inference,e2e_*,solve_*,latency_*}.json and OUT_DIR/gpu-bench.json
 # (all of them in one object). Each step is bounded so the whole script ends
 # in about 8 minutes on an H100 machine with 16 cores.
 set -uo pipefail
@@ -36,22 +36,37 @@ step() { echo "== $*" >&2; }
 CORES=$(nproc)
 ACTORS=$(( CORES > 4 ? CORES / 2 : 2 ))
 
+# PHASES (default "inference e2e") and DEVICES (default "cuda:0 cpu") split the
+# run across several device calls of at most 10 minutes each.
+PHASES=${PHASES:-inference e2e}
+DEVICES=${DEVICES:-cuda:0 cpu}
+
+if [[ " $PHASES " == *" inference "* ]]; then
 step "inference rows/s, MLP and conv, cpu vs cuda:0"
 timeout 180 "$BIN/inference_bench" --devices cpu,cuda:0 --batch-sizes 1,64,256,1024,4096 \
   --budget-ms 300 --json "$OUT/inference.json"
+fi
 
-for dev in cuda:0 cpu; do
+for dev in $DEVICES; do
+  [[ " $PHASES " == *" e2e "* ]] || break
   tag=${dev%%:*}
   step "end to end, CartPole, learner on $dev, $ACTORS actors x 256 envs"
-  timeout 60 "$BIN/learner" --device "$dev" --local-actors "$ACTORS" --envs-per-actor 256 \
-    --max-seconds 30 --progress-secs 10 --summary-json "$OUT/e2e_cartpole_$tag.json"
+  timeout 45 "$BIN/learner" --device "$dev" --local-actors "$ACTORS" --envs-per-actor 256 \
+    --max-seconds 20 --progress-secs 10 --summary-json "$OUT/e2e_cartpole_$tag.json"
   step "end to end, synthetic 84x84x4 u8, learner on $dev, $ACTORS actors x 64 envs"
-  timeout 60 "$BIN/learner" --device "$dev" --env synthetic --obs-shape 84,84,4 --obs-dtype u8 \
+  timeout 45 "$BIN/learner" --device "$dev" --env synthetic --obs-shape 84,84,4 --obs-dtype u8 \
     --num-actions 6 --local-actors "$ACTORS" --envs-per-actor 64 \
-    --max-seconds 30 --progress-secs 10 --summary-json "$OUT/e2e_atari_$tag.json"
+    --max-seconds 20 --progress-secs 10 --summary-json "$OUT/e2e_atari_$tag.json"
   step "time to solve CartPole, training on $dev"
-  timeout 150 "$BIN/learner" --device "$dev" --stop-when-solved --max-seconds 120 \
+  timeout 130 "$BIN/learner" --device "$dev" --stop-when-solved --max-seconds 100 \
     --progress-secs 10 --summary-json "$OUT/solve_$tag.json"
+  step "actor-side round trip, one actor x one CartPole env, learner on $dev (beside a tonic echo)"
+  timeout 60 "$BIN/latency" --device "$dev" --duration-secs 4 \
+    --json "$OUT/latency_cartpole_1x1_$tag.json"
+  step "actor-side round trip, $ACTORS actors x 64 synthetic 84x84x4 u8 envs, learner on $dev"
+  timeout 60 "$BIN/latency" --device "$dev" --env synthetic --obs-shape 84,84,4 --obs-dtype u8 \
+    --actors "$ACTORS" --envs-per-actor 64 --max-batch 512 --duration-secs 4 \
+    --json "$OUT/latency_atari_${ACTORS}x64_$tag.json"
 done
 
 python3 - "$OUT" <<'PY'

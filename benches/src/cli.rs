@@ -52,6 +52,10 @@ pub struct LatencyCli {
     /// Learner `--inference-threads` [default: 1].
     #[arg(long, hide_default_value = true, default_value_t = 1)]
     pub inference_threads: usize,
+    /// Learner `--device`: where inference runs, `cpu` or `cuda:N` (a
+    /// learner built with `--features cuda`) [default: cpu].
+    #[arg(long, hide_default_value = true, default_value = "cpu")]
+    pub device: String,
     /// Transport: `tcp` (loopback) or `unix` (domain socket) [default: tcp].
     #[arg(long, value_enum, hide_default_value = true, default_value_t = Transport::Tcp)]
     pub transport: Transport,
@@ -134,6 +138,7 @@ impl LatencyCli {
             transport: self.transport,
             duration: Duration::from_secs_f64(secs),
             inference_threads: self.inference_threads,
+            device: self.device.clone(),
         })
     }
 

@@ -67,6 +67,8 @@ pub struct Scenario {
     pub duration: Duration,
     /// Learner `--inference-threads`.
     pub inference_threads: usize,
+    /// Learner `--device` (`cpu`, `cuda:N`).
+    pub device: String,
 }
 
 impl Scenario {
@@ -351,6 +353,7 @@ async fn run_learner_phase(
             "--inference-threads",
             &scenario.inference_threads.to_string(),
         ])
+        .args(["--device", &scenario.device])
         .args(scenario.env_flags())
         .arg("--summary-json")
         .arg(&learner_json)

@@ -167,6 +167,7 @@ mod tests {
                 transport: Transport::Tcp,
                 duration: Duration::from_secs(1),
                 inference_threads: 1,
+                device: "cpu".into(),
             },
             actors: vec![1, 2],
             envs_per_actor: vec![1, 16, 64],

@@ -19,16 +19,16 @@ use seed_shared::{EnvSpec, ObsDType};
 #[derive(Parser, Debug)]
 #[command(about = "Inference rows/s of the MLP and conv policies, per device and batch size")]
 struct Args {
-    /// Devices to compare, comma separated (`cpu`, `cuda:N` with `--features cuda`) [default: cpu].
+    /// Devices to compare, comma separated (`cpu`, `cuda:N` with `--features cuda`).
     #[arg(long, value_delimiter = ',', default_value = "cpu")]
     devices: Vec<String>,
-    /// Batch sizes [default: 1,64,256,1024,4096].
+    /// Batch sizes.
     #[arg(long, value_delimiter = ',', default_value = "1,64,256,1024,4096")]
     batch_sizes: Vec<usize>,
-    /// Models: `mlp` (CartPole 4 x f32), `conv` (84x84x4 u8) [default: mlp,conv].
+    /// Models: `mlp` (CartPole 4 x f32), `conv` (84x84x4 u8).
     #[arg(long, value_delimiter = ',', default_value = "mlp,conv")]
     models: Vec<String>,
-    /// Time budget per (model, device, batch) measurement, in milliseconds [default: 500].
+    /// Time budget per (model, device, batch) measurement, in milliseconds.
     #[arg(long, default_value_t = 500)]
     budget_ms: u64,
     /// Write the results as one JSON object here.
