@@ -50,10 +50,17 @@ fi
 for dev in $DEVICES; do
   [[ " $PHASES " == *" e2e "* ]] || break
   tag=${dev%%:*}
-  step "end to end, CartPole, learner on $dev, $ACTORS actors x 256 envs"
+  step "serving only (--no-train), CartPole, learner on $dev, $ACTORS actors x 256 envs"
+  timeout 45 "$BIN/learner" --device "$dev" --no-train --local-actors "$ACTORS" --envs-per-actor 256 \
+    --max-batch 1024 --max-seconds 15 --progress-secs 5 --summary-json "$OUT/serve_cartpole_$tag.json"
+  step "serving only (--no-train), synthetic 84x84x4 u8, learner on $dev, $ACTORS actors x 64 envs"
+  timeout 45 "$BIN/learner" --device "$dev" --no-train --env synthetic --obs-shape 84,84,4 \
+    --obs-dtype u8 --num-actions 6 --local-actors "$ACTORS" --envs-per-actor 64 --max-batch 512 \
+    --max-seconds 15 --progress-secs 5 --summary-json "$OUT/serve_atari_$tag.json"
+  step "end to end with training, CartPole, learner on $dev, $ACTORS actors x 256 envs"
   timeout 45 "$BIN/learner" --device "$dev" --local-actors "$ACTORS" --envs-per-actor 256 \
     --max-seconds 20 --progress-secs 10 --summary-json "$OUT/e2e_cartpole_$tag.json"
-  step "end to end, synthetic 84x84x4 u8, learner on $dev, $ACTORS actors x 64 envs"
+  step "end to end with training, synthetic 84x84x4 u8, learner on $dev, $ACTORS actors x 64 envs"
   timeout 45 "$BIN/learner" --device "$dev" --env synthetic --obs-shape 84,84,4 --obs-dtype u8 \
     --num-actions 6 --local-actors "$ACTORS" --envs-per-actor 64 \
     --max-seconds 20 --progress-secs 10 --summary-json "$OUT/e2e_atari_$tag.json"

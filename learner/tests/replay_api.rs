@@ -499,30 +499,63 @@ fn lazy_buffer_takes_its_layout_from_the_first_item() {
 
 #[test]
 fn mapped_storage_reopens_with_items_keys_and_fifo_position() {
+    for order in [StorageOrder::Records, StorageOrder::Columns] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = ReplayConfig::new(8, SamplerConfig::Fifo).with_storage_order(order);
+        {
+            let b = ReplayBuffer::create_mapped(dir.path(), layout(), cfg.clone()).unwrap();
+            for i in 0..5 {
+                insert(&b, i as f32, i);
+            }
+            let mut batch = b.new_batch(2);
+            b.sample_into(&mut batch, 2).unwrap();
+            b.flush().unwrap();
+        }
+        // The directory's order wins over the config's.
+        let other = match order {
+            StorageOrder::Records => StorageOrder::Columns,
+            StorageOrder::Columns => StorageOrder::Records,
+        };
+        let b = ReplayBuffer::open_mapped(dir.path(), cfg.clone().with_storage_order(other))
+            .unwrap();
+        assert_eq!(b.config().storage_order, order);
+        assert_eq!(b.layout(), &layout());
+        let mut batch = b.new_batch(8);
+        b.sample_into(&mut batch, 3).unwrap();
+        assert_eq!(batch.keys(), &[ItemKey(2), ItemKey(3), ItemKey(4)]);
+        assert_eq!(firsts(&batch), vec![2.0, 3.0, 4.0], "{order:?}");
+        assert_eq!(insert(&b, 9.0, 0), ItemKey(5), "keys continue");
+        let wrong = ReplayConfig::new(9, SamplerConfig::Fifo);
+        drop(b);
+        assert!(matches!(
+            ReplayBuffer::open_mapped(dir.path(), wrong),
+            Err(ReplayError::Mismatch { .. })
+        ));
+    }
+}
+
+#[test]
+fn mapped_directories_of_format_1_open_as_columns() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = ReplayConfig::new(8, SamplerConfig::Fifo);
+    let cfg = ReplayConfig::new(4, SamplerConfig::Fifo).with_storage_order(StorageOrder::Columns);
     {
         let b = ReplayBuffer::create_mapped(dir.path(), layout(), cfg.clone()).unwrap();
-        for i in 0..5 {
-            insert(&b, i as f32, i);
-        }
-        let mut batch = b.new_batch(2);
-        b.sample_into(&mut batch, 2).unwrap();
+        insert(&b, 7.0, 0);
         b.flush().unwrap();
     }
+    // Rewrite the header as the first format wrote it: no `order` field.
+    let header = dir.path().join("layout.json");
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&header).unwrap()).unwrap();
+    let obj = json.as_object_mut().unwrap();
+    assert_eq!(obj.remove("order"), Some(serde_json::json!("Columns")));
+    obj.insert("format".into(), serde_json::json!(1));
+    std::fs::write(&header, serde_json::to_vec(&json).unwrap()).unwrap();
     let b = ReplayBuffer::open_mapped(dir.path(), cfg).unwrap();
-    assert_eq!(b.layout(), &layout());
-    let mut batch = b.new_batch(8);
-    b.sample_into(&mut batch, 3).unwrap();
-    assert_eq!(batch.keys(), &[ItemKey(2), ItemKey(3), ItemKey(4)]);
-    assert_eq!(firsts(&batch), vec![2.0, 3.0, 4.0]);
-    assert_eq!(insert(&b, 9.0, 0), ItemKey(5), "keys continue");
-    let wrong = ReplayConfig::new(9, SamplerConfig::Fifo);
-    drop(b);
-    assert!(matches!(
-        ReplayBuffer::open_mapped(dir.path(), wrong),
-        Err(ReplayError::Mismatch { .. })
-    ));
+    assert_eq!(b.config().storage_order, StorageOrder::Columns);
+    let mut batch = b.new_batch(1);
+    b.sample_into(&mut batch, 1).unwrap();
+    assert_eq!(firsts(&batch), vec![7.0]);
 }
 
 fn sample_keys(b: &ReplayBuffer, rounds: usize) -> Vec<u64> {

@@ -141,10 +141,11 @@ fn fifo_block_queue_loses_and_duplicates_nothing() {
     assert_eq!((s.evicted_unconsumed, s.superseded_inserts), (0, 0));
 }
 
-fn overwrite_stress(sampler: SamplerConfig) {
+fn overwrite_stress(sampler: SamplerConfig, order: StorageOrder) {
     const PER_WRITER: u64 = 15_000;
     const SAMPLES: usize = 800;
-    let b = Arc::new(ReplayBuffer::new(layout(), ReplayConfig::new(128, sampler)).unwrap());
+    let config = ReplayConfig::new(128, sampler).with_storage_order(order);
+    let b = Arc::new(ReplayBuffer::new(layout(), config).unwrap());
     // Seed one item per slot so samplers never find the buffer empty.
     for i in 0..128 {
         insert(&b, 1 << 40 | i, Duration::ZERO).unwrap();
@@ -212,10 +213,18 @@ fn overwrite_stress(sampler: SamplerConfig) {
 
 #[test]
 fn uniform_overwrite_never_tears_or_mislabels() {
-    overwrite_stress(SamplerConfig::Uniform);
+    overwrite_stress(SamplerConfig::Uniform, StorageOrder::Records);
+}
+
+#[test]
+fn uniform_overwrite_in_columns_never_tears_or_mislabels() {
+    overwrite_stress(SamplerConfig::Uniform, StorageOrder::Columns);
 }
 
 #[test]
 fn prioritized_with_concurrent_updates_never_tears_or_mislabels() {
-    overwrite_stress(SamplerConfig::Prioritized(PrioritizedConfig::default()));
+    overwrite_stress(
+        SamplerConfig::Prioritized(PrioritizedConfig::default()),
+        StorageOrder::Records,
+    );
 }

@@ -5,7 +5,9 @@
 //! `cargo run --release -p seed-benches --bin replay_bench [-- --quick]`
 //!
 //! Every buffer is filled before timing (which first-touches its memory);
-//! each figure is the median of several runs.
+//! each figure is the median of several runs. Top-level figures use the
+//! default storage order (records); `columns` repeats the sampling figures
+//! with `StorageOrder::Columns` in the same run, as the baseline.
 use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
@@ -15,7 +17,7 @@ use clap::Parser;
 use seed_benches::replay_workload::{fill, layout_3x4, layout_dict};
 use seed_learner::replay::{
     FieldRef, ItemKey, ItemLayout, PrioritizedConfig, ReplayBuffer, ReplayConfig, SamplerConfig,
-    Values,
+    StorageOrder, Values,
 };
 use serde_json::{json, Value};
 
@@ -52,8 +54,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Median over runs of microseconds per `sample(128)`.
-fn sample_us(layout: ItemLayout, plan: &Plan) -> Result<f64> {
-    let b = ReplayBuffer::new(layout, ReplayConfig::new(100_000, SamplerConfig::Uniform))?;
+fn sample_us(layout: ItemLayout, order: StorageOrder, plan: &Plan) -> Result<f64> {
+    let config = ReplayConfig::new(100_000, SamplerConfig::Uniform).with_storage_order(order);
+    let b = ReplayBuffer::new(layout, config)?;
     fill(&b, 100_000)?;
     let mut batch = b.new_batch(128);
     b.sample_into(&mut batch, 128)?;
@@ -91,9 +94,10 @@ fn insert_rate(rows: usize, plan: &Plan) -> Result<f64> {
 }
 
 /// Median microseconds per `sample(128)` + `update_priorities(128)` at 1M.
-fn prioritized_us(plan: &Plan) -> Result<f64> {
+fn prioritized_us(order: StorageOrder, plan: &Plan) -> Result<f64> {
     let n = 1_000_000;
-    let cfg = ReplayConfig::new(n, SamplerConfig::Prioritized(PrioritizedConfig::default()));
+    let cfg = ReplayConfig::new(n, SamplerConfig::Prioritized(PrioritizedConfig::default()))
+        .with_storage_order(order);
     let b = ReplayBuffer::new(layout_3x4()?, cfg)?;
     fill(&b, n)?;
     // Spread the priorities so the tree is not uniform.
@@ -200,12 +204,16 @@ fn main() -> Result<()> {
     if args.only_prioritized {
         println!(
             "{}",
-            json!({ "prioritized_1m_sample_update_us": prioritized_us(&plan)? })
+            json!({ "prioritized_1m_sample_update_us": prioritized_us(StorageOrder::default(), &plan)? })
         );
         return Ok(());
     }
-    let s3x4 = sample_us(layout_3x4()?, &plan)?;
-    let sdict = sample_us(layout_dict()?, &plan)?;
+    // The default order (records) and columns, side by side in one run.
+    let order = StorageOrder::default();
+    let s3x4 = sample_us(layout_3x4()?, order, &plan)?;
+    let s3x4_columns = sample_us(layout_3x4()?, StorageOrder::Columns, &plan)?;
+    let sdict = sample_us(layout_dict()?, order, &plan)?;
+    let sdict_columns = sample_us(layout_dict()?, StorageOrder::Columns, &plan)?;
     let mut inserts = serde_json::Map::new();
     let mut insert_ratio = serde_json::Map::new();
     for (rows, reference) in TORCHRL_INSERT_PER_S {
@@ -213,7 +221,8 @@ fn main() -> Result<()> {
         inserts.insert(rows.to_string(), json!(r));
         insert_ratio.insert(rows.to_string(), json!(r / reference));
     }
-    let prio = prioritized_us(&plan)?;
+    let prio = prioritized_us(order, &plan)?;
+    let prio_columns = prioritized_us(StorageOrder::Columns, &plan)?;
     let mut conc = serde_json::Map::new();
     for (name, sampler) in [
         ("uniform", SamplerConfig::Uniform),
@@ -232,11 +241,17 @@ fn main() -> Result<()> {
         "quick": args.quick,
         "runs": plan.runs,
         "statistic": "median over runs; shared 2-core machine, expect noise",
+        "storage_order": format!("{order:?}"),
         "sample128_3x4_us": s3x4,
         "sample128_dict_us": sdict,
         "insert_items_per_s": Value::Object(inserts),
         "prioritized_1m_sample_update_us": prio,
         "concurrency": Value::Object(conc),
+        "columns": {
+            "sample128_3x4_us": s3x4_columns,
+            "sample128_dict_us": sdict_columns,
+            "prioritized_1m_sample_update_us": prio_columns,
+        },
         "speedup_vs_torchrl": {
             "sample128_3x4": TORCHRL_SAMPLE128_3X4_US / s3x4,
             "sample128_dict": TORCHRL_SAMPLE128_DICT_US / sdict,

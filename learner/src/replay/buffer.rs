@@ -27,7 +27,7 @@ use super::rate_limiter::{RateLimiter, RateLimiterConfig, RateLimiterCounters};
 use super::rng::SampleRng;
 use super::sampler::{PriorityUpdate, Sampler, SamplerConfig, SamplerState};
 use super::slot::{self, ItemMeta, ReadOutcome, WriteOutcome};
-use super::storage::{Storage, StorageKind};
+use super::storage::{Storage, StorageKind, StorageOrder};
 use super::writer_policy::WriterPolicy;
 use super::ItemKey;
 
@@ -42,6 +42,10 @@ pub struct ReplayConfig {
     pub policy_lag: Option<PolicyLagCap>,
     /// Seed of the sampling randomness.
     pub seed: u64,
+    /// Memory order of the slots (records by default; see
+    /// [`StorageOrder`]). A reopened mapped directory keeps its own.
+    #[serde(default)]
+    pub storage_order: StorageOrder,
 }
 
 impl ReplayConfig {
@@ -55,6 +59,7 @@ impl ReplayConfig {
             rate_limiter: None,
             policy_lag: None,
             seed: 0,
+            storage_order: StorageOrder::default(),
         }
     }
     pub fn with_writer_policy(mut self, policy: WriterPolicy) -> Self {
@@ -71,6 +76,10 @@ impl ReplayConfig {
     }
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self
+    }
+    pub fn with_storage_order(mut self, order: StorageOrder) -> Self {
+        self.storage_order = order;
         self
     }
 
@@ -328,7 +337,7 @@ impl ReplayBuffer {
     /// An in-memory buffer (allocated and first-touched now).
     pub fn new(layout: ItemLayout, config: ReplayConfig) -> Result<Self, ReplayError> {
         config.validate()?;
-        let storage = Storage::memory(&layout, config.capacity)?;
+        let storage = Storage::memory(&layout, config.capacity, config.storage_order)?;
         Ok(Self::assemble(layout, config, storage, Resume::default()))
     }
 
@@ -340,7 +349,7 @@ impl ReplayBuffer {
         config: ReplayConfig,
     ) -> Result<Self, ReplayError> {
         config.validate()?;
-        let storage = Storage::create_mapped(dir, &layout, config.capacity)?;
+        let storage = Storage::create_mapped(dir, &layout, config.capacity, config.storage_order)?;
         Ok(Self::assemble(layout, config, storage, Resume::default()))
     }
 
@@ -348,10 +357,12 @@ impl ReplayBuffer {
     /// mid-write by a crash are emptied; sampler state is rebuilt (FIFO
     /// resumes at the oldest unconsumed item, priorities restart at the
     /// maximum, group membership is lost: stored items become groups of
-    /// one). Use checkpoints for exact state. `config.capacity` must match.
+    /// one). Use checkpoints for exact state. `config.capacity` must match;
+    /// the directory's storage order replaces `config.storage_order`.
     #[cfg(not(loom))]
-    pub fn open_mapped(dir: &Path, config: ReplayConfig) -> Result<Self, ReplayError> {
+    pub fn open_mapped(dir: &Path, mut config: ReplayConfig) -> Result<Self, ReplayError> {
         let (storage, layout) = Storage::open_mapped(dir)?;
+        config.storage_order = storage.order();
         if storage.capacity() != config.capacity {
             return Err(ReplayError::Mismatch {
                 path: dir.to_owned(),

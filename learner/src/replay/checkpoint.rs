@@ -307,7 +307,7 @@ impl ReplayBuffer {
         if header.records > header.capacity as u64 {
             return Err(corrupt("more records than slots".into()));
         }
-        let storage = Storage::memory(&layout, config.capacity)?;
+        let storage = Storage::memory(&layout, config.capacity, config.storage_order)?;
         let resume = Resume {
             claimed: header.claimed,
             counters: header.counters,

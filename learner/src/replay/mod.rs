@@ -102,7 +102,7 @@ pub use lazy::LazyReplayBuffer;
 pub use policy_lag::{LagAction, PolicyLagCap};
 pub use rate_limiter::{RateLimiterConfig, RateLimiterCounters};
 pub use sampler::{PrioritizedConfig, PriorityUpdate, SamplerConfig};
-pub use storage::StorageKind;
+pub use storage::{StorageKind, StorageOrder};
 pub use writer_policy::WriterPolicy;
 
 /// Stable identity of an inserted item: keys are consecutive in insertion

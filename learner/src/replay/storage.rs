@@ -1,15 +1,27 @@
-//! Preallocated columnar storage: one column of fixed-size rows per field,
-//! plus one 64-byte metadata record per slot, all as 64-bit atomic words.
+//! Preallocated storage: fixed-size rows per field plus a small metadata
+//! record per slot, all as 64-bit atomic words, in one of two orders.
 //!
-//! Why columns: a sample gathers row `slot` of each column into row `i` of a
-//! contiguous per-field batch buffer, so a field of `B` items is uploaded to
-//! the device in one copy. Why atomic words: readers copy a slot while a
+//! - [`StorageOrder::Records`] (default): slot `s` is one run of whole cache
+//!   lines holding its metadata and then each field's row. Why: a sample
+//!   copies every field of a random slot, so what it pays is cache lines per
+//!   slot; a 3x4 f32 item is 2 lines this way against 2.5 in columns (the
+//!   metadata line plus a 48-byte row that straddles two lines half the
+//!   time), three such fields 3 against 5. Measured in `replay_bench`.
+//! - [`StorageOrder::Columns`]: one column of rows per field and one column
+//!   of 64-byte metadata records, so each field of consecutive slots is
+//!   contiguous (a field can be scanned alone). The format of mapped
+//!   directories written before the order existed.
+//!
+//! Either way a sample gathers row `slot` of each field into row `i` of a
+//! contiguous per-field batch buffer, so a field of `B` items is uploaded
+//! to the device in one copy. Why atomic words: readers copy a slot while a
 //! writer may be overwriting it (seqlock, see `slot.rs`); doing both through
 //! `Relaxed` atomic word accesses makes that race defined behaviour, and on
 //! x86-64 and aarch64 those accesses compile to plain loads and stores.
-//! Cost: `capacity * (row bytes rounded up to 8 + 64)` bytes, allocated and
-//! first-touched at construction (about 3 s per GiB on our machines), never
-//! afterwards.
+//! Cost: `capacity * (row bytes rounded up to 8 + 48)` bytes rounded up to
+//! whole 64-byte lines per slot (records) or `capacity * (row bytes rounded
+//! up to 8 + 64)` (columns), allocated and first-touched at construction
+//! (about 3 s per GiB on our machines), never afterwards.
 //!
 //! Backings: [`StorageKind::Memory`] (an anonymous map advised to use huge
 //! pages, the heap as a fallback) and [`StorageKind::Mapped`] (a
@@ -22,8 +34,13 @@ use super::error::ReplayError;
 use super::layout::ItemLayout;
 use crate::loom::atomic::{AtomicU64, Ordering};
 
-/// Words of the per-slot metadata record (one cache line).
+/// Words between metadata records in [`StorageOrder::Columns`] (one cache
+/// line; only the first [`META_USED`] are used).
 pub(crate) const META_WORDS: usize = 8;
+/// Words of the metadata record that hold something; the record's length.
+pub(crate) const META_USED: usize = 6;
+/// Words per cache line.
+const LINE_WORDS: usize = 8;
 /// Seqlock version: odd while a writer is inside the slot.
 pub(crate) const META_VERSION: usize = 0;
 /// Key of the item in the slot (protected by the version).
@@ -54,6 +71,16 @@ pub(crate) fn prefetch<T>(r: &T) {
     let _ = r;
 }
 
+/// How slots are laid out in memory (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum StorageOrder {
+    /// Each slot's metadata and fields together, in whole cache lines.
+    #[default]
+    Records,
+    /// One column per field and one of metadata.
+    Columns,
+}
+
 /// Where the slots live.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StorageKind {
@@ -69,9 +96,17 @@ struct MappedHeader {
     format: u32,
     capacity: usize,
     layout: ItemLayout,
+    /// Absent in format 1, which was always columns.
+    #[serde(default = "columns")]
+    order: StorageOrder,
 }
 
-const MAPPED_FORMAT: u32 = 1;
+fn columns() -> StorageOrder {
+    StorageOrder::Columns
+}
+
+/// Format 2 added `order`; format 1 directories (columns) still open.
+const MAPPED_FORMAT: u32 = 2;
 
 enum Backing {
     Memory(Box<[AtomicU64]>),
@@ -89,12 +124,17 @@ enum Backing {
 pub(crate) struct Storage {
     backing: Backing,
     capacity: usize,
-    /// Word offset of each field's column.
+    order: StorageOrder,
+    /// Word offset of each field's row in slot 0.
     field_offsets: Vec<usize>,
     /// Words per row of each field.
     field_row_words: Vec<usize>,
-    /// Word offset of the metadata records.
+    /// Words from one slot's row of a field to the next slot's.
+    field_strides: Vec<usize>,
+    /// Word offset of slot 0's metadata record.
     meta_offset: usize,
+    /// Words from one slot's metadata record to the next.
+    meta_stride: usize,
 }
 
 impl std::fmt::Debug for Storage {
@@ -109,34 +149,65 @@ impl std::fmt::Debug for Storage {
 struct Geometry {
     field_offsets: Vec<usize>,
     field_row_words: Vec<usize>,
+    field_strides: Vec<usize>,
     meta_offset: usize,
+    meta_stride: usize,
     total_words: usize,
 }
 
-fn geometry(layout: &ItemLayout, capacity: usize) -> Result<Geometry, ReplayError> {
-    let mut field_offsets = Vec::new();
-    let mut field_row_words = Vec::new();
-    let mut off = 0usize;
-    for f in layout.fields() {
-        field_offsets.push(off);
-        field_row_words.push(f.row_words());
-        off = f
-            .row_words()
-            .checked_mul(capacity)
-            .and_then(|w| w.checked_add(off))
-            .ok_or_else(|| ReplayError::config("storage size overflows usize"))?;
+fn geometry(
+    layout: &ItemLayout,
+    capacity: usize,
+    order: StorageOrder,
+) -> Result<Geometry, ReplayError> {
+    let overflow = || ReplayError::config("storage size overflows usize");
+    let field_row_words: Vec<usize> = layout.fields().iter().map(|f| f.row_words()).collect();
+    let mut field_offsets = Vec::with_capacity(field_row_words.len());
+    match order {
+        StorageOrder::Columns => {
+            let mut off = 0usize;
+            for &w in &field_row_words {
+                field_offsets.push(off);
+                off = w
+                    .checked_mul(capacity)
+                    .and_then(|w| w.checked_add(off))
+                    .ok_or_else(overflow)?;
+            }
+            let total_words = capacity
+                .checked_mul(META_WORDS)
+                .and_then(|w| w.checked_add(off))
+                .ok_or_else(overflow)?;
+            Ok(Geometry {
+                field_strides: field_row_words.clone(),
+                field_offsets,
+                field_row_words,
+                meta_offset: off,
+                meta_stride: META_WORDS,
+                total_words,
+            })
+        }
+        StorageOrder::Records => {
+            // [metadata | field 0 | field 1 | ...], padded to whole lines so
+            // every record starts a line and spans the fewest lines.
+            let mut off = META_USED;
+            for &w in &field_row_words {
+                field_offsets.push(off);
+                off = off.checked_add(w).ok_or_else(overflow)?;
+            }
+            let record = off
+                .checked_next_multiple_of(LINE_WORDS)
+                .ok_or_else(overflow)?;
+            let total_words = record.checked_mul(capacity).ok_or_else(overflow)?;
+            Ok(Geometry {
+                field_strides: vec![record; field_row_words.len()],
+                field_offsets,
+                field_row_words,
+                meta_offset: 0,
+                meta_stride: record,
+                total_words,
+            })
+        }
     }
-    let meta_offset = off;
-    let total_words = capacity
-        .checked_mul(META_WORDS)
-        .and_then(|w| w.checked_add(off))
-        .ok_or_else(|| ReplayError::config("storage size overflows usize"))?;
-    Ok(Geometry {
-        field_offsets,
-        field_row_words,
-        meta_offset,
-        total_words,
-    })
 }
 
 impl Storage {
@@ -148,13 +219,17 @@ impl Storage {
     /// prefetches of a batch stalled on those page walks; 2 MiB pages cover
     /// the storage with a few dozen TLB entries. Where THP is off the advice
     /// is refused and this is plain anonymous memory.
-    pub(crate) fn memory(layout: &ItemLayout, capacity: usize) -> Result<Self, ReplayError> {
-        let g = geometry(layout, capacity)?;
+    pub(crate) fn memory(
+        layout: &ItemLayout,
+        capacity: usize,
+        order: StorageOrder,
+    ) -> Result<Self, ReplayError> {
+        let g = geometry(layout, capacity, order)?;
         #[cfg(not(loom))]
         if let Ok(map) = memmap2::MmapMut::map_anon(g.total_words * 8) {
             #[cfg(target_os = "linux")]
             let _ = map.advise(memmap2::Advice::HugePage);
-            let storage = Self::from_parts(Backing::Anon(map), capacity, g);
+            let storage = Self::from_parts(Backing::Anon(map), capacity, order, g);
             // Zeroed by the kernel; touch one word per 4 KiB page now
             // (first touch costs ~3 s/GiB) rather than on the hot path.
             // Relaxed: nothing else sees the storage yet.
@@ -166,16 +241,19 @@ impl Storage {
         // Writing every word first-touches every page now rather than on the
         // hot path.
         let words: Box<[AtomicU64]> = (0..g.total_words).map(|_| AtomicU64::new(0)).collect();
-        Ok(Self::from_parts(Backing::Memory(words), capacity, g))
+        Ok(Self::from_parts(Backing::Memory(words), capacity, order, g))
     }
 
-    fn from_parts(backing: Backing, capacity: usize, g: Geometry) -> Self {
+    fn from_parts(backing: Backing, capacity: usize, order: StorageOrder, g: Geometry) -> Self {
         Storage {
             backing,
             capacity,
+            order,
             field_offsets: g.field_offsets,
             field_row_words: g.field_row_words,
+            field_strides: g.field_strides,
             meta_offset: g.meta_offset,
+            meta_stride: g.meta_stride,
         }
     }
 
@@ -185,13 +263,15 @@ impl Storage {
         dir: &Path,
         layout: &ItemLayout,
         capacity: usize,
+        order: StorageOrder,
     ) -> Result<Self, ReplayError> {
-        let g = geometry(layout, capacity)?;
+        let g = geometry(layout, capacity, order)?;
         std::fs::create_dir_all(dir).map_err(|e| ReplayError::io("create dir", dir, e))?;
         let header = MappedHeader {
             format: MAPPED_FORMAT,
             capacity,
             layout: layout.clone(),
+            order,
         };
         let header_path = dir.join("layout.json");
         let json = serde_json::to_vec_pretty(&header).map_err(|e| ReplayError::Corrupt {
@@ -209,7 +289,7 @@ impl Storage {
             .map_err(|e| ReplayError::io("create", &data_path, e))?;
         file.set_len((g.total_words * 8) as u64)
             .map_err(|e| ReplayError::io("resize", &data_path, e))?;
-        Self::map(file, dir, &data_path, capacity, g)
+        Self::map(file, dir, &data_path, capacity, order, g)
     }
 
     /// Reopens a mapped directory; the layout and capacity come from it.
@@ -223,13 +303,13 @@ impl Storage {
                 path: header_path.clone(),
                 reason: e.to_string(),
             })?;
-        if header.format != MAPPED_FORMAT {
+        if !(1..=MAPPED_FORMAT).contains(&header.format) {
             return Err(ReplayError::Mismatch {
                 path: header_path,
-                reason: format!("format {} (expected {MAPPED_FORMAT})", header.format),
+                reason: format!("format {} (expected 1 to {MAPPED_FORMAT})", header.format),
             });
         }
-        let g = geometry(&header.layout, header.capacity)?;
+        let g = geometry(&header.layout, header.capacity, header.order)?;
         let data_path = dir.join("storage.bin");
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -246,7 +326,7 @@ impl Storage {
                 reason: format!("{len} bytes, layout needs {}", g.total_words * 8),
             });
         }
-        let storage = Self::map(file, dir, &data_path, header.capacity, g)?;
+        let storage = Self::map(file, dir, &data_path, header.capacity, header.order, g)?;
         Ok((storage, header.layout))
     }
 
@@ -256,6 +336,7 @@ impl Storage {
         dir: &Path,
         data_path: &Path,
         capacity: usize,
+        order: StorageOrder,
         g: Geometry,
     ) -> Result<Self, ReplayError> {
         // SAFETY: the file is ours for the map's lifetime (documented: one
@@ -274,6 +355,7 @@ impl Storage {
                 dir: dir.to_owned(),
             },
             capacity,
+            order,
             g,
         ))
     }
@@ -324,6 +406,10 @@ impl Storage {
         self.capacity
     }
 
+    pub(crate) fn order(&self) -> StorageOrder {
+        self.order
+    }
+
     pub(crate) fn num_fields(&self) -> usize {
         self.field_offsets.len()
     }
@@ -332,15 +418,15 @@ impl Storage {
     #[inline]
     pub(crate) fn row(&self, field: usize, slot: usize) -> &[AtomicU64] {
         let w = self.field_row_words[field];
-        let start = self.field_offsets[field] + slot * w;
+        let start = self.field_offsets[field] + slot * self.field_strides[field];
         &self.words()[start..start + w]
     }
 
     /// The metadata record of a slot.
     #[inline]
     pub(crate) fn meta(&self, slot: usize) -> &[AtomicU64] {
-        let start = self.meta_offset + slot * META_WORDS;
-        &self.words()[start..start + META_WORDS]
+        let start = self.meta_offset + slot * self.meta_stride;
+        &self.words()[start..start + META_USED]
     }
 
     /// Prefetches the slot's metadata line and every line of each row, so
@@ -352,15 +438,27 @@ impl Storage {
     /// on the copy's critical path (see README, "Benchmarks").
     #[inline]
     pub(crate) fn touch(&self, slot: usize) {
-        prefetch(&self.meta(slot)[META_VERSION]);
-        for field in 0..self.num_fields() {
-            // Every 8th word: one per 64-byte line, plus the last word.
-            let row = self.row(field, slot);
-            for w in row.iter().step_by(8) {
-                prefetch(w);
+        match self.order {
+            StorageOrder::Records => {
+                // The record is whole lines from its first word.
+                let start = self.meta_offset + slot * self.meta_stride;
+                let record = &self.words()[start..start + self.meta_stride];
+                for w in record.iter().step_by(LINE_WORDS) {
+                    prefetch(w);
+                }
             }
-            if let Some(w) = row.last() {
-                prefetch(w);
+            StorageOrder::Columns => {
+                prefetch(&self.meta(slot)[META_VERSION]);
+                for field in 0..self.num_fields() {
+                    // One word per 64-byte line, plus the last word.
+                    let row = self.row(field, slot);
+                    for w in row.iter().step_by(LINE_WORDS) {
+                        prefetch(w);
+                    }
+                    if let Some(w) = row.last() {
+                        prefetch(w);
+                    }
+                }
             }
         }
     }
@@ -385,5 +483,51 @@ impl Storage {
     #[inline]
     pub(crate) fn retire(&self, slot: usize, key: u64) {
         self.meta(slot)[META_RETIRED].store(key + 1, Ordering::Release);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::replay::layout::DType;
+
+    /// Word ranges of every row and metadata record, for both orders: they
+    /// must tile without overlap inside the storage, and records must start
+    /// on a cache line.
+    #[test]
+    fn rows_and_metadata_never_overlap_in_either_order() {
+        let layout = ItemLayout::builder()
+            .field("a", DType::F32, &[3, 4])
+            .field("b", DType::F32, &[3, 4])
+            .field("c", DType::Bool, &[])
+            .build()
+            .expect("layout");
+        let capacity = 37;
+        for order in [StorageOrder::Records, StorageOrder::Columns] {
+            let s = Storage::memory(&layout, capacity, order).expect("storage");
+            let base = s.words().as_ptr() as usize;
+            let range = |w: &[AtomicU64]| {
+                let start = (w.as_ptr() as usize - base) / 8;
+                (start, start + w.len())
+            };
+            let mut ranges = Vec::new();
+            for slot in 0..capacity {
+                let meta = range(s.meta(slot));
+                if order == StorageOrder::Records {
+                    assert_eq!(meta.0 % LINE_WORDS, 0, "record {slot} starts a line");
+                }
+                ranges.push(meta);
+                for field in 0..s.num_fields() {
+                    let row = range(s.row(field, slot));
+                    assert_eq!(row.1 - row.0, layout.fields()[field].row_words());
+                    ranges.push(row);
+                }
+            }
+            ranges.sort_unstable();
+            for pair in ranges.windows(2) {
+                assert!(pair[0].1 <= pair[1].0, "{order:?}: {pair:?} overlap");
+            }
+            assert!(ranges.last().expect("ranges").1 <= s.words().len());
+        }
     }
 }

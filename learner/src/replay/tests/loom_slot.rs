@@ -9,14 +9,14 @@ use loom::thread;
 use crate::loom::atomic::Ordering;
 use crate::replay::layout::{DType, ItemLayout};
 use crate::replay::slot::{self, ItemMeta, ReadOutcome, WriteOutcome};
-use crate::replay::storage::Storage;
+use crate::replay::storage::{Storage, StorageOrder};
 
 fn storage() -> Arc<Storage> {
     let layout = ItemLayout::builder()
         .field("x", DType::U64, &[2])
         .build()
         .expect("valid layout");
-    Arc::new(Storage::memory(&layout, 1).expect("tiny storage"))
+    Arc::new(Storage::memory(&layout, 1, StorageOrder::Records).expect("tiny storage"))
 }
 
 fn write(s: &Storage, key: u64, value: u64) -> WriteOutcome {
