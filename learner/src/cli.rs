@@ -114,6 +114,11 @@ pub struct TrainArgs {
     /// Tokio worker threads for the gRPC server [default: 1 per 4 cores, 1 to 4].
     #[arg(long)]
     pub io_threads: Option<usize>,
+    /// Serve live Prometheus metrics at `GET http://ADDR/metrics` (OpenMetrics
+    /// text); ADDR is `IP:PORT`, e.g. `127.0.0.1:9100` (`0.0.0.0:9100` for a
+    /// remote Prometheus); port 0 picks a free port, logged at start [default: off].
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// Run local actors from this `actor` binary instead of `learner actor` [default: this executable].
     #[arg(long)]
     pub actor_bin: Option<PathBuf>,
@@ -250,6 +255,14 @@ mod tests {
         assert_eq!(t.replay_ratio, 4);
         assert_eq!(t.target_return, 475.0);
         assert_eq!(t.hidden_sizes, vec![64, 64]);
+        assert_eq!(t.metrics_addr, None);
+    }
+
+    #[test]
+    fn metrics_addr_takes_a_socket_address() {
+        let t = parse(&["--metrics-addr", "127.0.0.1:0"]).unwrap().train;
+        assert_eq!(t.metrics_addr, Some("127.0.0.1:0".parse().unwrap()));
+        assert!(parse(&["--metrics-addr", "localhost"]).is_err());
     }
 
     #[test]

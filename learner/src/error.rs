@@ -64,6 +64,13 @@ pub enum LearnerError {
         #[source]
         source: std::io::Error,
     },
+    /// The `--metrics-addr` endpoint could not listen.
+    #[error("cannot serve metrics on {addr} (--metrics-addr): {source}")]
+    MetricsBind {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("`--listen {value}`: {reason}")]
     ListenAddr { value: String, reason: String },
     #[error("`--device {value}`: {reason}")]

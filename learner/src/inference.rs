@@ -405,7 +405,7 @@ impl<'a> InferenceWorker<'a> {
             let _ = reply.send(Ok(msg));
             metrics
                 .step_latency
-                .record_us(now.saturating_duration_since(received_at).as_micros() as u64);
+                .record(now.saturating_duration_since(received_at).as_micros() as u64);
             row += k;
         }
         metrics
@@ -415,6 +415,7 @@ impl<'a> InferenceWorker<'a> {
         metrics
             .inference_rows
             .fetch_add(rows as u64, Ordering::Relaxed);
+        metrics.inference_batch_rows.record(rows as u64);
         metrics
             .env_steps
             .fetch_add(rows as u64 - reset_rows, Ordering::Relaxed);

@@ -1,20 +1,27 @@
 //! Learner-wide counters: the one place every report reads from.
 //!
 //! Stream tasks and inference threads bump plain atomics; the `Status` RPC,
-//! the progress line, the summary JSON (and later the Prometheus endpoint)
-//! all read a [`MetricsSnapshot`]. Every counter is independent and
+//! the progress line, `metrics.jsonl`, the summary JSON and the Prometheus
+//! endpoint all read a [`MetricsSnapshot`]. Every counter is independent and
 //! monotonic (gauges are single numbers), so writers use `Relaxed`: no reader
 //! infers anything about other memory from them, and a snapshot taken
 //! mid-update is off by at most the updates in flight.
 //!
+//! Figures that other parts already keep (live slots, the batcher's queue,
+//! the training side) are not copied here: their owners are attached once
+//! and read at snapshot time, so nothing is counted twice.
+//!
 //! Cost per step request: a handful of uncontended `fetch_add`s and one
-//! histogram bucket increment.
+//! histogram record; per inference batch, one more histogram record.
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::latency_histogram::{HistogramSnapshot, LatencyHistogram};
+use crate::batcher::DynamicBatcher;
+use crate::log_histogram::{HistogramSnapshot, LogHistogram};
 use crate::state_table::StateTable;
+use crate::step_request::StepRequest;
+use crate::training::{TrainingProbe, TrainingSnapshot};
 
 /// Episodes whose returns make up the reported mean.
 pub const RETURN_WINDOW: usize = 100;
@@ -29,9 +36,12 @@ pub struct Metrics {
     pub step_batches: AtomicU64,
     /// Action batches sent. Written by inference.
     pub action_batches: AtomicU64,
-    /// Inference batches run, and the env rows in them.
+    /// Inference batches run. Written by inference.
     pub inference_batches: AtomicU64,
+    /// Env rows in those batches (reset rows included). Written by inference.
     pub inference_rows: AtomicU64,
+    /// Env rows per inference batch, one record per batch. Written by inference.
+    pub inference_batch_rows: LogHistogram,
     /// Streams that completed the hello (gauge).
     pub connected_actors: AtomicU32,
     /// Streams ended with an error status.
@@ -40,10 +50,12 @@ pub struct Metrics {
     pub episodes: AtomicU64,
     /// Policy version used by the latest inference batch.
     pub policy_version: AtomicU64,
-    /// Training steps (written by the trainer, next phase).
+    /// Training steps, skipped ones included (written by the trainer;
+    /// restored from a checkpoint with `--resume`).
     pub learner_steps: AtomicU64,
-    /// Server-side step latency: StepBatch received -> ActionBatch queued.
-    pub step_latency: LatencyHistogram,
+    /// Server-side step latency in microseconds: StepBatch received ->
+    /// ActionBatch queued, one record per step batch. Written by inference.
+    pub step_latency: LogHistogram,
     /// Ring of the last [`RETURN_WINDOW`] episode returns (f32 bits); slot
     /// `i % RETURN_WINDOW` holds episode `i`. A reader may see a slot being
     /// overwritten by a newer episode, which only shifts the window by one.
@@ -52,6 +64,10 @@ pub struct Metrics {
     returns_written: AtomicU64,
     /// Source of the live-slot gauge, attached when the server starts.
     state_table: OnceLock<Arc<StateTable>>,
+    /// Source of the queued-requests gauge, attached when the server starts.
+    batcher: OnceLock<Arc<DynamicBatcher<StepRequest>>>,
+    /// The training side, attached when training starts (absent with `--no-train`).
+    training: OnceLock<Arc<TrainingProbe>>,
 }
 
 impl Default for Metrics {
@@ -61,6 +77,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// All counters at zero; the clock of [`uptime`](Metrics::uptime) starts now.
     pub fn new() -> Self {
         Metrics {
             started: Instant::now(),
@@ -69,18 +86,22 @@ impl Metrics {
             action_batches: AtomicU64::new(0),
             inference_batches: AtomicU64::new(0),
             inference_rows: AtomicU64::new(0),
+            inference_batch_rows: LogHistogram::new(),
             connected_actors: AtomicU32::new(0),
             stream_errors: AtomicU64::new(0),
             episodes: AtomicU64::new(0),
             policy_version: AtomicU64::new(0),
             learner_steps: AtomicU64::new(0),
-            step_latency: LatencyHistogram::new(),
+            step_latency: LogHistogram::new(),
             returns: (0..RETURN_WINDOW).map(|_| AtomicU32::new(0)).collect(),
             returns_written: AtomicU64::new(0),
             state_table: OnceLock::new(),
+            batcher: OnceLock::new(),
+            training: OnceLock::new(),
         }
     }
 
+    /// Time since these metrics were created (the server's start).
     pub fn uptime(&self) -> Duration {
         self.started.elapsed()
     }
@@ -111,6 +132,16 @@ impl Metrics {
         let _ = self.state_table.set(table);
     }
 
+    /// Makes snapshots report the batcher's queued requests (first call wins).
+    pub fn attach_batcher(&self, batcher: Arc<DynamicBatcher<StepRequest>>) {
+        let _ = self.batcher.set(batcher);
+    }
+
+    /// Makes snapshots report the training side (first call wins).
+    pub fn attach_training(&self, training: Arc<TrainingProbe>) {
+        let _ = self.training.set(training);
+    }
+
     /// Every figure at once.
     pub fn snapshot(&self) -> MetricsSnapshot {
         let batches = self.inference_batches.load(Ordering::Relaxed);
@@ -122,36 +153,58 @@ impl Metrics {
             action_batches: self.action_batches.load(Ordering::Relaxed),
             inference_batches: batches,
             inference_rows: rows,
+            inference_batch_rows: self.inference_batch_rows.snapshot(),
             connected_actors: self.connected_actors.load(Ordering::Relaxed),
             live_slots: self.state_table.get().map_or(0, |t| t.live_slots()),
+            batcher_queued: self.batcher.get().map_or(0, |b| b.queued()),
             stream_errors: self.stream_errors.load(Ordering::Relaxed),
             episodes: self.episodes.load(Ordering::Relaxed),
             mean_return_last_100: self.mean_return(),
             policy_version: self.policy_version.load(Ordering::Relaxed),
             learner_steps: self.learner_steps.load(Ordering::Relaxed),
             step_latency: self.step_latency.snapshot(),
+            training: self.training.get().map(|t| t.snapshot()),
         }
     }
 }
 
-/// A copy of every counter, taken at one moment.
+/// A copy of every figure, taken at one moment; fields mirror [`Metrics`].
 #[derive(Debug, Clone, Default)]
 pub struct MetricsSnapshot {
+    /// Time since the server started.
     pub uptime: Duration,
+    /// Env steps answered.
     pub env_steps: u64,
+    /// Step batches accepted.
     pub step_batches: u64,
+    /// Action batches sent.
     pub action_batches: u64,
+    /// Inference batches run.
     pub inference_batches: u64,
+    /// Env rows in those batches.
     pub inference_rows: u64,
+    /// Env rows per inference batch.
+    pub inference_batch_rows: HistogramSnapshot,
+    /// Streams that completed the hello.
     pub connected_actors: u32,
+    /// Env slots leased to streams.
     pub live_slots: usize,
+    /// Step requests waiting in the batcher (approximate).
+    pub batcher_queued: usize,
+    /// Streams ended with an error status.
     pub stream_errors: u64,
+    /// Episodes reported by actors.
     pub episodes: u64,
+    /// Mean return of the last [`RETURN_WINDOW`] episodes.
     pub mean_return_last_100: f64,
+    /// Policy version used by the latest inference batch.
     pub policy_version: u64,
+    /// Training steps, skipped ones included.
     pub learner_steps: u64,
-    /// Cumulative step latency histogram.
+    /// Cumulative step latency histogram, in microseconds.
     pub step_latency: HistogramSnapshot,
+    /// The training side; `None` when not training.
+    pub training: Option<TrainingSnapshot>,
 }
 
 impl MetricsSnapshot {
@@ -183,8 +236,8 @@ impl MetricsSnapshot {
             } else {
                 rows as f64 / batches as f64
             },
-            step_latency_p50_us: latency.quantile_us(0.5),
-            step_latency_p99_us: latency.quantile_us(0.99),
+            step_latency_p50_us: latency.quantile(0.5),
+            step_latency_p99_us: latency.quantile(0.99),
         }
     }
 }
@@ -192,10 +245,15 @@ impl MetricsSnapshot {
 /// Figures over an interval (progress lines).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IntervalStats {
+    /// Length of the interval.
     pub seconds: f64,
+    /// Env steps answered per second.
     pub env_steps_per_second: f64,
+    /// Mean env rows per inference batch.
     pub mean_batch_size: f64,
+    /// Median step latency, microseconds.
     pub step_latency_p50_us: f64,
+    /// 99th percentile step latency, microseconds.
     pub step_latency_p99_us: f64,
 }
 
@@ -224,7 +282,7 @@ mod tests {
         m.inference_batches.fetch_add(4, Ordering::Relaxed);
         m.inference_rows.fetch_add(100, Ordering::Relaxed);
         m.env_steps.fetch_add(100, Ordering::Relaxed);
-        m.step_latency.record_us(40);
+        m.step_latency.record(40);
         let b = m.snapshot();
         assert_eq!(b.mean_batch_size(), 25.0);
         let i = b.since(&a);

@@ -15,7 +15,7 @@
 //! Cost per batch: one sample (a copy of `B` items), one transpose copy, one
 //! upload per field (8 to 10), one channel hand-off.
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -225,7 +225,9 @@ pub enum NextBatchError {
 pub struct Prefetcher {
     rx: Receiver<TrainBatch>,
     stop: Arc<AtomicBool>,
-    handles: Vec<JoinHandle<()>>,
+    /// Taken once by [`join`](Prefetcher::join); a mutex because the
+    /// prefetcher is shared (trainer, reports) and joined by reference.
+    handles: Mutex<Vec<JoinHandle<()>>>,
     pub stats: Arc<PrefetchStats>,
 }
 
@@ -268,7 +270,7 @@ impl Prefetcher {
         Ok(Prefetcher {
             rx,
             stop,
-            handles,
+            handles: Mutex::new(handles),
             stats,
         })
     }
@@ -301,12 +303,13 @@ impl Prefetcher {
         self.stop.store(true, Ordering::Relaxed);
     }
 
-    /// Stops and joins the threads.
-    pub fn join(mut self) {
+    /// Stops and joins the threads (once; later calls return at once).
+    pub fn join(&self) {
         self.stop();
         // Drain so no thread stays blocked on a full queue.
         while self.rx.try_recv().is_ok() {}
-        for h in self.handles.drain(..) {
+        let handles = std::mem::take(&mut *self.handles.lock().unwrap_or_else(|p| p.into_inner()));
+        for h in handles {
             let _ = h.join();
         }
     }

@@ -20,7 +20,7 @@ use crate::metrics::{MetricsSnapshot, RETURN_WINDOW};
 use crate::metrics_log::MetricsLog;
 use crate::server::{Server, ServerConfig};
 use crate::summary::{RunSummary, TrainingSummary};
-use crate::training::{Training, TrainingSetup, TrainingSnapshot};
+use crate::training::{TrainingSetup, TrainingSnapshot};
 use crate::transport::ListenAddr;
 
 /// How often stop conditions (`--max-env-steps`, solved) are checked.
@@ -124,6 +124,7 @@ pub async fn run_until(
     config.inference_threads = args.inference_threads.max(1);
     config.device = parse_device(&args.device)?;
     config.seed = args.seed;
+    config.metrics_addr = args.metrics_addr;
     let setup = if args.no_train {
         None
     } else {
@@ -245,7 +246,7 @@ pub async fn run_until(
                 }
                 if let (Some(at), Some(every)) = (next_progress, progress_every) {
                     if now >= at {
-                        let t = training.as_ref().map(Training::snapshot);
+                        let t = snap.training;
                         log_progress(&snap, &last, t.as_ref());
                         if let (Some(log), Some(t)) = (metrics_log.as_mut(), t.as_ref()) {
                             if let Err(e) = log.append(&interval_record(&snap, &last, t, seconds)) {
@@ -262,7 +263,7 @@ pub async fn run_until(
 
     let wall = started.elapsed();
     let snap = metrics.snapshot();
-    let train_snap = training.as_ref().map(Training::snapshot);
+    let train_snap = snap.training;
     let train_secs = training.as_ref().map_or(0.0, |t| t.elapsed().as_secs_f64());
     if let (Some(log), Some(t)) = (metrics_log.as_mut(), train_snap.as_ref()) {
         let record = interval_record(&snap, &last, t, t0.elapsed().as_secs_f64());

@@ -24,6 +24,7 @@
 //! unbounded work or memory. (Rejecting beats stalling the reader: a stalled
 //! reader would also stop seeing the client's disconnect.)
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -44,7 +45,8 @@ use tracing::{debug, info, warn};
 use crate::batcher::{BatcherConfig, DynamicBatcher};
 use crate::error::{LearnerError, StreamError};
 use crate::inference::{spawn_inference_threads, InferenceShared, SinkFactory};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::metrics_endpoint::MetricsEndpoint;
 use crate::model::{ModelConfig, TrainableModel};
 use crate::state_table::{SlotLease, StateTable};
 use crate::step_request::{ReplySender, StepRequest};
@@ -100,6 +102,9 @@ pub struct ServerConfig {
     pub weights: Option<Arc<WeightsHandle>>,
     /// The unroll builder hook (see [`crate::inference::InferenceSink`]).
     pub sink: Option<SinkFactory>,
+    /// Serve `GET /metrics` (Prometheus) here (`--metrics-addr`); port 0
+    /// picks a free one ([`ServerHandle::metrics_addr`] tells which).
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 impl ServerConfig {
@@ -122,6 +127,7 @@ impl ServerConfig {
             model: None,
             weights: None,
             sink: None,
+            metrics_addr: None,
         }
     }
 }
@@ -227,12 +233,18 @@ impl Server {
         }
         let metrics = Arc::new(Metrics::new());
         metrics.attach_state_table(Arc::clone(&table));
+        metrics.attach_batcher(Arc::clone(&batcher));
         metrics
             .policy_version
             .store(weights.version().0, Ordering::Relaxed);
 
         let (listener, local) =
             transport::bind(&config.listen, config.fallback_to_ephemeral).await?;
+        // Before any thread starts, so a busy metrics port leaves nothing behind.
+        let metrics_endpoint = match config.metrics_addr {
+            Some(addr) => Some(MetricsEndpoint::bind(addr, Arc::clone(&metrics)).await?),
+            None => None,
+        };
 
         let threads = spawn_inference_threads(
             Arc::new(InferenceShared {
@@ -289,6 +301,7 @@ impl Server {
         info!(addr = %local, "learner listening");
         Ok(ServerHandle {
             addr: local,
+            metrics_endpoint,
             metrics,
             weights,
             batcher,
@@ -303,6 +316,7 @@ impl Server {
 /// A running learner server.
 pub struct ServerHandle {
     addr: ListenAddr,
+    metrics_endpoint: Option<MetricsEndpoint>,
     metrics: Arc<Metrics>,
     weights: Arc<WeightsHandle>,
     batcher: Arc<DynamicBatcher<StepRequest>>,
@@ -326,16 +340,26 @@ impl ServerHandle {
         }
     }
 
+    /// Where `GET /metrics` is served, when [`ServerConfig::metrics_addr`] was set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_endpoint
+            .as_ref()
+            .map(MetricsEndpoint::local_addr)
+    }
+
+    /// The learner's counters.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
 
+    /// The weights inference uses.
     pub fn weights(&self) -> &Arc<WeightsHandle> {
         &self.weights
     }
 
     /// Ends every stream with UNAVAILABLE, stops serving (the port or socket
-    /// is free when this returns) and joins the inference threads.
+    /// is free when this returns, the metrics port too) and joins the
+    /// inference threads.
     pub async fn shutdown(self) -> Result<(), LearnerError> {
         self.ctx.streams.close();
         let _ = self.shutdown.send(true);
@@ -349,6 +373,9 @@ impl ServerHandle {
                 Ok(Ok(()))
             }
         };
+        if let Some(endpoint) = self.metrics_endpoint {
+            endpoint.shutdown().await;
+        }
         self.batcher.close();
         let threads = self.threads;
         let _ = tokio::task::spawn_blocking(move || {
@@ -428,21 +455,43 @@ impl Learner for ActorService {
         &self,
         _request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusReply>, Status> {
-        let m = self.ctx.metrics.snapshot();
-        Ok(Response::new(pb::StatusReply {
-            uptime_seconds: m.uptime.as_secs_f64(),
-            connected_actors: m.connected_actors,
-            live_env_slots: m.live_slots as u32,
-            env_steps: m.env_steps,
-            inference_batches: m.inference_batches,
-            mean_batch_size: m.mean_batch_size(),
-            policy_version: self.ctx.weights.version().0,
-            episodes: m.episodes,
-            mean_return_last_100: m.mean_return_last_100,
-            learner_steps: m.learner_steps,
-            step_latency_p50_us: m.step_latency.quantile_us(0.5),
-            step_latency_p99_us: m.step_latency.quantile_us(0.99),
-        }))
+        Ok(Response::new(status_reply(&self.ctx.metrics.snapshot())))
+    }
+}
+
+/// The `Status` reply: every figure of `m` (the `/metrics` endpoint renders
+/// the same snapshot type).
+pub fn status_reply(m: &MetricsSnapshot) -> pb::StatusReply {
+    let t = m.training.unwrap_or_default();
+    pb::StatusReply {
+        uptime_seconds: m.uptime.as_secs_f64(),
+        connected_actors: m.connected_actors,
+        live_env_slots: m.live_slots as u32,
+        env_steps: m.env_steps,
+        inference_batches: m.inference_batches,
+        mean_batch_size: m.mean_batch_size(),
+        policy_version: m.policy_version,
+        episodes: m.episodes,
+        mean_return_last_100: m.mean_return_last_100,
+        learner_steps: m.learner_steps,
+        step_latency_p50_us: m.step_latency.quantile(0.5),
+        step_latency_p99_us: m.step_latency.quantile(0.99),
+        step_batches: m.step_batches,
+        action_batches: m.action_batches,
+        inference_rows: m.inference_rows,
+        stream_errors: m.stream_errors,
+        batcher_queued_requests: m.batcher_queued as u64,
+        inference_batch_rows_p50: m.inference_batch_rows.quantile(0.5),
+        inference_batch_rows_p99: m.inference_batch_rows.quantile(0.99),
+        training: m.training.is_some(),
+        replay_stored_unrolls: t.replay_stored as u64,
+        prefetch_ready_batches: t.prefetch_queue as u64,
+        total_loss: t.total_loss.into(),
+        pg_loss: t.pg_loss.into(),
+        value_loss: t.value_loss.into(),
+        entropy: t.entropy.into(),
+        grad_norm: t.grad_norm.into(),
+        learning_rate: t.learning_rate.into(),
     }
 }
 

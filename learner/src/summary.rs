@@ -108,8 +108,8 @@ impl RunSummary {
             },
             mean_inference_batch: m.mean_batch_size(),
             step_latency_us: LatencyQuantiles {
-                p50: m.step_latency.quantile_us(0.5),
-                p99: m.step_latency.quantile_us(0.99),
+                p50: m.step_latency.quantile(0.5),
+                p99: m.step_latency.quantile(0.99),
             },
             mean_return_last_100: m.mean_return_last_100,
             step_batches: m.step_batches,

@@ -289,7 +289,8 @@ impl TrainingSetup {
         })
     }
 
-    /// Starts prefetch and training; `metrics` gets `learner_steps`.
+    /// Starts prefetch and training; `metrics` gets `learner_steps` and
+    /// reports the training side from then on.
     pub fn start(self, metrics: Arc<Metrics>) -> Result<Training, LearnerError> {
         let prefetcher = Arc::new(Prefetcher::spawn(
             Arc::clone(&self.replay),
@@ -342,11 +343,15 @@ impl TrainingSetup {
             between,
             on_step,
         )?;
-        Ok(Training {
+        let probe = Arc::new(TrainingProbe {
             replay: self.replay,
             assembler: self.assembler,
             prefetcher,
             stats,
+        });
+        metrics.attach_training(Arc::clone(&probe));
+        Ok(Training {
+            probe,
             stop,
             handle: Some(handle),
             run_dir: self.run_dir,
@@ -361,12 +366,19 @@ fn train_err(e: TrainError) -> LearnerError {
     LearnerError::Config(format!("trainer: {e}"))
 }
 
-/// The running training threads.
-pub struct Training {
+/// What the reports read of the training side, shared by [`Training`] and
+/// [`Metrics`] (so every report, live scrapes included, sees the same
+/// figures). Reading it touches only atomics and queue lengths.
+pub struct TrainingProbe {
     pub replay: Arc<ReplayBuffer>,
     pub assembler: Arc<UnrollAssembler>,
     pub prefetcher: Arc<Prefetcher>,
     pub stats: Arc<TrainerStats>,
+}
+
+/// The running training threads.
+pub struct Training {
+    probe: Arc<TrainingProbe>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<Result<Trainer, TrainError>>>,
     run_dir: Option<PathBuf>,
@@ -412,7 +424,8 @@ impl TrainingSnapshot {
     }
 }
 
-impl Training {
+impl TrainingProbe {
+    /// Every training figure at once.
     pub fn snapshot(&self) -> TrainingSnapshot {
         let s = &self.stats;
         let r = Ordering::Relaxed;
@@ -438,6 +451,18 @@ impl Training {
             insert_wait_seconds: a.insert_wait_us.load(r) as f64 * 1e-6,
         }
     }
+}
+
+impl Training {
+    /// Every training figure at once (what [`Metrics::snapshot`] reports).
+    pub fn snapshot(&self) -> TrainingSnapshot {
+        self.probe.snapshot()
+    }
+
+    /// The shared view of the training side.
+    pub fn probe(&self) -> &Arc<TrainingProbe> {
+        &self.probe
+    }
 
     /// Seconds since training started.
     pub fn elapsed(&self) -> Duration {
@@ -448,8 +473,8 @@ impl Training {
     /// (with `--run-dir`).
     pub fn stop(mut self) -> Result<(), LearnerError> {
         self.stop.store(true, Ordering::Relaxed);
-        self.prefetcher.stop();
-        self.replay.close();
+        self.probe.prefetcher.stop();
+        self.probe.replay.close();
         let trainer = match self.handle.take().map(|h| h.join()) {
             Some(Ok(Ok(t))) => Some(t),
             Some(Ok(Err(e))) => return Err(train_err(e)),
@@ -458,9 +483,8 @@ impl Training {
             }
             None => None,
         };
-        if let Ok(p) = Arc::try_unwrap(self.prefetcher) {
-            p.join();
-        }
+        // By reference: `Metrics` keeps the probe (and so the prefetcher).
+        self.probe.prefetcher.join();
         if let (Some(dir), Some(t)) = (&self.run_dir, &trainer) {
             let state = (self.counters)(t);
             let path = checkpoint::save(dir, t, &state, &self.config)
