@@ -10,6 +10,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod device;
 pub mod error;
+pub mod heap;
 pub mod eval;
 pub mod inference;
 pub mod learning_curve;
