@@ -52,6 +52,11 @@ pub struct LatencyCli {
     /// Learner `--inference-threads` [default: 1].
     #[arg(long, hide_default_value = true, default_value_t = 1)]
     pub inference_threads: usize,
+    /// Keep the learner's training on (unrolls, replay, trainer) while
+    /// measuring [default: off: the learner runs with `--no-train`, so the
+    /// figures are the serving path's alone].
+    #[arg(long)]
+    pub train: bool,
     /// Learner `--device`: where inference runs, `cpu` or `cuda:N` (a
     /// learner built with `--features cuda`) [default: cpu].
     #[arg(long, hide_default_value = true, default_value = "cpu")]
@@ -139,6 +144,7 @@ impl LatencyCli {
             duration: Duration::from_secs_f64(secs),
             inference_threads: self.inference_threads,
             device: self.device.clone(),
+            train: self.train,
         })
     }
 

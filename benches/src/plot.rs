@@ -203,6 +203,8 @@ pub(crate) mod tests {
             max_batch: 256,
             flush_us: 500,
             transport,
+            device: "cpu".into(),
+            train: false,
             duration_s: 1.0,
             p50_us: 80.0 + fill,
             p90_us: 90.0 + fill,

@@ -69,6 +69,8 @@ pub struct Scenario {
     pub inference_threads: usize,
     /// Learner `--device` (`cpu`, `cuda:N`).
     pub device: String,
+    /// Whether the learner trains while measured (else `--no-train`).
+    pub train: bool,
 }
 
 impl Scenario {
@@ -114,6 +116,10 @@ pub struct ScenarioResult {
     pub max_batch: usize,
     pub flush_us: u64,
     pub transport: Transport,
+    /// Learner `--device`.
+    pub device: String,
+    /// Whether the learner trained during the run.
+    pub train: bool,
     pub duration_s: f64,
     /// Actor round trip (StepBatch queued to its ActionBatch received), µs.
     pub p50_us: f64,
@@ -274,6 +280,8 @@ pub async fn run_scenario(
         max_batch: scenario.max_batch,
         flush_us: scenario.flush_us,
         transport: scenario.transport,
+        device: scenario.device.clone(),
+        train: scenario.train,
         duration_s: scenario.duration.as_secs_f64(),
         p50_us: rt.p50_us,
         p90_us: rt.p90_us,
@@ -354,6 +362,7 @@ async fn run_learner_phase(
             &scenario.inference_threads.to_string(),
         ])
         .args(["--device", &scenario.device])
+        .args((!scenario.train).then_some("--no-train"))
         .args(scenario.env_flags())
         .arg("--summary-json")
         .arg(&learner_json)

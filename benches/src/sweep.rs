@@ -168,6 +168,7 @@ mod tests {
                 duration: Duration::from_secs(1),
                 inference_threads: 1,
                 device: "cpu".into(),
+                train: false,
             },
             actors: vec![1, 2],
             envs_per_actor: vec![1, 16, 64],
