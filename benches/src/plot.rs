@@ -134,7 +134,10 @@ pub fn throughput_vs_actors(results: &[ScenarioResult], path: &Path) -> Result<(
     let max_actors = results.iter().map(|r| r.actors).max().unwrap_or(1) as f64;
     let (y0, y1) = log_bounds(results.iter().map(|r| r.env_steps_per_second));
     let mut chart = ChartBuilder::on(&root)
-        .caption("Throughput vs actor processes", (seed_learner::plot_font::FAMILY, 24))
+        .caption(
+            "Throughput vs actor processes",
+            (seed_learner::plot_font::FAMILY, 24),
+        )
         .margin(12)
         .x_label_area_size(48)
         .y_label_area_size(80)

@@ -102,7 +102,10 @@ impl LearningCurve {
             builder.margin(12);
             if text {
                 builder
-                    .caption(format!("mean return vs {xlabel}"), (crate::plot_font::FAMILY, 18))
+                    .caption(
+                        format!("mean return vs {xlabel}"),
+                        (crate::plot_font::FAMILY, 18),
+                    )
                     .x_label_area_size(36)
                     .y_label_area_size(48);
             }

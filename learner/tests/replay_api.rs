@@ -516,8 +516,8 @@ fn mapped_storage_reopens_with_items_keys_and_fifo_position() {
             StorageOrder::Records => StorageOrder::Columns,
             StorageOrder::Columns => StorageOrder::Records,
         };
-        let b = ReplayBuffer::open_mapped(dir.path(), cfg.clone().with_storage_order(other))
-            .unwrap();
+        let b =
+            ReplayBuffer::open_mapped(dir.path(), cfg.clone().with_storage_order(other)).unwrap();
         assert_eq!(b.config().storage_order, order);
         assert_eq!(b.layout(), &layout());
         let mut batch = b.new_batch(8);

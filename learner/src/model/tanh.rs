@@ -129,7 +129,12 @@ mod tests {
                 worst = (err, x);
             }
         }
-        assert!(worst.0 <= 2.5e-7, "max error {} at x = {}", worst.0, worst.1);
+        assert!(
+            worst.0 <= 2.5e-7,
+            "max error {} at x = {}",
+            worst.0,
+            worst.1
+        );
     }
 
     #[test]
