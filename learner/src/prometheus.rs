@@ -373,46 +373,25 @@ mod tests {
             .parse()
             .expect("sum is a float");
         assert!((sum - 5.001903).abs() < 1e-9, "{sum}");
-        assert_eq!(
-            value(&text, "seed_step_latency_seconds_bucket{le=\"0.000004\"}"),
-            "1"
-        );
-        assert_eq!(
-            value(&text, "seed_step_latency_seconds_bucket{le=\"0.000512\"}"),
-            "1"
-        );
-        assert_eq!(
-            value(&text, "seed_step_latency_seconds_bucket{le=\"0.001024\"}"),
-            "3"
-        );
-        assert_eq!(
-            value(&text, "seed_step_latency_seconds_bucket{le=\"4.194304\"}"),
-            "3"
-        );
-        assert_eq!(
-            value(&text, "seed_step_latency_seconds_bucket{le=\"8.388608\"}"),
-            "4"
-        );
-        assert_eq!(
-            value(&text, "seed_step_latency_seconds_bucket{le=\"+Inf\"}"),
-            "4"
-        );
+        for (le, count) in [
+            ("0.000004", "1"),
+            ("0.000512", "1"),
+            ("0.001024", "3"),
+            ("4.194304", "3"),
+            ("8.388608", "4"),
+            ("+Inf", "4"),
+        ] {
+            let bucket = format!("seed_step_latency_seconds_bucket{{le=\"{le}\"}}");
+            assert_eq!(value(&text, &bucket), count, "{bucket}");
+        }
 
         // Batch rows: le is inclusive, so a full 256-row batch is in le=256.
         assert_eq!(value(&text, "seed_inference_batch_rows_count"), "3");
         assert_eq!(value(&text, "seed_inference_batch_rows_sum"), "457.0");
-        assert_eq!(
-            value(&text, "seed_inference_batch_rows_bucket{le=\"1.0\"}"),
-            "1"
-        );
-        assert_eq!(
-            value(&text, "seed_inference_batch_rows_bucket{le=\"128.0\"}"),
-            "1"
-        );
-        assert_eq!(
-            value(&text, "seed_inference_batch_rows_bucket{le=\"256.0\"}"),
-            "3"
-        );
+        for (le, count) in [("1.0", "1"), ("128.0", "1"), ("256.0", "3")] {
+            let bucket = format!("seed_inference_batch_rows_bucket{{le=\"{le}\"}}");
+            assert_eq!(value(&text, &bucket), count, "{bucket}");
+        }
 
         // No training attached: no training series.
         assert!(!text.contains("seed_train_"), "{text}");
