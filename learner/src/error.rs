@@ -91,6 +91,9 @@ pub enum LearnerError {
     },
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// Setting up the trainer, or a training step, failed.
+    #[error("training failed: {0}")]
+    Training(#[from] crate::train::TrainError),
     #[error("local actor {index} (pid {pid}) died unexpectedly: {status}")]
     LocalActorDied {
         index: usize,

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
 use crate::algo::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
 use crate::error::LearnerError;
@@ -242,7 +242,10 @@ pub fn spawn_training_thread(
                     Err(NextBatchError::Closed) => break,
                 };
                 let started = Instant::now();
-                let step = trainer.step(&batch)?;
+                let step = trainer.step(&batch).inspect_err(|e| {
+                    // Said now: the run itself reports it only when it ends.
+                    error!(error = %e, "training step failed; training stops");
+                })?;
                 if step.skipped {
                     warn!(
                         grad_norm = step.grad_norm,

@@ -237,7 +237,7 @@ impl TrainingSetup {
             Arc::clone(&weights),
             Some(Arc::clone(&replay)),
         )
-        .map_err(train_err)?;
+        .map_err(LearnerError::Training)?;
         if let Some(l) = &loaded {
             l.restore_optimizer(&mut trainer.optimizer, device)
                 .map_err(|e| LearnerError::Config(format!("--resume: {e}")))?;
@@ -362,10 +362,6 @@ impl TrainingSetup {
     }
 }
 
-fn train_err(e: TrainError) -> LearnerError {
-    LearnerError::Config(format!("trainer: {e}"))
-}
-
 /// What the reports read of the training side, shared by [`Training`] and
 /// [`Metrics`] (so every report, live scrapes included, sees the same
 /// figures). Reading it touches only atomics and queue lengths.
@@ -477,7 +473,7 @@ impl Training {
         self.probe.replay.close();
         let trainer = match self.handle.take().map(|h| h.join()) {
             Some(Ok(Ok(t))) => Some(t),
-            Some(Ok(Err(e))) => return Err(train_err(e)),
+            Some(Ok(Err(e))) => return Err(LearnerError::Training(e)),
             Some(Err(_)) => {
                 return Err(LearnerError::Config("the training thread panicked".into()))
             }
