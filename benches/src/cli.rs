@@ -52,6 +52,12 @@ pub struct LatencyCli {
     /// Learner `--inference-threads` [default: 1].
     #[arg(long, hide_default_value = true, default_value_t = 1)]
     pub inference_threads: usize,
+    /// Learner `--inline-max-rows`: a step batch of at most this many envs
+    /// that holds every connected env is inferred on the learner's I/O
+    /// thread; 0 sends every step batch through the batcher and inference
+    /// thread [default: 32, the learner's default].
+    #[arg(long, hide_default_value = true, default_value_t = seed_learner::server::DEFAULT_INLINE_MAX_ROWS)]
+    pub inline_max_rows: usize,
     /// Keep the learner's training on (unrolls, replay, trainer) while
     /// measuring [default: off: the learner runs with `--no-train`, so the
     /// figures are the serving path's alone].
@@ -143,6 +149,7 @@ impl LatencyCli {
             transport: self.transport,
             duration: Duration::from_secs_f64(secs),
             inference_threads: self.inference_threads,
+            inline_max_rows: self.inline_max_rows,
             device: self.device.clone(),
             train: self.train,
         })

@@ -208,6 +208,8 @@ pub(crate) mod tests {
             transport,
             device: "cpu".into(),
             train: false,
+            inline_max_rows: 32,
+            inline_batch_fraction: 0.0,
             duration_s: 1.0,
             p50_us: 80.0 + fill,
             p90_us: 90.0 + fill,

@@ -67,6 +67,8 @@ pub struct Scenario {
     pub duration: Duration,
     /// Learner `--inference-threads`.
     pub inference_threads: usize,
+    /// Learner `--inline-max-rows`.
+    pub inline_max_rows: usize,
     /// Learner `--device` (`cpu`, `cuda:N`).
     pub device: String,
     /// Whether the learner trains while measured (else `--no-train`).
@@ -120,6 +122,10 @@ pub struct ScenarioResult {
     pub device: String,
     /// Whether the learner trained during the run.
     pub train: bool,
+    /// Learner `--inline-max-rows`.
+    pub inline_max_rows: usize,
+    /// Share of inference batches a stream task ran inline.
+    pub inline_batch_fraction: f64,
     pub duration_s: f64,
     /// Actor round trip (StepBatch queued to its ActionBatch received), µs.
     pub p50_us: f64,
@@ -158,6 +164,8 @@ pub struct ScenarioResult {
 struct LearnerSummary {
     env_steps: u64,
     mean_inference_batch: f64,
+    inference_batches: u64,
+    inline_batches: u64,
     step_latency_us: LearnerLatency,
 }
 
@@ -282,6 +290,11 @@ pub async fn run_scenario(
         transport: scenario.transport,
         device: scenario.device.clone(),
         train: scenario.train,
+        inline_max_rows: scenario.inline_max_rows,
+        inline_batch_fraction: ratio(
+            ours.learner.inline_batches as f64,
+            ours.learner.inference_batches as f64,
+        ),
         duration_s: scenario.duration.as_secs_f64(),
         p50_us: rt.p50_us,
         p90_us: rt.p90_us,
@@ -361,6 +374,7 @@ async fn run_learner_phase(
             "--inference-threads",
             &scenario.inference_threads.to_string(),
         ])
+        .args(["--inline-max-rows", &scenario.inline_max_rows.to_string()])
         .args(["--device", &scenario.device])
         .args((!scenario.train).then_some("--no-train"))
         .args(scenario.env_flags())

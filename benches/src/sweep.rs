@@ -167,6 +167,7 @@ mod tests {
                 transport: Transport::Tcp,
                 duration: Duration::from_secs(1),
                 inference_threads: 1,
+                inline_max_rows: 32,
                 device: "cpu".into(),
                 train: false,
             },

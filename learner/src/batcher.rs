@@ -113,6 +113,11 @@ impl<T: Batchable> DynamicBatcher<T> {
         self.queue.len()
     }
 
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     /// Enqueues a request; gives it back if the batcher is closed.
     pub fn push(&self, item: T) -> Result<(), T> {
         if self.closed.load(Ordering::Acquire) {

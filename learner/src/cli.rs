@@ -9,6 +9,7 @@
 //! is hidden so help does not print it twice.
 use std::path::PathBuf;
 
+use crate::server::DEFAULT_INLINE_MAX_ROWS;
 use clap::{Parser, Subcommand};
 #[cfg(test)]
 use seed_actor::cli::EnvKind;
@@ -107,6 +108,12 @@ pub struct TrainArgs {
     /// Inference threads taking batches [default: 1].
     #[arg(long, hide_default_value = true, default_value_t = 1)]
     pub inference_threads: usize,
+    /// A step batch with at most this many envs that holds every connected
+    /// env (one actor) is inferred on its stream's I/O thread instead of
+    /// being handed to an inference thread: saves two thread wake-ups per
+    /// step; 0 turns this off [default: 32].
+    #[arg(long, hide_default_value = true, default_value_t = DEFAULT_INLINE_MAX_ROWS)]
+    pub inline_max_rows: usize,
     /// Size of candle's CPU thread pool (sets RAYON_NUM_THREADS) [default:
     /// $RAYON_NUM_THREADS if set, else 1 per 4 cores, at most 8].
     #[arg(long)]

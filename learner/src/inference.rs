@@ -16,10 +16,12 @@
 //!    stream's reply channel.
 //!
 //! The thread also recycles released env slots, telling the sink first.
+//! Thread 0's worker is shared with [`InlineInference`]: a stream task whose
+//! request would be flushed alone anyway runs it on that worker itself.
 //! Cost per batch: one host copy of the observations, one tensor upload, one
 //! forward, one logits download, one small `Vec` per reply.
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -28,7 +30,7 @@ use seed_shared::codec::read_f32_le_into;
 use seed_shared::{pb, EnvSpec, ObsDType};
 use tracing::{debug, error};
 
-use crate::batcher::{DynamicBatcher, NextBatch};
+use crate::batcher::{Batchable, DynamicBatcher, NextBatch};
 use crate::error::LearnerError;
 use crate::metrics::Metrics;
 use crate::model::{ActionSampler, RecurrentState};
@@ -151,28 +153,133 @@ pub struct InferenceShared {
 }
 
 /// Starts `threads` inference threads; they run until the batcher is closed
-/// and drained.
+/// and drained. Thread 0 shares its worker with the returned
+/// [`InlineInference`], which stream tasks use to answer small batches
+/// themselves.
 pub fn spawn_inference_threads(
     shared: Arc<InferenceShared>,
     threads: usize,
-) -> Result<Vec<JoinHandle<()>>, LearnerError> {
-    (0..threads.max(1))
+    inline_max_rows: usize,
+) -> Result<(Vec<JoinHandle<()>>, InlineInference), LearnerError> {
+    let first = Arc::new(Mutex::new(InferenceWorker::new(&shared, 0)));
+    let handles = (0..threads.max(1))
         .map(|index| {
             let shared = Arc::clone(&shared);
+            let worker = if index == 0 {
+                WorkerHandle::Shared(Arc::clone(&first))
+            } else {
+                WorkerHandle::Owned(Box::new(InferenceWorker::new(&shared, index)))
+            };
             std::thread::Builder::new()
                 .name(format!("inference-{index}"))
-                .spawn(move || InferenceWorker::new(&shared, index).run())
+                .spawn(move || run_thread(&shared, index, worker))
                 .map_err(|source| LearnerError::Io {
                     what: "spawning an inference thread".into(),
                     source,
                 })
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    let inline = InlineInference {
+        shared,
+        worker: first,
+        max_rows: inline_max_rows,
+    };
+    Ok((handles, inline))
+}
+
+/// Runs a step batch on the calling thread (a stream task) when that is
+/// the fastest way to answer it and delays no one.
+///
+/// Why: with one actor holding every env slot (a single local actor, or the
+/// latency benchmark's one actor x one env) each step batch is flushed alone
+/// the moment it arrives, so the batcher only adds two thread hand-offs:
+/// stream task -> inference thread, then inference thread -> tokio worker to
+/// send the reply. Each costs a cross-core wake-up (27-42 us p50 on a 2-core
+/// VM). Running the forward on the stream task removes both.
+///
+/// A request runs inline only when
+/// - it holds every live env slot, so no other request can join its batch
+///   (the batcher's target is the live slot count: it would flush it alone);
+/// - it has at most `max_rows` rows (`--inline-max-rows`; a tokio worker
+///   blocked on a large forward would stall I/O for its other streams);
+/// - inference thread 0, whose worker it borrows, is not mid-batch.
+///
+/// Otherwise it is handed back for the batcher.
+pub struct InlineInference {
+    shared: Arc<InferenceShared>,
+    worker: Arc<Mutex<InferenceWorker>>,
+    max_rows: usize,
+}
+
+impl InlineInference {
+    /// Answers `request` now (`None`), or hands it back when it must go
+    /// through the batcher (`Some`).
+    pub fn try_infer(&self, request: StepRequest) -> Option<StepRequest> {
+        let rows = request.rows();
+        if rows > self.max_rows
+            || rows < self.shared.table.live_slots()
+            || self.shared.batcher.is_closed()
+        {
+            return Some(request);
+        }
+        // Busy (thread 0 is running a batch) or poisoned (it panicked): the
+        // batcher path handles both.
+        let Ok(mut worker) = self.worker.try_lock() else {
+            return Some(request);
+        };
+        let mut requests = std::mem::take(&mut worker.inline_requests);
+        requests.push(request);
+        worker.answer(&self.shared, &mut requests);
+        worker.inline_requests = requests;
+        self.shared
+            .metrics
+            .inline_batches
+            .fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
+    /// The largest request run inline (0: never).
+    pub fn max_rows(&self) -> usize {
+        self.max_rows
+    }
+}
+
+/// An inference thread's worker: its own, or thread 0's, shared with
+/// [`InlineInference`].
+enum WorkerHandle {
+    Owned(Box<InferenceWorker>),
+    Shared(Arc<Mutex<InferenceWorker>>),
+}
+
+impl WorkerHandle {
+    fn with<R>(&mut self, f: impl FnOnce(&mut InferenceWorker) -> R) -> R {
+        match self {
+            WorkerHandle::Owned(w) => f(w),
+            // A panic inside `infer` left the buffers in an unknown state;
+            // they are rewritten before every use, so carry on.
+            WorkerHandle::Shared(w) => f(&mut w.lock().unwrap_or_else(PoisonError::into_inner)),
+        }
+    }
+}
+
+fn run_thread(shared: &InferenceShared, index: usize, mut worker: WorkerHandle) {
+    let mut consumer = shared.batcher.consumer(index);
+    let mut requests: Vec<StepRequest> = Vec::new();
+    loop {
+        worker.with(|w| w.recycle_released(shared));
+        let target = shared.table.live_slots();
+        match consumer.next_batch(&mut requests, target) {
+            NextBatch::Closed => break,
+            NextBatch::Woken => continue,
+            NextBatch::Batch => worker.with(|w| w.answer(shared, &mut requests)),
+        }
+    }
+    worker.with(|w| w.recycle_released(shared));
+    debug!(thread = index, "inference thread stopped");
 }
 
 /// One inference thread's buffers, reused across batches.
-struct InferenceWorker<'a> {
-    shared: &'a InferenceShared,
+struct InferenceWorker {
     index: usize,
     sink: Option<Box<dyn InferenceSink>>,
     sampler: ActionSampler,
@@ -185,10 +292,12 @@ struct InferenceWorker<'a> {
     c: Vec<f32>,
     episode_start: Vec<bool>,
     actions: Vec<u32>,
+    /// Reused by [`InlineInference`] for its one-request batches.
+    inline_requests: Vec<StepRequest>,
 }
 
-impl<'a> InferenceWorker<'a> {
-    fn new(shared: &'a InferenceShared, index: usize) -> Self {
+impl InferenceWorker {
+    fn new(shared: &InferenceShared, index: usize) -> Self {
         let max_rows = shared.batcher.config().max_rows;
         let obs_len = shared.spec.obs_len();
         let (f32_cap, u8_cap) = match shared.spec.obs_dtype {
@@ -199,7 +308,6 @@ impl<'a> InferenceWorker<'a> {
         let mut dims = vec![0];
         dims.extend(&shared.spec.obs_shape);
         InferenceWorker {
-            shared,
             index,
             sink: shared.sink.as_ref().map(|make| make(index)),
             sampler: ActionSampler::new(shared.seed.wrapping_add(index as u64)),
@@ -211,49 +319,41 @@ impl<'a> InferenceWorker<'a> {
             c: vec![0.0; max_rows * h],
             episode_start: Vec::with_capacity(max_rows),
             actions: Vec::with_capacity(max_rows),
+            inline_requests: Vec::with_capacity(1),
         }
     }
 
-    fn run(mut self) {
-        let mut consumer = self.shared.batcher.consumer(self.index);
-        let mut requests: Vec<StepRequest> = Vec::new();
-        loop {
-            self.recycle_released();
-            let target = self.shared.table.live_slots();
-            match consumer.next_batch(&mut requests, target) {
-                NextBatch::Closed => break,
-                NextBatch::Woken => continue,
-                NextBatch::Batch => {
-                    if let Err(e) = self.infer(&mut requests) {
-                        error!(error = %e, "inference failed; failing the batch's streams");
-                        let status = tonic::Status::internal(format!("inference failed: {e}"));
-                        for req in requests.drain(..) {
-                            let StepRequest { claim, reply, .. } = req;
-                            drop(claim);
-                            let _ = reply.send(Err(status.clone()));
-                        }
-                    }
-                }
+    /// Infers `requests` and answers (then drains) them; on failure each
+    /// of their streams gets an INTERNAL status.
+    fn answer(&mut self, shared: &InferenceShared, requests: &mut Vec<StepRequest>) {
+        if let Err(e) = self.infer(shared, requests) {
+            error!(thread = self.index, error = %e, "inference failed; failing the batch's streams");
+            let status = tonic::Status::internal(format!("inference failed: {e}"));
+            for req in requests.drain(..) {
+                let StepRequest { claim, reply, .. } = req;
+                drop(claim);
+                let _ = reply.send(Err(status.clone()));
             }
         }
-        self.recycle_released();
-        debug!(thread = self.index, "inference thread stopped");
     }
 
-    fn recycle_released(&mut self) {
-        while let Some(released) = self.shared.table.take_released() {
+    fn recycle_released(&mut self, shared: &InferenceShared) {
+        while let Some(released) = shared.table.take_released() {
             if let Some(sink) = self.sink.as_mut() {
                 for &slot in released.slots.iter() {
                     sink.on_slot_released(slot, released.lease);
                 }
             }
-            self.shared.table.recycle(released);
+            shared.table.recycle(released);
         }
     }
 
     /// Runs one batch and answers (then drains) its requests.
-    fn infer(&mut self, requests: &mut Vec<StepRequest>) -> candle_core::Result<()> {
-        let shared = self.shared;
+    fn infer(
+        &mut self,
+        shared: &InferenceShared,
+        requests: &mut Vec<StepRequest>,
+    ) -> candle_core::Result<()> {
         let rows: usize = requests.iter().map(|r| r.batch.env_indices.len()).sum();
         let len = self.obs_len;
         let hsize = shared.table.state_size();

@@ -38,6 +38,9 @@ pub struct Metrics {
     pub action_batches: AtomicU64,
     /// Inference batches run. Written by inference.
     pub inference_batches: AtomicU64,
+    /// Of those, the batches a stream task ran itself
+    /// ([`crate::inference::InlineInference`]). Written by inference.
+    pub inline_batches: AtomicU64,
     /// Env rows in those batches (reset rows included). Written by inference.
     pub inference_rows: AtomicU64,
     /// Env rows per inference batch, one record per batch. Written by inference.
@@ -85,6 +88,7 @@ impl Metrics {
             step_batches: AtomicU64::new(0),
             action_batches: AtomicU64::new(0),
             inference_batches: AtomicU64::new(0),
+            inline_batches: AtomicU64::new(0),
             inference_rows: AtomicU64::new(0),
             inference_batch_rows: LogHistogram::new(),
             connected_actors: AtomicU32::new(0),
@@ -152,6 +156,7 @@ impl Metrics {
             step_batches: self.step_batches.load(Ordering::Relaxed),
             action_batches: self.action_batches.load(Ordering::Relaxed),
             inference_batches: batches,
+            inline_batches: self.inline_batches.load(Ordering::Relaxed),
             inference_rows: rows,
             inference_batch_rows: self.inference_batch_rows.snapshot(),
             connected_actors: self.connected_actors.load(Ordering::Relaxed),
@@ -181,6 +186,8 @@ pub struct MetricsSnapshot {
     pub action_batches: u64,
     /// Inference batches run.
     pub inference_batches: u64,
+    /// Of those, run inline by a stream task.
+    pub inline_batches: u64,
     /// Env rows in those batches.
     pub inference_rows: u64,
     /// Env rows per inference batch.

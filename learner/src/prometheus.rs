@@ -105,6 +105,12 @@ fn encode_snapshot(m: &MetricsSnapshot, e: &mut DescriptorEncoder) -> fmt::Resul
     )?;
     counter(
         e,
+        "inference_inline_batches",
+        "Inference batches a stream task ran itself (one actor held every env slot).",
+        m.inline_batches,
+    )?;
+    counter(
+        e,
         "inference_rows",
         "Env rows in all inference batches.",
         m.inference_rows,
@@ -334,6 +340,7 @@ mod tests {
         m.step_batches.store(7, Ordering::Relaxed);
         m.action_batches.store(6, Ordering::Relaxed);
         m.inference_batches.store(3, Ordering::Relaxed);
+        m.inline_batches.store(2, Ordering::Relaxed);
         m.inference_rows.store(1240, Ordering::Relaxed);
         m.stream_errors.store(2, Ordering::Relaxed);
         m.connected_actors.store(4, Ordering::Relaxed);
@@ -355,6 +362,7 @@ mod tests {
         assert_eq!(value(&text, "seed_step_batches_total"), "7");
         assert_eq!(value(&text, "seed_action_batches_total"), "6");
         assert_eq!(value(&text, "seed_inference_batches_total"), "3");
+        assert_eq!(value(&text, "seed_inference_inline_batches_total"), "2");
         assert_eq!(value(&text, "seed_inference_rows_total"), "1240");
         assert_eq!(value(&text, "seed_stream_errors_total"), "2");
         assert_eq!(value(&text, "seed_episodes_total"), "2");

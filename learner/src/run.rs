@@ -122,6 +122,7 @@ pub async fn run_until(
     };
     config.max_env_slots = args.max_env_slots;
     config.inference_threads = args.inference_threads.max(1);
+    config.inline_max_rows = args.inline_max_rows;
     config.device = parse_device(&args.device)?;
     config.seed = args.seed;
     config.metrics_addr = args.metrics_addr;

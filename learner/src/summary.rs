@@ -28,6 +28,8 @@ pub struct RunSummary {
     pub mean_return_last_100: f64,
     pub step_batches: u64,
     pub inference_batches: u64,
+    /// Of those, run on a stream task (`--inline-max-rows`).
+    pub inline_batches: u64,
     pub stream_errors: u64,
     pub policy_version: u64,
     /// Local actor processes that exited on their own before the end.
@@ -114,6 +116,7 @@ impl RunSummary {
             mean_return_last_100: m.mean_return_last_100,
             step_batches: m.step_batches,
             inference_batches: m.inference_batches,
+            inline_batches: m.inline_batches,
             stream_errors: m.stream_errors,
             policy_version: m.policy_version,
             local_actor_failures,

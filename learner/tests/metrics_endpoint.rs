@@ -170,6 +170,10 @@ async fn metrics_endpoint_reports_what_status_reports() {
         counter("seed_inference_batches_total"),
         status.inference_batches
     );
+    assert_eq!(
+        counter("seed_inference_inline_batches_total"),
+        status.inline_batches
+    );
     assert_eq!(counter("seed_inference_rows_total"), status.inference_rows);
     assert_eq!(counter("seed_stream_errors_total"), status.stream_errors);
     assert_eq!(

@@ -256,3 +256,69 @@ async fn recurrent_state_is_zeroed_exactly_at_episode_starts() {
     }
     server.shutdown().await.expect("shutdown");
 }
+
+/// Sends `rounds` step batches of `envs`, one at a time, and returns the
+/// learner's figures once every batch is counted (an inference thread
+/// counts a batch just after sending its actions).
+async fn step_one_at_a_time(
+    server: &seed_learner::server::ServerHandle,
+    s: &mut RawStream,
+    envs: &[u32],
+    rounds: u64,
+) -> seed_learner::metrics::MetricsSnapshot {
+    for seq in 1..=rounds {
+        s.send(Kind::Steps(steps(seq, envs))).await;
+        let learner_message::Kind::Actions(a) = s.recv().await else {
+            panic!("second welcome")
+        };
+        assert_eq!((a.seq, a.actions.len()), (seq, envs.len()));
+    }
+    let metrics = server.metrics();
+    support::wait_until("every batch counted", || {
+        metrics.inference_batches.load(Ordering::Relaxed) >= rounds
+    })
+    .await;
+    metrics.snapshot()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_request_holding_every_slot_is_inferred_inline() {
+    let server = support::start_learner(|c| c.inline_max_rows = 4).await;
+    let mut s = RawStream::open(&server).await;
+    s.hello(4, "").await;
+    let st = step_one_at_a_time(&server, &mut s, &[0, 1, 2, 3], 20).await;
+    assert_eq!(st.inference_batches, 20, "{st:?}");
+    // Only a request racing inference thread 0's start-up (it holds the
+    // worker while it looks for released slots) may take the batcher path.
+    assert!(st.inline_batches >= 19, "{st:?}");
+    assert_eq!(st.env_steps, 80, "{st:?}");
+    assert_eq!(st.inference_rows, 80, "{st:?}");
+    server.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_that_others_could_join_or_that_are_large_go_through_the_batcher() {
+    // Half of the envs: the other half could still join the batch.
+    let server = support::start_learner(|c| c.inline_max_rows = 4).await;
+    let mut s = RawStream::open(&server).await;
+    s.hello(4, "").await;
+    let st = step_one_at_a_time(&server, &mut s, &[0, 1], 10).await;
+    assert_eq!((st.inference_batches, st.inline_batches), (10, 0), "{st:?}");
+    server.shutdown().await.expect("shutdown");
+
+    // Every env, but more rows than `inline_max_rows`.
+    let server = support::start_learner(|c| c.inline_max_rows = 3).await;
+    let mut s = RawStream::open(&server).await;
+    s.hello(4, "").await;
+    let st = step_one_at_a_time(&server, &mut s, &[0, 1, 2, 3], 10).await;
+    assert_eq!((st.inference_batches, st.inline_batches), (10, 0), "{st:?}");
+    server.shutdown().await.expect("shutdown");
+
+    // Turned off.
+    let server = support::start_learner(|c| c.inline_max_rows = 0).await;
+    let mut s = RawStream::open(&server).await;
+    s.hello(1, "").await;
+    let st = step_one_at_a_time(&server, &mut s, &[0], 10).await;
+    assert_eq!((st.inference_batches, st.inline_batches), (10, 0), "{st:?}");
+    server.shutdown().await.expect("shutdown");
+}
