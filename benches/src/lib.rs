@@ -13,6 +13,7 @@ pub mod cli;
 pub mod echo_client;
 pub mod echo_server;
 pub mod error;
+pub mod gather_floor;
 pub mod machine;
 pub mod plot;
 pub mod replay_workload;

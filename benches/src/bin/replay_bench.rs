@@ -7,13 +7,17 @@
 //! Every buffer is filled before timing (which first-touches its memory);
 //! each figure is the median of several runs. Top-level figures use the
 //! default storage order (records); `columns` repeats the sampling figures
-//! with `StorageOrder::Columns` in the same run, as the baseline.
+//! with `StorageOrder::Columns` in the same run, as the baseline, and
+//! `gather_floor_us` times a bare gather of the same bytes from memory of the
+//! same size (`seed_benches::gather_floor`), alternating with the 3x4 runs, so
+//! the noisy absolute figures come with a ratio to what the memory costs now.
 use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
 use anyhow::Result;
 use clap::Parser;
+use seed_benches::gather_floor::GatherFloor;
 use seed_benches::replay_workload::{fill, layout_3x4, layout_dict};
 use seed_learner::replay::{
     FieldRef, ItemKey, ItemLayout, PrioritizedConfig, ReplayBuffer, ReplayConfig, SamplerConfig,
@@ -53,22 +57,41 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Median over runs of microseconds per `sample(128)`.
-fn sample_us(layout: ItemLayout, order: StorageOrder, plan: &Plan) -> Result<f64> {
+/// Median over runs of microseconds per `sample(128)`; with `floor`, each run
+/// is followed by as many bare gathers, and the floor's median comes second.
+fn sample_us_with_floor(
+    layout: ItemLayout,
+    order: StorageOrder,
+    plan: &Plan,
+    mut floor: Option<&mut GatherFloor>,
+) -> Result<(f64, f64)> {
     let config = ReplayConfig::new(100_000, SamplerConfig::Uniform).with_storage_order(order);
     let b = ReplayBuffer::new(layout, config)?;
     fill(&b, 100_000)?;
     let mut batch = b.new_batch(128);
     b.sample_into(&mut batch, 128)?;
-    let mut runs = Vec::new();
+    let (mut runs, mut floor_runs) = (Vec::new(), Vec::new());
     for _ in 0..plan.runs {
         let t = Instant::now();
         for _ in 0..plan.sample_iters {
             b.sample_into(&mut batch, 128)?;
         }
         runs.push(t.elapsed().as_secs_f64() * 1e6 / plan.sample_iters as f64);
+        if let Some(f) = floor.as_deref_mut() {
+            floor_runs.push(f.gather_us(plan.sample_iters));
+        }
     }
-    Ok(median(runs))
+    let floor_us = if floor_runs.is_empty() {
+        f64::NAN
+    } else {
+        median(floor_runs)
+    };
+    Ok((median(runs), floor_us))
+}
+
+/// Median over runs of microseconds per `sample(128)`.
+fn sample_us(layout: ItemLayout, order: StorageOrder, plan: &Plan) -> Result<f64> {
+    Ok(sample_us_with_floor(layout, order, plan, None)?.0)
 }
 
 /// Median items/s inserting batches of `rows` into a full 100k buffer.
@@ -210,7 +233,8 @@ fn main() -> Result<()> {
     }
     // The default order (records) and columns, side by side in one run.
     let order = StorageOrder::default();
-    let s3x4 = sample_us(layout_3x4()?, order, &plan)?;
+    let mut floor = GatherFloor::new();
+    let (s3x4, floor_us) = sample_us_with_floor(layout_3x4()?, order, &plan, Some(&mut floor))?;
     let s3x4_columns = sample_us(layout_3x4()?, StorageOrder::Columns, &plan)?;
     let sdict = sample_us(layout_dict()?, order, &plan)?;
     let sdict_columns = sample_us(layout_dict()?, StorageOrder::Columns, &plan)?;
@@ -243,6 +267,8 @@ fn main() -> Result<()> {
         "statistic": "median over runs; shared 2-core machine, expect noise",
         "storage_order": format!("{order:?}"),
         "sample128_3x4_us": s3x4,
+        "gather_floor_us": floor_us,
+        "sample128_3x4_over_floor": s3x4 / floor_us,
         "sample128_dict_us": sdict,
         "insert_items_per_s": Value::Object(inserts),
         "prioritized_1m_sample_update_us": prio,
