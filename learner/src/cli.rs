@@ -111,7 +111,9 @@ pub struct TrainArgs {
     /// A step batch with at most this many envs that holds every connected
     /// env (one actor) is inferred on its stream's I/O thread instead of
     /// being handed to an inference thread: saves two thread wake-ups per
-    /// step; 0 turns this off [default: 32].
+    /// step; 0 turns this off. Serving only: with training on, the unroll
+    /// builder may wait on a full replay buffer, which must not hold an I/O
+    /// thread, so this applies with `--no-train` [default: 32].
     #[arg(long, hide_default_value = true, default_value_t = DEFAULT_INLINE_MAX_ROWS)]
     pub inline_max_rows: usize,
     /// Size of candle's CPU thread pool (sets RAYON_NUM_THREADS) [default:

@@ -162,6 +162,13 @@ pub fn spawn_inference_threads(
     inline_max_rows: usize,
 ) -> Result<(Vec<JoinHandle<()>>, InlineInference), LearnerError> {
     let first = Arc::new(Mutex::new(InferenceWorker::new(&shared, 0)));
+    // A sink (the unroll builder) may wait on a full replay buffer; that
+    // wait must never hold an I/O thread, so with one nothing runs inline.
+    let inline_max_rows = if shared.sink.is_some() {
+        0
+    } else {
+        inline_max_rows
+    };
     let handles = (0..threads.max(1))
         .map(|index| {
             let shared = Arc::clone(&shared);
@@ -202,6 +209,8 @@ pub fn spawn_inference_threads(
 ///   (the batcher's target is the live slot count: it would flush it alone);
 /// - it has at most `max_rows` rows (`--inline-max-rows`; a tokio worker
 ///   blocked on a large forward would stall I/O for its other streams);
+/// - there is no [`InferenceSink`] (no training: the unroll builder can
+///   block on a full replay buffer, which must not hold an I/O thread);
 /// - inference thread 0, whose worker it borrows, is not mid-batch.
 ///
 /// Otherwise it is handed back for the batcher.

@@ -103,7 +103,8 @@ pub struct ServerConfig {
     pub inference_threads: usize,
     /// A step batch of at most this many rows that holds every live env slot
     /// runs on its stream task instead of through the batcher
-    /// ([`crate::inference::InlineInference`]); 0 turns this off.
+    /// ([`crate::inference::InlineInference`]); 0 turns this off, and so
+    /// does a `sink` (training).
     pub inline_max_rows: usize,
     pub device: Device,
     pub seed: u64,

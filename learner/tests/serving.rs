@@ -314,6 +314,20 @@ async fn requests_that_others_could_join_or_that_are_large_go_through_the_batche
     assert_eq!((st.inference_batches, st.inline_batches), (10, 0), "{st:?}");
     server.shutdown().await.expect("shutdown");
 
+    // A sink (training) may block on a full replay buffer: never inline.
+    let server = support::start_learner(|c| {
+        c.inline_max_rows = 4;
+        c.sink = Some(Arc::new(|_| {
+            Box::new(RecordingSink(Arc::default())) as Box<dyn InferenceSink>
+        }));
+    })
+    .await;
+    let mut s = RawStream::open(&server).await;
+    s.hello(1, "").await;
+    let st = step_one_at_a_time(&server, &mut s, &[0], 10).await;
+    assert_eq!((st.inference_batches, st.inline_batches), (10, 0), "{st:?}");
+    server.shutdown().await.expect("shutdown");
+
     // Turned off.
     let server = support::start_learner(|c| c.inline_max_rows = 0).await;
     let mut s = RawStream::open(&server).await;
