@@ -108,6 +108,17 @@ fn columns() -> StorageOrder {
 /// Format 2 added `order`; format 1 directories (columns) still open.
 const MAPPED_FORMAT: u32 = 2;
 
+/// One field's rows in the storage's words.
+#[derive(Debug, Clone, Copy)]
+struct FieldGeometry {
+    /// Word offset of the field's row in slot 0.
+    offset: usize,
+    /// Words per row.
+    words: usize,
+    /// Words from one slot's row to the next slot's.
+    stride: usize,
+}
+
 enum Backing {
     Memory(Box<[AtomicU64]>),
     /// Heap-like anonymous map advised to use transparent huge pages.
@@ -125,12 +136,9 @@ pub(crate) struct Storage {
     backing: Backing,
     capacity: usize,
     order: StorageOrder,
-    /// Word offset of each field's row in slot 0.
-    field_offsets: Vec<usize>,
-    /// Words per row of each field.
-    field_row_words: Vec<usize>,
-    /// Words from one slot's row of a field to the next slot's.
-    field_strides: Vec<usize>,
+    /// Where each field's rows are; one entry per field, so a row lookup on
+    /// the sampling path is one bounds check.
+    fields: Box<[FieldGeometry]>,
     /// Word offset of slot 0's metadata record.
     meta_offset: usize,
     /// Words from one slot's metadata record to the next.
@@ -249,9 +257,17 @@ impl Storage {
             backing,
             capacity,
             order,
-            field_offsets: g.field_offsets,
-            field_row_words: g.field_row_words,
-            field_strides: g.field_strides,
+            fields: g
+                .field_offsets
+                .iter()
+                .zip(&g.field_row_words)
+                .zip(&g.field_strides)
+                .map(|((&offset, &words), &stride)| FieldGeometry {
+                    offset,
+                    words,
+                    stride,
+                })
+                .collect(),
             meta_offset: g.meta_offset,
             meta_stride: g.meta_stride,
         }
@@ -411,15 +427,15 @@ impl Storage {
     }
 
     pub(crate) fn num_fields(&self) -> usize {
-        self.field_offsets.len()
+        self.fields.len()
     }
 
     /// Words of one row of one field.
     #[inline]
     pub(crate) fn row(&self, field: usize, slot: usize) -> &[AtomicU64] {
-        let w = self.field_row_words[field];
-        let start = self.field_offsets[field] + slot * self.field_strides[field];
-        &self.words()[start..start + w]
+        let f = &self.fields[field];
+        let start = f.offset + slot * f.stride;
+        &self.words()[start..start + f.words]
     }
 
     /// The metadata record of a slot.
