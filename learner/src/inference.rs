@@ -246,11 +246,6 @@ impl InlineInference {
             .fetch_add(1, Ordering::Relaxed);
         None
     }
-
-    /// The largest request run inline (0: never).
-    pub fn max_rows(&self) -> usize {
-        self.max_rows
-    }
 }
 
 /// An inference thread's worker: its own, or thread 0's, shared with
