@@ -472,6 +472,42 @@ fn policy_lag_cap_drops_or_down_weights_stale_items() {
     assert_eq!(batch.weights(), &[0.25, 1.0]);
 }
 
+/// Uniform copies rows a chunk at a time and closes the gaps that lag drops
+/// leave: every returned row's data, key, version and weight still belong
+/// together. Key `k` holds `x = [k, k + 1, k + 2]`; every third key is stale.
+#[test]
+fn uniform_rows_stay_aligned_with_their_keys_across_lag_drops_and_down_weights() {
+    for action in [LagAction::Drop, LagAction::DownWeight(0.25)] {
+        let config = ReplayConfig::new(64, SamplerConfig::Uniform)
+            .with_policy_lag(PolicyLagCap { max_lag: 2, action });
+        let b = ReplayBuffer::new(layout(), config).unwrap();
+        for k in 0..64u64 {
+            insert(&b, k as f32, if k % 3 == 0 { 0 } else { 10 });
+        }
+        b.set_policy_version(10);
+        let mut batch = b.new_batch(100);
+        b.sample_into(&mut batch, 100).unwrap();
+        assert_eq!(batch.len(), 100, "{action:?}: dropped rows are redrawn");
+        let versions = batch.field_u64("v").unwrap();
+        for (i, (&key, x)) in batch.keys().iter().zip(firsts(&batch)).enumerate() {
+            let stale = key.0 % 3 == 0;
+            assert_eq!(x, key.0 as f32, "{action:?}: row {i} holds another item");
+            assert_eq!(versions[i], if stale { 0 } else { 10 });
+            assert_eq!(batch.policy_versions()[i], versions[i]);
+            assert_eq!(batch.weights()[i], if stale { 0.25 } else { 1.0 });
+            assert!(
+                !(stale && action == LagAction::Drop),
+                "{action:?}: stale row kept"
+            );
+        }
+        assert_eq!(
+            b.stats().dropped_policy_lag > 0,
+            action == LagAction::Drop,
+            "{action:?}"
+        );
+    }
+}
+
 #[test]
 fn lazy_buffer_takes_its_layout_from_the_first_item() {
     let lazy = LazyReplayBuffer::new(ReplayConfig::new(4, SamplerConfig::Fifo)).unwrap();

@@ -6,7 +6,10 @@
 //! `Tensor::from_raw_buffer`), so sampling allocates nothing.
 //! Cost: `max_rows * item_bytes` bytes, allocated and first-touched once.
 use super::layout::{DType, ItemLayout};
+use super::slot::{self, ItemMeta};
+use super::storage::Slots;
 use super::ItemKey;
+use crate::loom::atomic::Ordering;
 
 /// Rows gathered by one sample call, plus per-row keys, importance weights
 /// and policy versions.
@@ -20,6 +23,9 @@ pub struct SampleBatch {
     row_bytes: Vec<usize>,
     /// One buffer of `max_rows * field bytes` per field.
     fields: Vec<Vec<u8>>,
+    /// Per-row columns, `max_rows` long; the first `len` are filled.
+    /// Preallocated rather than pushed: a row commit is then four stores
+    /// behind one bounds check, on a path that runs per sampled row.
     keys: Vec<ItemKey>,
     weights: Vec<f32>,
     policy_versions: Vec<u64>,
@@ -47,10 +53,10 @@ impl SampleBatch {
                     v
                 })
                 .collect(),
-            keys: Vec::with_capacity(max_rows),
-            weights: Vec::with_capacity(max_rows),
-            policy_versions: Vec::with_capacity(max_rows),
-            groups: Vec::with_capacity(max_rows),
+            keys: vec![ItemKey(0); max_rows],
+            weights: vec![0.0; max_rows],
+            policy_versions: vec![0; max_rows],
+            groups: vec![0; max_rows],
         }
     }
 
@@ -69,22 +75,22 @@ impl SampleBatch {
     }
     /// Keys of the sampled items, one per row.
     pub fn keys(&self) -> &[ItemKey] {
-        &self.keys
+        &self.keys[..self.len]
     }
     /// Importance weights (prioritized: `(p_min / p_i)^beta`, i.e. normalised
     /// by the largest weight in the buffer; otherwise 1), times the
     /// policy-lag down-weight where applied.
     pub fn weights(&self) -> &[f32] {
-        &self.weights
+        &self.weights[..self.len]
     }
     /// Policy version each row was produced by (0 if the layout declares no
     /// policy-version field).
     pub fn policy_versions(&self) -> &[u64] {
-        &self.policy_versions
+        &self.policy_versions[..self.len]
     }
     /// Group id of each row (grouped sampler; otherwise 0).
     pub fn groups(&self) -> &[u64] {
-        &self.groups
+        &self.groups[..self.len]
     }
 
     /// Bytes of field `index` for the filled rows: `[len, ...shape]`.
@@ -130,10 +136,84 @@ impl SampleBatch {
 
     pub(crate) fn clear(&mut self) {
         self.len = 0;
-        self.keys.clear();
-        self.weights.clear();
-        self.policy_versions.clear();
-        self.groups.clear();
+    }
+
+    /// Copies row `slots[j]` of every field into row `len + j` (not yet
+    /// committed), field by field: each field's rows are one contiguous run
+    /// of the batch, so this is a tight loop per field. The caller
+    /// validates each copy (slot protocol) before committing it. Rows past
+    /// `max_rows` are not copied (callers never ask for them).
+    #[inline]
+    pub(crate) fn copy_rows(&mut self, storage: Slots<'_>, slots: &[usize]) {
+        let first = self.len;
+        for (field, (buf, &bytes)) in self.fields.iter_mut().zip(&self.row_bytes).enumerate() {
+            let Some(rows) = buf.get_mut(first * bytes..(first + slots.len()) * bytes) else {
+                return;
+            };
+            let g = storage.field(field);
+            if bytes % 8 == 0 {
+                // Whole words: no tail to pad.
+                for (dst, &slot) in rows.chunks_exact_mut(bytes).zip(slots) {
+                    for (d, w) in dst.chunks_exact_mut(8).zip(storage.row_at(g, slot)) {
+                        // Relaxed: validated by the caller (slot protocol).
+                        d.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
+                    }
+                }
+            } else {
+                for (dst, &slot) in rows.chunks_exact_mut(bytes).zip(slots) {
+                    slot::copy_out(storage.row_at(g, slot), dst);
+                }
+            }
+        }
+    }
+
+    /// Moves uncommitted row `from` down to row `to`, data and metadata (a
+    /// row before it was dropped).
+    pub(crate) fn move_row(&mut self, from: usize, to: usize) {
+        for (buf, &bytes) in self.fields.iter_mut().zip(&self.row_bytes) {
+            buf.copy_within(from * bytes..(from + 1) * bytes, to * bytes);
+        }
+        self.keys.copy_within(from..from + 1, to);
+        self.policy_versions.copy_within(from..from + 1, to);
+        self.groups.copy_within(from..from + 1, to);
+    }
+
+    /// Lets `begin(j, meta)` fill the metadata of uncommitted rows
+    /// `len..len + rows` (capped at `max_rows`), in row order.
+    #[inline]
+    pub(crate) fn begin_rows(&mut self, rows: usize, mut begin: impl FnMut(usize, &mut ItemMeta)) {
+        let first = self.len;
+        let end = (first + rows).min(self.max_rows);
+        for (j, ((k, p), g)) in self.keys[first..end]
+            .iter_mut()
+            .zip(&mut self.policy_versions[first..end])
+            .zip(&mut self.groups[first..end])
+            .enumerate()
+        {
+            let mut meta = ItemMeta {
+                key: 0,
+                policy_version: 0,
+                group: 0,
+            };
+            begin(j, &mut meta);
+            (*k, *p, *g) = (ItemKey(meta.key), meta.policy_version, meta.group);
+        }
+    }
+
+    /// Policy version written for the next (uncommitted) row.
+    #[inline]
+    pub(crate) fn pending_policy_version(&self) -> u64 {
+        self.policy_versions.get(self.len).copied().unwrap_or(0)
+    }
+
+    /// Commits the next row, whose data and metadata are already in place
+    /// (`copy_rows`, `begin_rows`), with importance weight `weight`.
+    #[inline]
+    pub(crate) fn commit_pending(&mut self, weight: f32) {
+        if let Some(w) = self.weights.get_mut(self.len) {
+            *w = weight;
+            self.len += 1;
+        }
     }
 
     /// Destination of field `field` in the next (unfilled) row.
@@ -152,10 +232,19 @@ impl SampleBatch {
         policy_version: u64,
         group: u64,
     ) {
-        self.keys.push(key);
-        self.weights.push(weight);
-        self.policy_versions.push(policy_version);
-        self.groups.push(group);
-        self.len += 1;
+        let i = self.len;
+        let (Some(k), Some(w), Some(p), Some(g)) = (
+            self.keys.get_mut(i),
+            self.weights.get_mut(i),
+            self.policy_versions.get_mut(i),
+            self.groups.get_mut(i),
+        ) else {
+            // Samplers never draw more than `max_rows` (checked in
+            // `sample_inner`); a row past the end is dropped, not a panic.
+            debug_assert!(false, "commit_row past max_rows");
+            return;
+        };
+        (*k, *w, *p, *g) = (key, weight, policy_version, group);
+        self.len = i + 1;
     }
 }

@@ -164,7 +164,7 @@ impl ReplayBuffer {
         let mut row: Vec<u64> = Vec::with_capacity(row_words);
         let mut count = 0u64;
         for slot_index in 0..cap {
-            let outcome = slot::read(&s.storage, slot_index, |field, words| {
+            let outcome = slot::read(s.storage.slots(), slot_index, |field, words| {
                 if field == 0 {
                     row.clear();
                 }
@@ -337,7 +337,7 @@ impl ReplayBuffer {
             let slot = slot as usize;
             let mut offset = 0;
             slot::write(
-                &s.storage,
+                s.storage.slots(),
                 slot,
                 ItemMeta {
                     key,

@@ -12,7 +12,7 @@
 //! loads, one Acquire fence and the copy (plus a retry if it raced a write).
 //!
 //! The full protocol and its proof sketch are in `README.md`.
-use super::storage::{Storage, META_GROUP, META_KEY, META_POLICY, META_PUBLISHED, META_VERSION};
+use super::storage::{Slots, META_GROUP, META_KEY, META_POLICY, META_PUBLISHED, META_VERSION};
 use crate::loom::atomic::{fence, AtomicU64, Ordering};
 
 /// Metadata stored with each item.
@@ -45,7 +45,7 @@ pub(crate) enum ReadOutcome {
 /// Writes an item into `slot`. `fill(field, words)` stores the field's row
 /// with `Relaxed` stores.
 pub(crate) fn write(
-    storage: &Storage,
+    storage: Slots<'_>,
     slot: usize,
     meta: ItemMeta,
     mut fill: impl FnMut(usize, &[AtomicU64]),
@@ -97,8 +97,12 @@ pub(crate) fn write(
 /// Copies the item in `slot` out; `copy(field, words)` reads the field's row
 /// with `Relaxed` loads and may be called several times (retries), the last
 /// call's result is the consistent one.
+///
+/// Inlined: it runs once per sampled row, and as a call it spilled the
+/// caller's loop state to the stack (`perf annotate`).
+#[inline(always)]
 pub(crate) fn read(
-    storage: &Storage,
+    storage: Slots<'_>,
     slot: usize,
     mut copy: impl FnMut(usize, &[AtomicU64]),
 ) -> ReadOutcome {
@@ -139,6 +143,47 @@ pub(crate) fn read(
         }
         crate::loom::spin_loop();
     }
+}
+
+/// The first half of a read, for copying many slots at once (a sample's
+/// chunk, see `Shared::gather`): the `Acquire` version load and the
+/// metadata. `None` if a writer is inside or the slot is empty; the caller
+/// then reads that slot alone with [`read`]. After copying the rows, call
+/// [`end_reads`] once and [`validate`] for each slot: the same steps as
+/// [`read`], in the same order per slot (other slots' loads in between
+/// change nothing in the argument of `README.md`).
+#[inline(always)]
+pub(crate) fn begin_read(storage: Slots<'_>, slot: usize) -> Option<(u64, ItemMeta)> {
+    let m = storage.meta(slot);
+    // Acquire, pairs with the Release version stores in `write`.
+    let v1 = m[META_VERSION].load(Ordering::Acquire);
+    let key = m[META_KEY].load(Ordering::Relaxed);
+    if v1 & 1 == 1 || key == 0 {
+        return None;
+    }
+    Some((
+        v1,
+        ItemMeta {
+            key: key - 1,
+            policy_version: m[META_POLICY].load(Ordering::Relaxed),
+            group: m[META_GROUP].load(Ordering::Relaxed),
+        },
+    ))
+}
+
+/// Orders every copy made since the [`begin_read`]s before the
+/// [`validate`] loads that follow (the `Acquire` fence of [`read`]; pairs
+/// with the Release fence in `write`).
+#[inline(always)]
+pub(crate) fn end_reads() {
+    fence(Ordering::Acquire);
+}
+
+/// Whether the copy of `slot` begun at version `v1` is consistent: the
+/// version has not moved. Relaxed: ordered by [`end_reads`].
+#[inline(always)]
+pub(crate) fn validate(storage: Slots<'_>, slot: usize, v1: u64) -> bool {
+    storage.meta(slot)[META_VERSION].load(Ordering::Relaxed) == v1
 }
 
 /// Copies a row's words into `dst` (the row's bytes, unpadded).

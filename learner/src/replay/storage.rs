@@ -110,7 +110,7 @@ const MAPPED_FORMAT: u32 = 2;
 
 /// One field's rows in the storage's words.
 #[derive(Debug, Clone, Copy)]
-struct FieldGeometry {
+pub(crate) struct FieldGeometry {
     /// Word offset of the field's row in slot 0.
     offset: usize,
     /// Words per row.
@@ -151,6 +151,92 @@ impl std::fmt::Debug for Storage {
             .field("capacity", &self.capacity)
             .field("words", &self.words().len())
             .finish()
+    }
+}
+
+/// [`Storage`]'s words and geometry with the backing resolved: what the
+/// slot protocol reads and writes through. `Copy`, borrowed from the
+/// storage for one run of accesses (see [`Storage::slots`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Slots<'a> {
+    words: &'a [AtomicU64],
+    fields: &'a [FieldGeometry],
+    meta_offset: usize,
+    meta_stride: usize,
+    order: StorageOrder,
+}
+
+impl<'a> Slots<'a> {
+    pub(crate) fn num_fields(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// Where field `field`'s rows are (hoisted out of per-row loops).
+    #[inline]
+    pub(crate) fn field(&self, field: usize) -> FieldGeometry {
+        self.fields[field]
+    }
+
+    /// Words of row `slot` of a field whose geometry is `g` (empty if out
+    /// of range, which a valid slot never is).
+    #[inline(always)]
+    pub(crate) fn row_at(&self, g: FieldGeometry, slot: usize) -> &'a [AtomicU64] {
+        let start = g.offset + slot * g.stride;
+        self.words.get(start..start + g.words).unwrap_or(&[])
+    }
+
+    /// Words of one row of one field.
+    #[inline]
+    pub(crate) fn row(&self, field: usize, slot: usize) -> &'a [AtomicU64] {
+        let f = &self.fields[field];
+        let start = f.offset + slot * f.stride;
+        &self.words[start..start + f.words]
+    }
+
+    /// The metadata record of a slot.
+    #[inline]
+    pub(crate) fn meta(&self, slot: usize) -> &'a [AtomicU64] {
+        let start = self.meta_offset + slot * self.meta_stride;
+        &self.words[start..start + META_USED]
+    }
+
+    /// Prefetches the slot's metadata line and every line of each row, so
+    /// the cache misses of a batch overlap instead of queueing behind each
+    /// seqlock read. Measured (replay_bench, A/B on the same loaded
+    /// machine): sample(128) of 3x4 from 100k best 2.7 us with prefetch vs
+    /// 3.8 us with plain touching loads. A 48-byte row straddles two lines
+    /// half the time; prefetching only its first word left that second miss
+    /// on the copy's critical path (see README, "Benchmarks").
+    #[inline]
+    pub(crate) fn touch(&self, slot: usize) {
+        match self.order {
+            StorageOrder::Records => {
+                // The record is whole lines from its first word.
+                // (An index loop: `step_by` compiled to a generic loop with
+                // a division-free but branchy setup per slot.)
+                let start = self.meta_offset + slot * self.meta_stride;
+                if let Some(record) = self.words.get(start..start + self.meta_stride) {
+                    let mut i = 0;
+                    while let Some(w) = record.get(i) {
+                        prefetch(w);
+                        i += LINE_WORDS;
+                    }
+                }
+            }
+            StorageOrder::Columns => {
+                prefetch(&self.meta(slot)[META_VERSION]);
+                for field in 0..self.num_fields() {
+                    // One word per 64-byte line, plus the last word.
+                    let row = self.row(field, slot);
+                    for w in row.iter().step_by(LINE_WORDS) {
+                        prefetch(w);
+                    }
+                    if let Some(w) = row.last() {
+                        prefetch(w);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -426,57 +512,23 @@ impl Storage {
         self.order
     }
 
-    pub(crate) fn num_fields(&self) -> usize {
-        self.fields.len()
-    }
-
-    /// Words of one row of one field.
+    /// The words resolved once, for a run of slot accesses (a sample call
+    /// or an insert batch): the backing is matched here, not per access.
     #[inline]
-    pub(crate) fn row(&self, field: usize, slot: usize) -> &[AtomicU64] {
-        let f = &self.fields[field];
-        let start = f.offset + slot * f.stride;
-        &self.words()[start..start + f.words]
+    pub(crate) fn slots(&self) -> Slots<'_> {
+        Slots {
+            words: self.words(),
+            fields: &self.fields,
+            meta_offset: self.meta_offset,
+            meta_stride: self.meta_stride,
+            order: self.order,
+        }
     }
 
     /// The metadata record of a slot.
     #[inline]
     pub(crate) fn meta(&self, slot: usize) -> &[AtomicU64] {
-        let start = self.meta_offset + slot * self.meta_stride;
-        &self.words()[start..start + META_USED]
-    }
-
-    /// Prefetches the slot's metadata line and every line of each row, so
-    /// the cache misses of a batch overlap instead of queueing behind each
-    /// seqlock read. Measured (replay_bench, A/B on the same loaded
-    /// machine): sample(128) of 3x4 from 100k best 2.7 us with prefetch vs
-    /// 3.8 us with plain touching loads. A 48-byte row straddles two lines
-    /// half the time; prefetching only its first word left that second miss
-    /// on the copy's critical path (see README, "Benchmarks").
-    #[inline]
-    pub(crate) fn touch(&self, slot: usize) {
-        match self.order {
-            StorageOrder::Records => {
-                // The record is whole lines from its first word.
-                let start = self.meta_offset + slot * self.meta_stride;
-                let record = &self.words()[start..start + self.meta_stride];
-                for w in record.iter().step_by(LINE_WORDS) {
-                    prefetch(w);
-                }
-            }
-            StorageOrder::Columns => {
-                prefetch(&self.meta(slot)[META_VERSION]);
-                for field in 0..self.num_fields() {
-                    // One word per 64-byte line, plus the last word.
-                    let row = self.row(field, slot);
-                    for w in row.iter().step_by(LINE_WORDS) {
-                        prefetch(w);
-                    }
-                    if let Some(w) = row.last() {
-                        prefetch(w);
-                    }
-                }
-            }
-        }
+        self.slots().meta(slot)
     }
 
     /// `key + 1` published in `slot` (0: never). Acquire, pairs with the
@@ -533,8 +585,8 @@ mod tests {
                     assert_eq!(meta.0 % LINE_WORDS, 0, "record {slot} starts a line");
                 }
                 ranges.push(meta);
-                for field in 0..s.num_fields() {
-                    let row = range(s.row(field, slot));
+                for field in 0..s.slots().num_fields() {
+                    let row = range(s.slots().row(field, slot));
                     assert_eq!(row.1 - row.0, layout.fields()[field].row_words());
                     ranges.push(row);
                 }

@@ -81,6 +81,7 @@ impl Fifo {
         batch: &mut SampleBatch,
         n: usize,
     ) -> Result<(), ReplayError> {
+        let slots = shared.storage.slots();
         let mut first_claim = true;
         while batch.len() < n {
             let want = n - batch.len();
@@ -118,11 +119,11 @@ impl Fifo {
             }
             first_claim = false;
             for key in start..start + want as u64 {
-                shared.storage.touch(shared.slot_of(key));
+                slots.touch(shared.slot_of(key));
             }
             for key in start..start + want as u64 {
                 let slot = shared.slot_of(key);
-                match shared.copy_row(slot, batch) {
+                match shared.copy_row(slots, slot, batch) {
                     ReadOutcome::Item(meta) if meta.key == key => {
                         shared.offer(batch, meta, 1.0);
                         shared.retire(slot, key);

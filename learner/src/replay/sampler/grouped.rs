@@ -184,9 +184,10 @@ impl Grouped {
     }
 
     fn copy(shared: &Shared, batch: &mut SampleBatch, keys: Vec<(u64, u64)>) {
+        let slots = shared.storage.slots();
         for (key, _) in keys {
             let slot = shared.slot_of(key);
-            if let ReadOutcome::Item(meta) = shared.copy_row(slot, batch) {
+            if let ReadOutcome::Item(meta) = shared.copy_row(slots, slot, batch) {
                 if meta.key == key {
                     shared.offer(batch, meta, 1.0);
                     shared.retire(slot, key);

@@ -101,6 +101,7 @@ impl MaxTimesSampled {
         n: usize,
         rng: &mut WyRand,
     ) -> Result<(), ReplayError> {
+        let slots = shared.storage.slots();
         let mut picks = Vec::with_capacity(n);
         {
             let mut live = self.lock();
@@ -122,7 +123,7 @@ impl MaxTimesSampled {
             }
         }
         for (slot, key, last) in picks {
-            match shared.copy_row(slot, batch) {
+            match shared.copy_row(slots, slot, batch) {
                 ReadOutcome::Item(meta) if meta.key == key => {
                     shared.offer(batch, meta, 1.0);
                     if last {

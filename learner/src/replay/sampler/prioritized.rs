@@ -19,7 +19,6 @@ use super::super::batch::SampleBatch;
 use super::super::buffer::Shared;
 use super::super::error::ReplayError;
 use super::super::rng::WyRand;
-use super::super::slot::ReadOutcome;
 use super::super::ItemKey;
 use super::sum_tree::{Found, SumTree};
 use super::SamplerState;
@@ -122,6 +121,7 @@ impl Prioritized {
         n: usize,
         rng: &mut WyRand,
     ) -> Result<(), ReplayError> {
+        let slots = shared.storage.slots();
         let mut picks = Vec::with_capacity(n);
         let min;
         {
@@ -151,15 +151,15 @@ impl Prioritized {
         // `powf`, about half the cost of the `f64` one; the weight is an
         // `f32` anyway), then the copies.
         for &(slot, _) in &picks {
-            shared.storage.touch(slot);
+            slots.touch(slot);
         }
         let beta = self.config.beta as f32;
-        for (slot, value) in picks {
-            let weight = ((min / value) as f32).powf(beta);
-            if let ReadOutcome::Item(meta) = shared.copy_row(slot, batch) {
-                shared.offer(batch, meta, weight);
-            }
-        }
+        let weights: Vec<f32> = picks
+            .iter()
+            .map(|&(_, value)| ((min / value) as f32).powf(beta))
+            .collect();
+        let chunk: Vec<usize> = picks.iter().map(|&(slot, _)| slot).collect();
+        shared.gather(slots, batch, &chunk, |j| weights[j]);
         Ok(())
     }
 

@@ -27,6 +27,7 @@ impl Recent {
         n: usize,
         rng: &mut WyRand,
     ) -> Result<(), ReplayError> {
+        let slots = shared.storage.slots();
         let end = shared.claimed();
         let start = end.saturating_sub(self.window);
         if end == 0 || shared.stored() == 0 {
@@ -39,7 +40,7 @@ impl Recent {
         while batch.len() < n && budget > 0 {
             budget -= 1;
             let key = start + rng.below(end - start);
-            match shared.copy_row(shared.slot_of(key), batch) {
+            match shared.copy_row(slots, shared.slot_of(key), batch) {
                 ReadOutcome::Item(meta) if meta.key == key => {
                     shared.offer(batch, meta, 1.0);
                 }

@@ -5,7 +5,6 @@ use super::super::batch::SampleBatch;
 use super::super::buffer::Shared;
 use super::super::error::ReplayError;
 use super::super::rng::WyRand;
-use super::super::slot::ReadOutcome;
 
 #[derive(Debug)]
 pub(crate) struct Uniform;
@@ -25,6 +24,7 @@ impl Uniform {
         n: usize,
         rng: &mut WyRand,
     ) -> Result<(), ReplayError> {
+        let slots = shared.storage.slots();
         let range = shared.claimed().min(shared.capacity);
         if range == 0 || shared.stored() == 0 {
             return Err(ReplayError::NotEnoughItems {
@@ -40,7 +40,7 @@ impl Uniform {
         let mut draw = |buf: &mut [usize; CHUNK], want: usize| {
             for s in &mut buf[..want] {
                 *s = rng.below(range) as usize;
-                shared.storage.touch(*s);
+                slots.touch(*s);
             }
         };
         let (mut cur, mut next) = ([0usize; CHUNK], [0usize; CHUNK]);
@@ -61,11 +61,7 @@ impl Uniform {
                 .min(budget);
             budget -= next_len;
             draw(&mut next, next_len);
-            for &slot in &cur[..cur_len] {
-                if let ReadOutcome::Item(meta) = shared.copy_row(slot, batch) {
-                    shared.offer(batch, meta, 1.0);
-                }
-            }
+            shared.gather(slots, batch, &cur[..cur_len], |_| 1.0);
             std::mem::swap(&mut cur, &mut next);
             cur_len = next_len;
         }

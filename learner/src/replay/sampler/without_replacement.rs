@@ -44,6 +44,7 @@ impl UniformWithoutReplacement {
         n: usize,
         rng: &mut WyRand,
     ) -> Result<(), ReplayError> {
+        let slots = shared.storage.slots();
         let stored = shared.claimed().min(shared.capacity) as usize;
         if stored == 0 || shared.stored() == 0 {
             return Err(ReplayError::NotEnoughItems {
@@ -74,7 +75,7 @@ impl UniformWithoutReplacement {
             }
             for &slot in &picks {
                 budget = budget.saturating_sub(1);
-                if let ReadOutcome::Item(meta) = shared.copy_row(slot, batch) {
+                if let ReadOutcome::Item(meta) = shared.copy_row(slots, slot, batch) {
                     shared.offer(batch, meta, 1.0);
                 }
             }

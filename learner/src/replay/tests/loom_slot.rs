@@ -25,7 +25,7 @@ fn write(s: &Storage, key: u64, value: u64) -> WriteOutcome {
         policy_version: value,
         group: 0,
     };
-    slot::write(s, 0, meta, |_, words| {
+    slot::write(s.slots(), 0, meta, |_, words| {
         for w in words {
             w.store(value, Ordering::Relaxed);
         }
@@ -35,7 +35,7 @@ fn write(s: &Storage, key: u64, value: u64) -> WriteOutcome {
 /// Reads slot 0; returns the key and the two data words.
 fn read(s: &Storage) -> Option<(u64, [u64; 2], u64)> {
     let mut data = [0u64; 2];
-    match slot::read(s, 0, |_, words| {
+    match slot::read(s.slots(), 0, |_, words| {
         for (d, w) in data.iter_mut().zip(words) {
             *d = w.load(Ordering::Relaxed);
         }
