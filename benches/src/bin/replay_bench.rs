@@ -11,6 +11,8 @@
 //! `gather_floor_us` times a bare gather of the same bytes from memory of the
 //! same size (`seed_benches::gather_floor`), alternating with the 3x4 runs, so
 //! the noisy absolute figures come with a ratio to what the memory costs now.
+//! `sample128_3x4_resident_us` samples a 256-item buffer that stays in cache:
+//! the buffer's own cost per call, without the memory.
 use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
@@ -64,10 +66,11 @@ fn sample_us_with_floor(
     order: StorageOrder,
     plan: &Plan,
     mut floor: Option<&mut GatherFloor>,
+    capacity: usize,
 ) -> Result<(f64, f64)> {
-    let config = ReplayConfig::new(100_000, SamplerConfig::Uniform).with_storage_order(order);
+    let config = ReplayConfig::new(capacity, SamplerConfig::Uniform).with_storage_order(order);
     let b = ReplayBuffer::new(layout, config)?;
-    fill(&b, 100_000)?;
+    fill(&b, capacity)?;
     let mut batch = b.new_batch(128);
     b.sample_into(&mut batch, 128)?;
     let (mut runs, mut floor_runs) = (Vec::new(), Vec::new());
@@ -89,10 +92,14 @@ fn sample_us_with_floor(
     Ok((median(runs), floor_us))
 }
 
-/// Median over runs of microseconds per `sample(128)`.
+/// Median over runs of microseconds per `sample(128)` from 100k items.
 fn sample_us(layout: ItemLayout, order: StorageOrder, plan: &Plan) -> Result<f64> {
-    Ok(sample_us_with_floor(layout, order, plan, None)?.0)
+    Ok(sample_us_with_floor(layout, order, plan, None, 100_000)?.0)
 }
+
+/// Items in the cache-resident buffer: 256 records of 128 bytes, 32 KiB,
+/// which stays in L1/L2 while it is sampled.
+const RESIDENT_ITEMS: usize = 256;
 
 /// Median items/s inserting batches of `rows` into a full 100k buffer.
 fn insert_rate(rows: usize, plan: &Plan) -> Result<f64> {
@@ -234,7 +241,12 @@ fn main() -> Result<()> {
     // The default order (records) and columns, side by side in one run.
     let order = StorageOrder::default();
     let mut floor = GatherFloor::new();
-    let (s3x4, floor_us) = sample_us_with_floor(layout_3x4()?, order, &plan, Some(&mut floor))?;
+    let (s3x4, floor_us) =
+        sample_us_with_floor(layout_3x4()?, order, &plan, Some(&mut floor), 100_000)?;
+    // The same call with the memory taken out: what the buffer's own
+    // instructions cost, much less noisy than the figures above.
+    let (s3x4_resident, _) =
+        sample_us_with_floor(layout_3x4()?, order, &plan, None, RESIDENT_ITEMS)?;
     let s3x4_columns = sample_us(layout_3x4()?, StorageOrder::Columns, &plan)?;
     let sdict = sample_us(layout_dict()?, order, &plan)?;
     let sdict_columns = sample_us(layout_dict()?, StorageOrder::Columns, &plan)?;
@@ -269,6 +281,7 @@ fn main() -> Result<()> {
         "sample128_3x4_us": s3x4,
         "gather_floor_us": floor_us,
         "sample128_3x4_over_floor": s3x4 / floor_us,
+        "sample128_3x4_resident_us": s3x4_resident,
         "sample128_dict_us": sdict,
         "insert_items_per_s": Value::Object(inserts),
         "prioritized_1m_sample_update_us": prio,
