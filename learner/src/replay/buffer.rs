@@ -654,16 +654,18 @@ impl ReplayBuffer {
         let pv_field = self.layout.policy_version_field();
         let group_id = group.unwrap_or(super::sampler::NO_GROUP);
         let slots = s.storage.slots();
+        // Slot of key `first + i`, advanced without a division per item.
+        let mut slot = s.slot_of(first);
         for i in 0..n {
-            let key = first + i as u64;
-            let slot = s.slot_of(key);
             let meta = ItemMeta {
-                key,
+                key: first + i as u64,
                 policy_version: pv_field.map_or(0, |f| u64_at(&fields[f].values, i)),
                 group: group_id,
             };
             let outcome = slot::write(slots, slot, meta, |f, words| {
-                let bytes = self.layout.fields()[f].num_bytes();
+                // The field's bytes from the storage's geometry: computing
+                // them from the layout's shape per item showed in `perf`.
+                let bytes = slots.field(f).bytes;
                 let mut j = 0;
                 fields[f].values.for_each_word(i * bytes, bytes, |w| {
                     if let Some(word) = words.get(j) {
@@ -685,6 +687,11 @@ impl ReplayBuffer {
                     }
                 }
             }
+            slot = if slot + 1 == s.capacity as usize {
+                0
+            } else {
+                slot + 1
+            };
         }
         s.counters.inserted.fetch_add(n as u64, Ordering::Relaxed);
         self.sampler.on_publish(s, first, n, &|_| group_id);

@@ -44,6 +44,10 @@ pub(crate) enum ReadOutcome {
 
 /// Writes an item into `slot`. `fill(field, words)` stores the field's row
 /// with `Relaxed` stores.
+///
+/// Inlined: it runs once per inserted item, and as a call its closure's
+/// state went through the stack.
+#[inline(always)]
 pub(crate) fn write(
     storage: Slots<'_>,
     slot: usize,

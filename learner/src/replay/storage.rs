@@ -117,6 +117,8 @@ pub(crate) struct FieldGeometry {
     words: usize,
     /// Words from one slot's row to the next slot's.
     stride: usize,
+    /// Bytes of the field's value (the row's words hold them, zero padded).
+    pub(crate) bytes: usize,
 }
 
 enum Backing {
@@ -241,6 +243,7 @@ impl<'a> Slots<'a> {
 }
 
 struct Geometry {
+    field_bytes: Vec<usize>,
     field_offsets: Vec<usize>,
     field_row_words: Vec<usize>,
     field_strides: Vec<usize>,
@@ -255,6 +258,7 @@ fn geometry(
     order: StorageOrder,
 ) -> Result<Geometry, ReplayError> {
     let overflow = || ReplayError::config("storage size overflows usize");
+    let field_bytes: Vec<usize> = layout.fields().iter().map(|f| f.num_bytes()).collect();
     let field_row_words: Vec<usize> = layout.fields().iter().map(|f| f.row_words()).collect();
     let mut field_offsets = Vec::with_capacity(field_row_words.len());
     match order {
@@ -272,6 +276,7 @@ fn geometry(
                 .and_then(|w| w.checked_add(off))
                 .ok_or_else(overflow)?;
             Ok(Geometry {
+                field_bytes,
                 field_strides: field_row_words.clone(),
                 field_offsets,
                 field_row_words,
@@ -293,6 +298,7 @@ fn geometry(
                 .ok_or_else(overflow)?;
             let total_words = record.checked_mul(capacity).ok_or_else(overflow)?;
             Ok(Geometry {
+                field_bytes,
                 field_strides: vec![record; field_row_words.len()],
                 field_offsets,
                 field_row_words,
@@ -348,10 +354,12 @@ impl Storage {
                 .iter()
                 .zip(&g.field_row_words)
                 .zip(&g.field_strides)
-                .map(|((&offset, &words), &stride)| FieldGeometry {
+                .zip(&g.field_bytes)
+                .map(|(((&offset, &words), &stride), &bytes)| FieldGeometry {
                     offset,
                     words,
                     stride,
+                    bytes,
                 })
                 .collect(),
             meta_offset: g.meta_offset,
