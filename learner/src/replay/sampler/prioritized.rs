@@ -191,7 +191,11 @@ impl Prioritized {
                 continue;
             }
             st.max_priority = st.max_priority.max(p);
-            updates.push((slot, p.powf(self.config.alpha)));
+            // In `f32`: the leaf is an `f32` anyway, and the `f32` `powf`
+            // costs about half the `f64` one. `p` came from an `f32`, so it
+            // stays finite.
+            let value = (p as f32).powf(self.config.alpha as f32);
+            updates.push((slot, f64::from(value)));
             report.applied += 1;
         }
         st.tree.set_batch(&updates);
