@@ -1,7 +1,8 @@
 //! Loom: every interleaving (and every value a Relaxed load may return) of
 //! a writer and a reader on one slot. The reader must see either no item,
 //! the old item or the new item, never a mix; racing writers on one slot
-//! must leave the newest key with its own data.
+//! must leave the newest key with its own data. The batched read's halves
+//! (`begin_read`, `end_reads`, `validate`) give the same guarantee.
 use std::sync::Arc;
 
 use loom::thread;
@@ -104,5 +105,36 @@ fn racing_writers_leave_the_newest_key_with_its_data() {
             }
         );
         assert_eq!(read(&s), Some((2, [2, 2], 2)));
+    });
+}
+
+/// The batched read (`Shared::gather`): `begin_read`, the copy, `end_reads`,
+/// `validate`. When `validate` passes, the copy is the old or the new item,
+/// never a mix; when it fails, the caller reads again (not modelled here).
+#[test]
+fn batched_read_halves_never_validate_a_torn_copy() {
+    loom::model(|| {
+        let s = storage();
+        write(&s, 0, 1);
+        let w = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || write(&s, 1, 2))
+        };
+        let slots = s.slots();
+        if let Some((v1, meta)) = slot::begin_read(slots, 0) {
+            let mut data = [0u64; 2];
+            for (d, w) in data.iter_mut().zip(slots.row(0, 0)) {
+                *d = w.load(Ordering::Relaxed);
+            }
+            slot::end_reads();
+            if slot::validate(slots, 0, v1) {
+                let got = (meta.key, data, meta.policy_version);
+                assert!(
+                    got == (0, [1, 1], 1) || got == (1, [2, 2], 2),
+                    "torn copy validated: {got:?}"
+                );
+            }
+        }
+        w.join().expect("writer");
     });
 }
