@@ -6,7 +6,8 @@
 //!   `Block`) to claim keys, the slot protocol per row, sampler bookkeeping
 //!   (a short lock only for prioritized, max_times and grouped), one notify.
 //! - sample: limiter CAS (if any), sampler index choice, the slot protocol
-//!   per row into the caller's batch, one notify.
+//!   into the caller's batch (uniform and prioritized: 32 rows at a time,
+//!   see `Shared::gather`), one notify.
 //!
 //! No lock is held across a slot copy. Keys are consecutive: item `key`
 //! lives in slot `key % capacity`.

@@ -213,9 +213,9 @@ impl<'a> Slots<'a> {
     pub(crate) fn touch(&self, slot: usize) {
         match self.order {
             StorageOrder::Records => {
-                // The record is whole lines from its first word.
-                // (An index loop: `step_by` compiled to a generic loop with
-                // a division-free but branchy setup per slot.)
+                // The record is whole lines from its first word. (An index
+                // loop: `step_by`'s setup compiled to several branches per
+                // slot.)
                 let start = self.meta_offset + slot * self.meta_stride;
                 if let Some(record) = self.words.get(start..start + self.meta_stride) {
                     let mut i = 0;
