@@ -46,6 +46,14 @@ fn read(s: &Storage) -> Option<(u64, [u64; 2], u64)> {
     }
 }
 
+/// Writes key 0 (value 1) into slot 0, then overwrites it with key 1
+/// (value 2) on another thread.
+fn overwrite_in_background(s: &Arc<Storage>) -> thread::JoinHandle<WriteOutcome> {
+    write(s, 0, 1);
+    let s = Arc::clone(s);
+    thread::spawn(move || write(&s, 1, 2))
+}
+
 #[test]
 fn reader_never_sees_a_torn_first_write() {
     loom::model(|| {
@@ -69,11 +77,7 @@ fn reader_never_sees_a_torn_first_write() {
 fn reader_sees_old_or_new_item_during_overwrite() {
     loom::model(|| {
         let s = storage();
-        write(&s, 0, 1);
-        let w = {
-            let s = Arc::clone(&s);
-            thread::spawn(move || write(&s, 1, 2))
-        };
+        let w = overwrite_in_background(&s);
         let got = read(&s);
         assert!(
             got == Some((0, [1, 1], 1)) || got == Some((1, [2, 2], 2)),
@@ -115,11 +119,7 @@ fn racing_writers_leave_the_newest_key_with_its_data() {
 fn batched_read_halves_never_validate_a_torn_copy() {
     loom::model(|| {
         let s = storage();
-        write(&s, 0, 1);
-        let w = {
-            let s = Arc::clone(&s);
-            thread::spawn(move || write(&s, 1, 2))
-        };
+        let w = overwrite_in_background(&s);
         let slots = s.slots();
         if let Some((v1, meta)) = slot::begin_read(slots, 0) {
             let mut data = [0u64; 2];
