@@ -190,9 +190,7 @@ impl<'a> Slots<'a> {
     /// Words of one row of one field.
     #[inline]
     pub(crate) fn row(&self, field: usize, slot: usize) -> &'a [AtomicU64] {
-        let f = &self.fields[field];
-        let start = f.offset + slot * f.stride;
-        &self.words[start..start + f.words]
+        self.row_at(self.field(field), slot)
     }
 
     /// The metadata record of a slot.

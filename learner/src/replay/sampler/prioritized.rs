@@ -122,8 +122,9 @@ impl Prioritized {
         rng: &mut WyRand,
     ) -> Result<(), ReplayError> {
         let slots = shared.storage.slots();
-        let mut picks = Vec::with_capacity(n);
-        let min;
+        // The picked slots and their importance weights.
+        let mut chunk = Vec::with_capacity(n);
+        let mut weights = Vec::with_capacity(n);
         {
             let mut st = self.lock();
             let total = st.tree.total();
@@ -133,7 +134,7 @@ impl Prioritized {
                     available: 0,
                 });
             }
-            min = st.tree.min_positive();
+            let min = st.tree.min_positive();
             let State {
                 tree,
                 targets,
@@ -145,20 +146,20 @@ impl Prioritized {
             let segment = total / n as f64;
             targets.extend((0..n).map(|i| (i as f64 + rng.unit_f64()) * segment));
             tree.find_many(targets, nodes, found);
-            picks.extend(found.iter().map(|f| (f.leaf, f.value)));
+            chunk.extend(found.iter().map(|f| f.leaf));
+            // `p_min / p_i` for now (in `f64`: an `f32` could underflow).
+            weights.extend(found.iter().map(|f| (min / f.value) as f32));
         }
         // Outside the lock: prefetch the slots, then the weights (an `f32`
         // `powf`, about half the cost of the `f64` one; the weight is an
         // `f32` anyway), then the copies.
-        for &(slot, _) in &picks {
+        for &slot in &chunk {
             slots.touch(slot);
         }
         let beta = self.config.beta as f32;
-        let weights: Vec<f32> = picks
-            .iter()
-            .map(|&(_, value)| ((min / value) as f32).powf(beta))
-            .collect();
-        let chunk: Vec<usize> = picks.iter().map(|&(slot, _)| slot).collect();
+        for w in &mut weights {
+            *w = w.powf(beta);
+        }
         shared.gather(slots, batch, &chunk, |j| weights[j]);
         Ok(())
     }
