@@ -9,7 +9,6 @@ use super::layout::{DType, ItemLayout};
 use super::slot::{self, ItemMeta};
 use super::storage::Slots;
 use super::ItemKey;
-use crate::loom::atomic::Ordering;
 
 /// Rows gathered by one sample call, plus per-row keys, importance weights
 /// and policy versions.
@@ -151,18 +150,9 @@ impl SampleBatch {
                 return;
             };
             let g = storage.field(field);
-            if bytes % 8 == 0 {
-                // Whole words: no tail to pad.
-                for (dst, &slot) in rows.chunks_exact_mut(bytes).zip(slots) {
-                    for (d, w) in dst.chunks_exact_mut(8).zip(storage.row_at(g, slot)) {
-                        // Relaxed: validated by the caller (slot protocol).
-                        d.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
-                    }
-                }
-            } else {
-                for (dst, &slot) in rows.chunks_exact_mut(bytes).zip(slots) {
-                    slot::copy_out(storage.row_at(g, slot), dst);
-                }
+            for (dst, &slot) in rows.chunks_exact_mut(bytes).zip(slots) {
+                // Relaxed loads inside; validated by the caller.
+                slot::copy_out(storage.row_at(g, slot), dst);
             }
         }
     }

@@ -190,8 +190,9 @@ pub(crate) fn validate(storage: Slots<'_>, slot: usize, v1: u64) -> bool {
     storage.meta(slot)[META_VERSION].load(Ordering::Relaxed) == v1
 }
 
-/// Copies a row's words into `dst` (the row's bytes, unpadded).
-#[inline]
+/// Copies a row's words into `dst` (the row's bytes, unpadded). Always
+/// inlined: it runs per sampled row and field (`SampleBatch::copy_rows`).
+#[inline(always)]
 pub(crate) fn copy_out(words: &[AtomicU64], dst: &mut [u8]) {
     let mut chunks = dst.chunks_exact_mut(8);
     for (c, w) in (&mut chunks).zip(words) {
