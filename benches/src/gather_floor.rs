@@ -15,10 +15,10 @@ use rand::{Rng, SeedableRng};
 /// Items in the buffer the benchmark samples from.
 pub const ITEMS: usize = 100_000;
 /// Bytes of one record of the 3x4 f32 layout in `StorageOrder::Records`:
-/// six metadata words plus 48 bytes of data, padded to two cache lines.
-pub const RECORD_BYTES: usize = 128;
-/// Where a record's data starts (after the six metadata words).
-pub const DATA_OFFSET: usize = 48;
+/// the sequence word plus 48 bytes of data, padded to one cache line.
+pub const RECORD_BYTES: usize = 64;
+/// Where a record's data starts (after the sequence word).
+pub const DATA_OFFSET: usize = 8;
 /// Bytes gathered per item (3x4 f32).
 pub const ROW_BYTES: usize = 48;
 /// Rows per sample.

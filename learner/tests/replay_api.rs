@@ -570,28 +570,83 @@ fn mapped_storage_reopens_with_items_keys_and_fifo_position() {
     }
 }
 
+/// Group ids live in a cold column that samples read only once some item
+/// was stored in a group: under a non-grouped sampler, rows inserted before
+/// and after the first grouped insert must each come back with their own
+/// group (`u64::MAX` for none) and policy version, also after the mapped
+/// directory is reopened (the reopen scan must notice the stored groups).
 #[test]
-fn mapped_directories_of_format_1_open_as_columns() {
+fn groups_and_policy_versions_come_back_with_their_items_before_and_after_reopen() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = ReplayConfig::new(4, SamplerConfig::Fifo).with_storage_order(StorageOrder::Columns);
+    let cfg = ReplayConfig::new(8, SamplerConfig::Uniform);
+    let check = |b: &ReplayBuffer| {
+        let mut batch = b.new_batch(16);
+        b.sample_into(&mut batch, 16).unwrap();
+        let versions = batch.field_u64("v").unwrap();
+        for (i, &x) in firsts(&batch).iter().enumerate() {
+            let k = x as u64;
+            let want = if k >= 2 { 100 + k } else { u64::MAX };
+            assert_eq!(batch.keys()[i], ItemKey(k));
+            assert_eq!(batch.groups()[i], want, "group of item {k}");
+            assert_eq!(batch.policy_versions()[i], 10 + k, "version of item {k}");
+            assert_eq!(versions[i], 10 + k);
+        }
+    };
     {
         let b = ReplayBuffer::create_mapped(dir.path(), layout(), cfg.clone()).unwrap();
-        insert(&b, 7.0, 0);
+        for k in 0..4u64 {
+            let x = [k as f32; 3];
+            let v = [10 + k];
+            let item = [
+                FieldRef::new(&[3], Values::F32(&x)),
+                FieldRef::new(&[], Values::U64(&v)),
+            ];
+            if k < 2 {
+                b.insert_ref(&item).unwrap();
+                check(&b);
+            } else {
+                b.insert_ref_in_group(&item, 100 + k).unwrap();
+            }
+        }
+        check(&b);
         b.flush().unwrap();
     }
-    // Rewrite the header as the first format wrote it: no `order` field.
-    let header = dir.path().join("layout.json");
-    let mut json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&header).unwrap()).unwrap();
-    let obj = json.as_object_mut().unwrap();
-    assert_eq!(obj.remove("order"), Some(serde_json::json!("Columns")));
-    obj.insert("format".into(), serde_json::json!(1));
-    std::fs::write(&header, serde_json::to_vec(&json).unwrap()).unwrap();
     let b = ReplayBuffer::open_mapped(dir.path(), cfg).unwrap();
-    assert_eq!(b.config().storage_order, StorageOrder::Columns);
-    let mut batch = b.new_batch(1);
-    b.sample_into(&mut batch, 1).unwrap();
-    assert_eq!(firsts(&batch), vec![7.0]);
+    check(&b);
+}
+
+/// Formats 1 and 2 kept six metadata words per slot; reading their
+/// `storage.bin` with today's geometry would return garbage, so they are
+/// refused with a message that says what to do.
+#[test]
+fn mapped_directories_of_older_formats_are_refused_with_a_clear_error() {
+    for (format, order) in [(1, None), (2, Some("Records")), (2, Some("Columns"))] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = ReplayConfig::new(4, SamplerConfig::Fifo);
+        {
+            let b = ReplayBuffer::create_mapped(dir.path(), layout(), cfg.clone()).unwrap();
+            insert(&b, 7.0, 0);
+            b.flush().unwrap();
+        }
+        // Rewrite the header as that format wrote it.
+        let header = dir.path().join("layout.json");
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&header).unwrap()).unwrap();
+        let obj = json.as_object_mut().unwrap();
+        obj.remove("order");
+        if let Some(order) = order {
+            obj.insert("order".into(), serde_json::json!(order));
+        }
+        obj.insert("format".into(), serde_json::json!(format));
+        std::fs::write(&header, serde_json::to_vec(&json).unwrap()).unwrap();
+        match ReplayBuffer::open_mapped(dir.path(), cfg) {
+            Err(ReplayError::Mismatch { reason, .. }) => {
+                assert!(reason.contains(&format!("format {format}")), "{reason}");
+                assert!(reason.contains("checkpoint"), "{reason}");
+            }
+            other => panic!("format {format} opened: {:?}", other.map(|_| ())),
+        }
+    }
 }
 
 fn sample_keys(b: &ReplayBuffer, rounds: usize) -> Vec<u64> {

@@ -43,6 +43,10 @@ struct Args {
     /// Run only the prioritized 1M scenario (for profiling).
     #[arg(long)]
     only_prioritized: bool,
+    /// Run only the cache-resident 3x4 `sample(128)` (for profiling the
+    /// buffer's own instructions), 20 times the usual iterations.
+    #[arg(long)]
+    only_resident: bool,
 }
 
 struct Plan {
@@ -97,8 +101,8 @@ fn sample_us(layout: ItemLayout, order: StorageOrder, plan: &Plan) -> Result<f64
     Ok(sample_us_with_floor(layout, order, plan, None, 100_000)?.0)
 }
 
-/// Items in the cache-resident buffer: 256 records of 128 bytes, 32 KiB,
-/// which stays in L1/L2 while it is sampled.
+/// Items in the cache-resident buffer: 256 records of 64 bytes, 16 KiB,
+/// which stays in L1 while it is sampled.
 const RESIDENT_ITEMS: usize = 256;
 
 /// Median items/s inserting batches of `rows` into a full 100k buffer.
@@ -236,6 +240,21 @@ fn main() -> Result<()> {
             "{}",
             json!({ "prioritized_1m_sample_update_us": prioritized_us(StorageOrder::default(), &plan)? })
         );
+        return Ok(());
+    }
+    if args.only_resident {
+        let long = Plan {
+            sample_iters: plan.sample_iters * 20,
+            ..plan
+        };
+        let (us, _) = sample_us_with_floor(
+            layout_3x4()?,
+            StorageOrder::default(),
+            &long,
+            None,
+            RESIDENT_ITEMS,
+        )?;
+        println!("{}", json!({ "sample128_3x4_resident_us": us }));
         return Ok(());
     }
     // The default order (records) and columns, side by side in one run.

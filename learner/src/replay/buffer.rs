@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::SampleBatch;
 use super::error::{InsertError, ReplayError};
-use super::item::{check_fields, FieldRef, Item, Values};
+use super::item::{check_fields, FieldRef, Item};
 use super::layout::ItemLayout;
 use super::notifier::Notifier;
 use super::policy_lag::{LagVerdict, PolicyLagCap};
@@ -652,18 +652,13 @@ impl ReplayBuffer {
             .notifier
             .run_blocking(timeout, &self.closed, || self.claim(n))?;
         let s = &self.shared;
-        let pv_field = self.layout.policy_version_field();
         let group_id = group.unwrap_or(super::sampler::NO_GROUP);
         let slots = s.storage.slots();
         // Slot of key `first + i`, advanced without a division per item.
         let mut slot = s.slot_of(first);
         for i in 0..n {
-            let meta = ItemMeta {
-                key: first + i as u64,
-                policy_version: pv_field.map_or(0, |f| u64_at(&fields[f].values, i)),
-                group: group_id,
-            };
-            let outcome = slot::write(slots, slot, meta, |f, words| {
+            // The policy version is stored with the rows (its field's).
+            let outcome = slot::write(slots, slot, first + i as u64, group_id, |f, words| {
                 // The field's bytes from the storage's geometry: computing
                 // them from the layout's shape per item showed in `perf`.
                 let bytes = slots.field(f).bytes;
@@ -946,17 +941,5 @@ impl ReplayBuffer {
 
     pub(crate) fn sampler_state(&self) -> SamplerState {
         self.sampler.state(&self.shared)
-    }
-}
-
-/// The `i`th u64 of a validated `U64` field.
-fn u64_at(values: &Values<'_>, i: usize) -> u64 {
-    match values {
-        Values::U64(v) => v.get(i).copied().unwrap_or(0),
-        Values::Raw { bytes, .. } => bytes
-            .get(i * 8..i * 8 + 8)
-            .and_then(|b| b.try_into().ok())
-            .map_or(0, u64::from_ne_bytes),
-        _ => 0,
     }
 }

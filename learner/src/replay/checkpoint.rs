@@ -24,9 +24,10 @@ use super::buffer::{CounterValues, ReplayBuffer, ReplayConfig, Resume};
 use super::error::ReplayError;
 use super::layout::ItemLayout;
 use super::rate_limiter::RateLimiterCounters;
+use super::sampler::NO_GROUP;
 use super::sampler::{Sampler, SamplerState};
-use super::slot::{self, ItemMeta, ReadOutcome};
-use super::storage::{Storage, META_KEY, META_PUBLISHED, META_RETIRED, META_VERSION};
+use super::slot::{self, ReadOutcome};
+use super::storage::Storage;
 
 const MAGIC: &[u8; 8] = b"SEEDRPL1";
 const FORMAT: u32 = 1;
@@ -122,31 +123,32 @@ pub(crate) struct Recovered {
     pub retired: u64,
 }
 
-/// Empties slots a crash left mid-write and finds the next key. Runs before
-/// the storage is shared.
+/// Empties slots a crash left mid-write, finds the next key and notes
+/// whether any item was stored in a group. Runs before the storage is
+/// shared.
 pub(crate) fn recover_slots(storage: &Storage) -> Recovered {
     use crate::loom::atomic::Ordering as O;
     let mut r = Recovered::default();
+    let slots = storage.slots();
     for slot in 0..storage.capacity() {
-        let m = storage.meta(slot);
-        let v = m[META_VERSION].load(O::Relaxed);
-        let key = m[META_KEY].load(O::Relaxed);
-        let published = m[META_PUBLISHED].load(O::Relaxed);
-        if v & 1 == 1 || key != published {
-            // Caught mid-write (or the publish stamp never landed): the
-            // contents are not trustworthy.
-            m[META_VERSION].store(v + (v & 1), O::Relaxed);
-            m[META_KEY].store(0, O::Relaxed);
-            m[META_PUBLISHED].store(0, O::Relaxed);
-            m[META_RETIRED].store(0, O::Relaxed);
+        let seq = slots.seq(slot);
+        let s = seq.load(O::Relaxed);
+        if s & 1 == 1 {
+            // Caught mid-write: the contents are not trustworthy.
+            seq.store(0, O::Relaxed);
+            slots.retired(slot).store(0, O::Relaxed);
             tracing::warn!(slot, "replay: slot caught mid-write, emptied on reopen");
             continue;
         }
+        let published = s >> 1;
         if published != 0 {
             r.claimed = r.claimed.max(published);
             r.stored += 1;
-            if m[META_RETIRED].load(O::Relaxed) == published {
+            if slots.retired(slot).load(O::Relaxed) == published {
                 r.retired += 1;
+            }
+            if slots.group(slot).load(O::Relaxed) != NO_GROUP {
+                slots.record_groups();
             }
         }
     }
@@ -330,27 +332,20 @@ impl ReplayBuffer {
                 *x = u64::from_le_bytes(read8(&mut r, "record data")?);
                 sum.word(*x);
             }
-            let [slot, key, policy_version, group, retired] = rec;
+            // The policy version is also the policy-version field's word in
+            // the row, which is what the storage keeps.
+            let [slot, key, _policy_version, group, retired] = rec;
             if slot >= s.capacity || key % s.capacity != slot || key >= header.claimed {
                 return Err(corrupt(format!("record for slot {slot} has key {key}")));
             }
             let slot = slot as usize;
             let mut offset = 0;
-            slot::write(
-                s.storage.slots(),
-                slot,
-                ItemMeta {
-                    key,
-                    policy_version,
-                    group,
-                },
-                |f, words| {
-                    for (w, &v) in words.iter().zip(&row[offset..offset + row_words[f]]) {
-                        w.store(v, crate::loom::atomic::Ordering::Relaxed);
-                    }
-                    offset += row_words[f];
-                },
-            );
+            slot::write(s.storage.slots(), slot, key, group, |f, words| {
+                for (w, &v) in words.iter().zip(&row[offset..offset + row_words[f]]) {
+                    w.store(v, crate::loom::atomic::Ordering::Relaxed);
+                }
+                offset += row_words[f];
+            });
             if retired == 1 {
                 s.storage.retire(slot, key);
             }

@@ -2,24 +2,32 @@
 //! and readers never return a torn item.
 //!
 //! Why: samplers copy items while writers overwrite old slots; a lock per
-//! slot would make every sample contend with inserts. Instead each slot has a
-//! version word (odd while written); a reader copies, then checks the version
-//! did not move, and retries if it did (verify after copy). All data words
-//! are accessed with `Relaxed` atomics, so the racing copy is defined
-//! behaviour and the fences below order it (Boehm, "Can seqlocks get along
-//! with programming language memory models?", MSPC 2012, fig. 6).
-//! Cost: a write is one CAS, two Release stores and the copy; a read is two
+//! slot would make every sample contend with inserts. Instead each slot has
+//! a sequence word, `(key + 1) << 1`, with its low bit set while a writer
+//! is inside; a reader copies, then checks the word did not move, and
+//! retries if it did (verify after copy). The key shares the seqlock's
+//! word because a sampled slot's metadata then costs no cache line of its
+//! own (`storage.rs`); a writer never stores a key at or below the one in
+//! the slot, so the word only grows and a reader that finds it unchanged
+//! knows no write began in between. All data words are accessed with
+//! `Relaxed` atomics, so the racing copy is defined behaviour and the
+//! fences below order it (Boehm, "Can seqlocks get along with programming
+//! language memory models?", MSPC 2012, fig. 6).
+//! Cost: a write is one CAS, one Release store and the copy; a read is two
 //! loads, one Acquire fence and the copy (plus a retry if it raced a write).
 //!
 //! The full protocol and its proof sketch are in `README.md`.
-use super::storage::{Slots, META_GROUP, META_KEY, META_POLICY, META_PUBLISHED, META_VERSION};
+use super::sampler::NO_GROUP;
+use super::storage::Slots;
 use crate::loom::atomic::{fence, AtomicU64, Ordering};
 
-/// Metadata stored with each item.
+/// Metadata of an item that was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ItemMeta {
     pub key: u64,
+    /// The layout's policy-version field (0 without one).
     pub policy_version: u64,
+    /// `NO_GROUP` unless inserted into a group.
     pub group: u64,
 }
 
@@ -28,8 +36,8 @@ pub(crate) struct ItemMeta {
 pub(crate) enum WriteOutcome {
     /// Written; `previous` is `key + 1` of the item it replaced (0: none).
     Written { previous: u64 },
-    /// A newer key already occupies the slot (the ring lapped this writer);
-    /// nothing was written.
+    /// The slot already holds this key or a newer one (the ring lapped
+    /// this writer); nothing was written.
     Superseded,
 }
 
@@ -42,8 +50,15 @@ pub(crate) enum ReadOutcome {
     Empty,
 }
 
-/// Writes an item into `slot`. `fill(field, words)` stores the field's row
-/// with `Relaxed` stores.
+/// The sequence word of a slot holding `key`, no writer inside.
+#[inline(always)]
+fn stamp(key: u64) -> u64 {
+    (key + 1) << 1
+}
+
+/// Writes item `key` of `group` into `slot`. `fill(field, words)` stores
+/// the field's row with `Relaxed` stores (the policy version is one of
+/// those rows).
 ///
 /// Inlined: it runs once per inserted item, and as a call its closure's
 /// state went through the stack.
@@ -51,51 +66,71 @@ pub(crate) enum ReadOutcome {
 pub(crate) fn write(
     storage: Slots<'_>,
     slot: usize,
-    meta: ItemMeta,
+    key: u64,
+    group: u64,
     mut fill: impl FnMut(usize, &[AtomicU64]),
 ) -> WriteOutcome {
-    let m = storage.meta(slot);
-    let version = &m[META_VERSION];
-    // Take the slot: even -> odd. Acquire, pairs with the Release version
-    // store of the previous writer, so its key is visible to the check below.
-    let mut v = version.load(Ordering::Relaxed);
+    let seq = storage.seq(slot);
+    let stamp = stamp(key);
+    let mut s = seq.load(Ordering::Relaxed);
     loop {
-        if v & 1 == 1 {
+        if s & 1 == 1 {
             // Another writer (lapped ring) is inside; it is short.
             crate::loom::spin_loop();
-            v = version.load(Ordering::Relaxed);
+            s = seq.load(Ordering::Relaxed);
             continue;
         }
-        match version.compare_exchange_weak(v, v + 1, Ordering::Acquire, Ordering::Relaxed) {
+        if s >= stamp {
+            // This key or a newer one is here. Never storing a key at or
+            // below the current one keeps the word growing, which is what
+            // lets `read` trust an unchanged word (no ABA).
+            return WriteOutcome::Superseded;
+        }
+        // Take the slot: even -> odd. Acquire, pairs with the Release
+        // publish of the previous writer, so its data stores are ordered
+        // before ours.
+        match seq.compare_exchange_weak(s, s | 1, Ordering::Acquire, Ordering::Relaxed) {
             Ok(_) => break,
-            Err(now) => v = now,
+            Err(now) => s = now,
         }
     }
     // Release fence: no data store below may be seen by a reader whose
-    // Acquire fence (in `read`) then still sees the old even version. Pairs
+    // Acquire fence (in `read`) then still sees the old even word. Pairs
     // with the Acquire fence in `read`.
     fence(Ordering::Release);
-    // Relaxed: we own the slot (odd version); these words are only ours.
-    let previous = m[META_KEY].load(Ordering::Relaxed);
-    if previous > meta.key + 1 {
-        // Back to the version we found: the contents did not change.
-        // Release, pairs with the Acquire version load in `read`.
-        version.store(v, Ordering::Release);
-        return WriteOutcome::Superseded;
+    // Relaxed: we own the slot (odd word); these words are only ours.
+    storage.group(slot).store(group, Ordering::Relaxed);
+    if group != NO_GROUP {
+        // Before the publish below, so a reader that sees this item sees
+        // the flag too (`Slots::groups_recorded`).
+        storage.record_groups();
     }
-    m[META_KEY].store(meta.key + 1, Ordering::Relaxed);
-    m[META_POLICY].store(meta.policy_version, Ordering::Relaxed);
-    m[META_GROUP].store(meta.group, Ordering::Relaxed);
     for field in 0..storage.num_fields() {
         fill(field, storage.row(field, slot));
     }
-    // Publish: Release, pairs with the Acquire version load in `read`.
-    version.store(v + 2, Ordering::Release);
-    // Release, pairs with the Acquire in `Storage::published` (FIFO claims,
-    // stale-key checks); stored after the version so a claimer that sees it
-    // also sees the even version.
-    m[META_PUBLISHED].store(meta.key + 1, Ordering::Release);
-    WriteOutcome::Written { previous }
+    // Publish: Release, pairs with the Acquire sequence loads in `read`,
+    // `begin_read` and `Storage::published` (FIFO claims, stale-key checks).
+    seq.store(stamp, Ordering::Release);
+    WriteOutcome::Written { previous: s >> 1 }
+}
+
+/// The metadata of the item whose even sequence word `v1` was just loaded
+/// (`Acquire`). Relaxed loads inside the read's window, validated with the
+/// copy; the group column only once a group id was stored (the flag's load
+/// comes after the `Acquire` load, see `Slots::groups_recorded`).
+#[inline(always)]
+fn metadata(storage: Slots<'_>, slot: usize, v1: u64) -> ItemMeta {
+    ItemMeta {
+        key: (v1 >> 1) - 1,
+        policy_version: storage
+            .policy(slot)
+            .map_or(0, |w| w.load(Ordering::Relaxed)),
+        group: if storage.groups_recorded() {
+            storage.group(slot).load(Ordering::Relaxed)
+        } else {
+            NO_GROUP
+        },
+    }
 }
 
 /// Copies the item in `slot` out; `copy(field, words)` reads the field's row
@@ -110,47 +145,37 @@ pub(crate) fn read(
     slot: usize,
     mut copy: impl FnMut(usize, &[AtomicU64]),
 ) -> ReadOutcome {
-    let m = storage.meta(slot);
-    let version = &m[META_VERSION];
+    let seq = storage.seq(slot);
     loop {
-        // Acquire, pairs with the Release version stores in `write`: the
-        // words of the write that produced `v1` are visible.
-        let v1 = version.load(Ordering::Acquire);
+        // Acquire, pairs with the Release publish in `write`: the words of
+        // the write that produced `v1` are visible.
+        let v1 = seq.load(Ordering::Acquire);
         if v1 & 1 == 1 {
             crate::loom::spin_loop();
             continue;
         }
-        let key = m[META_KEY].load(Ordering::Relaxed);
-        if key == 0 {
-            if version.load(Ordering::Acquire) == v1 {
-                return ReadOutcome::Empty;
-            }
-            continue;
+        if v1 == 0 {
+            // Never written: the word only grows, so 0 is its first value.
+            return ReadOutcome::Empty;
         }
-        let policy_version = m[META_POLICY].load(Ordering::Relaxed);
-        let group = m[META_GROUP].load(Ordering::Relaxed);
+        let meta = metadata(storage, slot, v1);
         for field in 0..storage.num_fields() {
             copy(field, storage.row(field, slot));
         }
         // Acquire fence, pairs with the Release fence in `write`: if any
-        // load above saw a newer writer's store, the version load below sees
-        // that writer's odd (or a later) version.
+        // load above saw a newer writer's store, the load below sees that
+        // writer's odd word (or a later one).
         fence(Ordering::Acquire);
         // Relaxed: ordered by the fence above.
-        let v2 = version.load(Ordering::Relaxed);
-        if v1 == v2 {
-            return ReadOutcome::Item(ItemMeta {
-                key: key - 1,
-                policy_version,
-                group,
-            });
+        if seq.load(Ordering::Relaxed) == v1 {
+            return ReadOutcome::Item(meta);
         }
         crate::loom::spin_loop();
     }
 }
 
 /// The first half of a read, for copying many slots at once (a sample's
-/// chunk, see `Shared::gather`): the `Acquire` version load and the
+/// chunk, see `Shared::gather`): the `Acquire` sequence load and the
 /// metadata. `None` if a writer is inside or the slot is empty; the caller
 /// then reads that slot alone with [`read`]. After copying the rows, call
 /// [`end_reads`] once and [`validate`] for each slot: the same steps as
@@ -158,21 +183,12 @@ pub(crate) fn read(
 /// change nothing in the argument of `README.md`).
 #[inline(always)]
 pub(crate) fn begin_read(storage: Slots<'_>, slot: usize) -> Option<(u64, ItemMeta)> {
-    let m = storage.meta(slot);
-    // Acquire, pairs with the Release version stores in `write`.
-    let v1 = m[META_VERSION].load(Ordering::Acquire);
-    let key = m[META_KEY].load(Ordering::Relaxed);
-    if v1 & 1 == 1 || key == 0 {
+    // Acquire, pairs with the Release publish in `write`.
+    let v1 = storage.seq(slot).load(Ordering::Acquire);
+    if v1 & 1 == 1 || v1 == 0 {
         return None;
     }
-    Some((
-        v1,
-        ItemMeta {
-            key: key - 1,
-            policy_version: m[META_POLICY].load(Ordering::Relaxed),
-            group: m[META_GROUP].load(Ordering::Relaxed),
-        },
-    ))
+    Some((v1, metadata(storage, slot, v1)))
 }
 
 /// Orders every copy made since the [`begin_read`]s before the
@@ -183,11 +199,11 @@ pub(crate) fn end_reads() {
     fence(Ordering::Acquire);
 }
 
-/// Whether the copy of `slot` begun at version `v1` is consistent: the
-/// version has not moved. Relaxed: ordered by [`end_reads`].
+/// Whether the copy of `slot` begun at sequence word `v1` is consistent:
+/// the word has not moved. Relaxed: ordered by [`end_reads`].
 #[inline(always)]
 pub(crate) fn validate(storage: Slots<'_>, slot: usize, v1: u64) -> bool {
-    storage.meta(slot)[META_VERSION].load(Ordering::Relaxed) == v1
+    storage.seq(slot).load(Ordering::Relaxed) == v1
 }
 
 /// Copies a row's words into `dst` (the row's bytes, unpadded). Always
@@ -205,5 +221,33 @@ pub(crate) fn copy_out(words: &[AtomicU64], dst: &mut [u8]) {
             let b = last.load(Ordering::Relaxed).to_ne_bytes();
             rest.copy_from_slice(&b[..rest.len()]);
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::replay::layout::{DType, ItemLayout};
+    use crate::replay::storage::{Storage, StorageOrder};
+
+    /// The sequence word must only grow (`read` trusts an unchanged word):
+    /// a write of the key already in the slot, or an older one, is refused
+    /// and leaves the word as it was.
+    #[test]
+    fn a_key_at_or_below_the_slots_is_superseded_and_the_word_only_grows() {
+        let layout = ItemLayout::builder()
+            .field("x", DType::U64, &[1])
+            .build()
+            .expect("layout");
+        let s = Storage::memory(&layout, 1, StorageOrder::Records).expect("storage");
+        let w = |key: u64| write(s.slots(), 0, key, NO_GROUP, |_, _| {});
+        assert_eq!(w(3), WriteOutcome::Written { previous: 0 });
+        let word = s.slots().seq(0).load(Ordering::Relaxed);
+        assert_eq!(word, stamp(3));
+        assert_eq!(w(3), WriteOutcome::Superseded);
+        assert_eq!(w(2), WriteOutcome::Superseded);
+        assert_eq!(s.slots().seq(0).load(Ordering::Relaxed), word);
+        assert_eq!(w(4), WriteOutcome::Written { previous: 4 });
+        assert_eq!(s.published(0), 5);
     }
 }

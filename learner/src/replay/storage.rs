@@ -1,16 +1,24 @@
-//! Preallocated storage: fixed-size rows per field plus a small metadata
-//! record per slot, all as 64-bit atomic words, in one of two orders.
+//! Preallocated storage: fixed-size rows per field plus one sequence word
+//! per slot, all as 64-bit atomic words, in one of two orders, and two
+//! cold columns (group ids, retire stamps) beside them.
 //!
 //! - [`StorageOrder::Records`] (default): slot `s` is one run of whole cache
-//!   lines holding its metadata and then each field's row. Why: a sample
-//!   copies every field of a random slot, so what it pays is cache lines per
-//!   slot; a 3x4 f32 item is 2 lines this way against 2.5 in columns (the
-//!   metadata line plus a 48-byte row that straddles two lines half the
-//!   time), three such fields 3 against 5. Measured in `replay_bench`.
-//! - [`StorageOrder::Columns`]: one column of rows per field and one column
-//!   of 64-byte metadata records, so each field of consecutive slots is
-//!   contiguous (a field can be scanned alone). The format of mapped
-//!   directories written before the order existed.
+//!   lines holding its sequence word and then each field's row. Why: a
+//!   sample copies every field of a random slot, so what it pays is cache
+//!   lines per slot. One metadata word makes a 3x4 f32 item (48 bytes) one
+//!   line and three such fields two; the six-word record this replaced made
+//!   them two and three (measured in `replay_bench`, README "Fourth pass").
+//! - [`StorageOrder::Columns`]: one column of rows per field and one of
+//!   sequence words, so each field of consecutive slots is contiguous (a
+//!   field can be scanned alone).
+//!
+//! The sequence word packs the seqlock and the key (`slot.rs`). The item's
+//! policy version is not stored twice: it is the layout's policy-version
+//! field, read from the row. The group id and the retire stamp live in
+//! cold columns (one word per slot each) because uniform and prioritized
+//! sampling never read them: a sample reads the group column only once a
+//! group id has been stored ([`Slots::groups_recorded`]), and only
+//! consuming samplers read or write retire stamps.
 //!
 //! Either way a sample gathers row `slot` of each field into row `i` of a
 //! contiguous per-field batch buffer, so a field of `B` items is uploaded
@@ -18,10 +26,10 @@
 //! writer may be overwriting it (seqlock, see `slot.rs`); doing both through
 //! `Relaxed` atomic word accesses makes that race defined behaviour, and on
 //! x86-64 and aarch64 those accesses compile to plain loads and stores.
-//! Cost: `capacity * (row bytes rounded up to 8 + 48)` bytes rounded up to
-//! whole 64-byte lines per slot (records) or `capacity * (row bytes rounded
-//! up to 8 + 64)` (columns), allocated and first-touched at construction
-//! (about 3 s per GiB on our machines), never afterwards.
+//! Cost: `capacity * ((row bytes rounded up to 8 + 8) rounded up to 64 +
+//! 16)` bytes (records) or `capacity * (row bytes rounded up to 8 + 24)`
+//! (columns), allocated and first-touched at construction (about 3 s per
+//! GiB on our machines), never afterwards.
 //!
 //! Backings: [`StorageKind::Memory`] (an anonymous map advised to use huge
 //! pages, the heap as a fallback) and [`StorageKind::Mapped`] (a
@@ -32,27 +40,10 @@ use std::path::{Path, PathBuf};
 
 use super::error::ReplayError;
 use super::layout::ItemLayout;
-use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::loom::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// Words between metadata records in [`StorageOrder::Columns`] (one cache
-/// line; only the first [`META_USED`] are used).
-pub(crate) const META_WORDS: usize = 8;
-/// Words of the metadata record that hold something; the record's length.
-pub(crate) const META_USED: usize = 6;
 /// Words per cache line.
 const LINE_WORDS: usize = 8;
-/// Seqlock version: odd while a writer is inside the slot.
-pub(crate) const META_VERSION: usize = 0;
-/// Key of the item in the slot (protected by the version).
-pub(crate) const META_KEY: usize = 1;
-/// Policy version of the item (protected by the version).
-pub(crate) const META_POLICY: usize = 2;
-/// Group id of the item (protected by the version).
-pub(crate) const META_GROUP: usize = 3;
-/// `key + 1` of the last item published here, 0 when never written.
-pub(crate) const META_PUBLISHED: usize = 4;
-/// `key + 1` of the last item here whose consumption finished.
-pub(crate) const META_RETIRED: usize = 5;
 
 /// Asks the CPU to bring the cache line holding `*r` closer. Unlike a load,
 /// a prefetch never blocks retirement, so a whole batch of misses overlaps.
@@ -74,10 +65,11 @@ pub(crate) fn prefetch<T>(r: &T) {
 /// How slots are laid out in memory (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum StorageOrder {
-    /// Each slot's metadata and fields together, in whole cache lines.
+    /// Each slot's sequence word and fields together, in whole cache
+    /// lines.
     #[default]
     Records,
-    /// One column per field and one of metadata.
+    /// One column per field and one of sequence words.
     Columns,
 }
 
@@ -96,17 +88,16 @@ struct MappedHeader {
     format: u32,
     capacity: usize,
     layout: ItemLayout,
-    /// Absent in format 1, which was always columns.
-    #[serde(default = "columns")]
+    /// Absent in format 1 (read only to refuse it with its format).
+    #[serde(default)]
     order: StorageOrder,
 }
 
-fn columns() -> StorageOrder {
-    StorageOrder::Columns
-}
-
-/// Format 2 added `order`; format 1 directories (columns) still open.
-const MAPPED_FORMAT: u32 = 2;
+/// Format 3: one sequence word per slot and the cold columns. Formats 1
+/// and 2 (a six-word metadata record per slot) are refused with a
+/// `Mismatch` that says so; their contents move over through a checkpoint
+/// (`ReplayBuffer::checkpoint`, whose format did not change).
+const MAPPED_FORMAT: u32 = 3;
 
 /// One field's rows in the storage's words.
 #[derive(Debug, Clone, Copy)]
@@ -141,10 +132,29 @@ pub(crate) struct Storage {
     /// Where each field's rows are; one entry per field, so a row lookup on
     /// the sampling path is one bounds check.
     fields: Box<[FieldGeometry]>,
-    /// Word offset of slot 0's metadata record.
-    meta_offset: usize,
-    /// Words from one slot's metadata record to the next.
-    meta_stride: usize,
+    /// Where the words that are not rows are.
+    meta: MetaGeometry,
+    /// Whether any slot ever stored a group id other than `NO_GROUP`.
+    /// Written before the storing write's publish, read after a reader's
+    /// `Acquire` sequence load (`slot.rs`): a reader that sees an item
+    /// stored with a group also sees `true`.
+    groups: AtomicBool,
+}
+
+/// Word positions of the sequence words, the cold columns and the
+/// policy-version word. `Copy`: part of every [`Slots`] view.
+#[derive(Debug, Clone, Copy)]
+struct MetaGeometry {
+    /// Word offset of slot 0's sequence word.
+    seq_offset: usize,
+    /// Words from one slot's sequence word to the next.
+    seq_stride: usize,
+    /// Word offset of the group column (one word per slot).
+    group_offset: usize,
+    /// Word offset of the retire-stamp column (one word per slot).
+    retired_offset: usize,
+    /// The policy-version field's geometry (a `U64` scalar: one word).
+    policy: Option<FieldGeometry>,
 }
 
 impl std::fmt::Debug for Storage {
@@ -163,8 +173,8 @@ impl std::fmt::Debug for Storage {
 pub(crate) struct Slots<'a> {
     words: &'a [AtomicU64],
     fields: &'a [FieldGeometry],
-    meta_offset: usize,
-    meta_stride: usize,
+    meta: MetaGeometry,
+    groups: &'a AtomicBool,
     order: StorageOrder,
 }
 
@@ -193,11 +203,44 @@ impl<'a> Slots<'a> {
         self.row_at(self.field(field), slot)
     }
 
-    /// The metadata record of a slot.
+    /// The slot's sequence word (`slot.rs`).
+    #[inline(always)]
+    pub(crate) fn seq(&self, slot: usize) -> &'a AtomicU64 {
+        &self.words[self.meta.seq_offset + slot * self.meta.seq_stride]
+    }
+
+    /// The slot's policy-version word (in its row), if the layout has one.
+    #[inline(always)]
+    pub(crate) fn policy(&self, slot: usize) -> Option<&'a AtomicU64> {
+        self.meta.policy.and_then(|g| self.row_at(g, slot).first())
+    }
+
+    /// The slot's word in the group column.
     #[inline]
-    pub(crate) fn meta(&self, slot: usize) -> &'a [AtomicU64] {
-        let start = self.meta_offset + slot * self.meta_stride;
-        &self.words[start..start + META_USED]
+    pub(crate) fn group(&self, slot: usize) -> &'a AtomicU64 {
+        &self.words[self.meta.group_offset + slot]
+    }
+
+    /// Whether a group id was ever stored. Relaxed: callers load it after
+    /// an `Acquire` sequence load (see `Storage::groups`).
+    #[inline(always)]
+    pub(crate) fn groups_recorded(&self) -> bool {
+        self.groups.load(Ordering::Relaxed)
+    }
+
+    /// Notes that a group id is being stored. Relaxed: the storing write's
+    /// `Release` publish orders it (see `Storage::groups`).
+    #[inline]
+    pub(crate) fn record_groups(&self) {
+        if !self.groups.load(Ordering::Relaxed) {
+            self.groups.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The slot's word in the retire-stamp column.
+    #[inline]
+    pub(crate) fn retired(&self, slot: usize) -> &'a AtomicU64 {
+        &self.words[self.meta.retired_offset + slot]
     }
 
     /// Prefetches the slot's metadata line and every line of each row, so
@@ -214,8 +257,8 @@ impl<'a> Slots<'a> {
                 // The record is whole lines from its first word. (An index
                 // loop: `step_by`'s setup compiled to several branches per
                 // slot.)
-                let start = self.meta_offset + slot * self.meta_stride;
-                if let Some(record) = self.words.get(start..start + self.meta_stride) {
+                let start = self.meta.seq_offset + slot * self.meta.seq_stride;
+                if let Some(record) = self.words.get(start..start + self.meta.seq_stride) {
                     let mut i = 0;
                     while let Some(w) = record.get(i) {
                         prefetch(w);
@@ -224,7 +267,7 @@ impl<'a> Slots<'a> {
                 }
             }
             StorageOrder::Columns => {
-                prefetch(&self.meta(slot)[META_VERSION]);
+                prefetch(self.seq(slot));
                 for field in 0..self.num_fields() {
                     // One word per 64-byte line, plus the last word.
                     let row = self.row(field, slot);
@@ -245,8 +288,7 @@ struct Geometry {
     field_offsets: Vec<usize>,
     field_row_words: Vec<usize>,
     field_strides: Vec<usize>,
-    meta_offset: usize,
-    meta_stride: usize,
+    meta: MetaGeometry,
     total_words: usize,
 }
 
@@ -259,9 +301,10 @@ fn geometry(
     let field_bytes: Vec<usize> = layout.fields().iter().map(|f| f.num_bytes()).collect();
     let field_row_words: Vec<usize> = layout.fields().iter().map(|f| f.row_words()).collect();
     let mut field_offsets = Vec::with_capacity(field_row_words.len());
-    match order {
+    let (field_strides, seq_offset, seq_stride, rows_end) = match order {
         StorageOrder::Columns => {
-            let mut off = 0usize;
+            // [sequence words | field 0 column | field 1 column | ...]
+            let mut off = capacity;
             for &w in &field_row_words {
                 field_offsets.push(off);
                 off = w
@@ -269,24 +312,12 @@ fn geometry(
                     .and_then(|w| w.checked_add(off))
                     .ok_or_else(overflow)?;
             }
-            let total_words = capacity
-                .checked_mul(META_WORDS)
-                .and_then(|w| w.checked_add(off))
-                .ok_or_else(overflow)?;
-            Ok(Geometry {
-                field_bytes,
-                field_strides: field_row_words.clone(),
-                field_offsets,
-                field_row_words,
-                meta_offset: off,
-                meta_stride: META_WORDS,
-                total_words,
-            })
+            (field_row_words.clone(), 0, 1, off)
         }
         StorageOrder::Records => {
-            // [metadata | field 0 | field 1 | ...], padded to whole lines so
-            // every record starts a line and spans the fewest lines.
-            let mut off = META_USED;
+            // [sequence word | field 0 | field 1 | ...], padded to whole
+            // lines so every record starts a line and spans the fewest.
+            let mut off = 1usize;
             for &w in &field_row_words {
                 field_offsets.push(off);
                 off = off.checked_add(w).ok_or_else(overflow)?;
@@ -294,18 +325,33 @@ fn geometry(
             let record = off
                 .checked_next_multiple_of(LINE_WORDS)
                 .ok_or_else(overflow)?;
-            let total_words = record.checked_mul(capacity).ok_or_else(overflow)?;
-            Ok(Geometry {
-                field_bytes,
-                field_strides: vec![record; field_row_words.len()],
-                field_offsets,
-                field_row_words,
-                meta_offset: 0,
-                meta_stride: record,
-                total_words,
-            })
+            let rows_end = record.checked_mul(capacity).ok_or_else(overflow)?;
+            (vec![record; field_row_words.len()], 0, record, rows_end)
         }
-    }
+    };
+    // The cold columns after the rows: groups, then retire stamps.
+    let retired_offset = rows_end.checked_add(capacity).ok_or_else(overflow)?;
+    let total_words = retired_offset.checked_add(capacity).ok_or_else(overflow)?;
+    let policy = layout.policy_version_field().map(|f| FieldGeometry {
+        offset: field_offsets[f],
+        words: field_row_words[f],
+        stride: field_strides[f],
+        bytes: field_bytes[f],
+    });
+    Ok(Geometry {
+        field_bytes,
+        field_offsets,
+        field_row_words,
+        field_strides,
+        meta: MetaGeometry {
+            seq_offset,
+            seq_stride,
+            group_offset: rows_end,
+            retired_offset,
+            policy,
+        },
+        total_words,
+    })
 }
 
 impl Storage {
@@ -360,8 +406,8 @@ impl Storage {
                     bytes,
                 })
                 .collect(),
-            meta_offset: g.meta_offset,
-            meta_stride: g.meta_stride,
+            meta: g.meta,
+            groups: AtomicBool::new(false),
         }
     }
 
@@ -411,10 +457,20 @@ impl Storage {
                 path: header_path.clone(),
                 reason: e.to_string(),
             })?;
-        if !(1..=MAPPED_FORMAT).contains(&header.format) {
+        if header.format != MAPPED_FORMAT {
+            let reason = if header.format < MAPPED_FORMAT {
+                format!(
+                    "format {} was written by an older version (six metadata words per \
+                     slot); this version reads format {MAPPED_FORMAT}. Take a checkpoint \
+                     with the older version and restore it, or delete the directory",
+                    header.format
+                )
+            } else {
+                format!("format {} (expected {MAPPED_FORMAT})", header.format)
+            };
             return Err(ReplayError::Mismatch {
                 path: header_path,
-                reason: format!("format {} (expected 1 to {MAPPED_FORMAT})", header.format),
+                reason,
             });
         }
         let g = geometry(&header.layout, header.capacity, header.order)?;
@@ -525,30 +581,26 @@ impl Storage {
         Slots {
             words: self.words(),
             fields: &self.fields,
-            meta_offset: self.meta_offset,
-            meta_stride: self.meta_stride,
+            meta: self.meta,
+            groups: &self.groups,
             order: self.order,
         }
     }
 
-    /// The metadata record of a slot.
-    #[inline]
-    pub(crate) fn meta(&self, slot: usize) -> &[AtomicU64] {
-        self.slots().meta(slot)
-    }
-
-    /// `key + 1` published in `slot` (0: never). Acquire, pairs with the
-    /// Release store in `slot::write`, so the item's words are visible.
+    /// `key + 1` published in `slot` (0: never): the sequence word's key
+    /// (while a writer is inside, the key it is replacing). Acquire, pairs
+    /// with the Release publish in `slot::write`, so the item's words are
+    /// visible.
     #[inline]
     pub(crate) fn published(&self, slot: usize) -> u64 {
-        self.meta(slot)[META_PUBLISHED].load(Ordering::Acquire)
+        self.slots().seq(slot).load(Ordering::Acquire) >> 1
     }
 
     /// `key + 1` of the last retired item in `slot`. Acquire, pairs with
     /// the Release in `retire`.
     #[inline]
     pub(crate) fn retired(&self, slot: usize) -> u64 {
-        self.meta(slot)[META_RETIRED].load(Ordering::Acquire)
+        self.slots().retired(slot).load(Ordering::Acquire)
     }
 
     /// Marks the item `key` in `slot` consumed. Release, pairs with the
@@ -556,7 +608,7 @@ impl Storage {
     /// the reader's copy is complete).
     #[inline]
     pub(crate) fn retire(&self, slot: usize, key: u64) {
-        self.meta(slot)[META_RETIRED].store(key + 1, Ordering::Release);
+        self.slots().retired(slot).store(key + 1, Ordering::Release);
     }
 }
 
@@ -565,15 +617,18 @@ mod tests {
     use super::*;
     use crate::replay::layout::DType;
 
-    /// Word ranges of every row and metadata record, for both orders: they
-    /// must tile without overlap inside the storage, and records must start
-    /// on a cache line.
+    /// Word ranges of every row, sequence word and cold-column word, for
+    /// both orders: they must tile without overlap inside the storage,
+    /// records must start on a cache line, and the policy word must be the
+    /// policy-version field's row.
     #[test]
     fn rows_and_metadata_never_overlap_in_either_order() {
         let layout = ItemLayout::builder()
             .field("a", DType::F32, &[3, 4])
             .field("b", DType::F32, &[3, 4])
             .field("c", DType::Bool, &[])
+            .field("v", DType::U64, &[])
+            .policy_version_field("v")
             .build()
             .expect("layout");
         let capacity = 37;
@@ -585,12 +640,17 @@ mod tests {
                 (start, start + w.len())
             };
             let mut ranges = Vec::new();
+            let slots = s.slots();
             for slot in 0..capacity {
-                let meta = range(s.meta(slot));
+                let seq = range(std::slice::from_ref(slots.seq(slot)));
                 if order == StorageOrder::Records {
-                    assert_eq!(meta.0 % LINE_WORDS, 0, "record {slot} starts a line");
+                    assert_eq!(seq.0 % LINE_WORDS, 0, "record {slot} starts a line");
                 }
-                ranges.push(meta);
+                ranges.push(seq);
+                ranges.push(range(std::slice::from_ref(slots.group(slot))));
+                ranges.push(range(std::slice::from_ref(slots.retired(slot))));
+                let policy = slots.policy(slot).expect("layout has a policy field");
+                assert!(std::ptr::eq(policy, &slots.row(3, slot)[0]));
                 for field in 0..s.slots().num_fields() {
                     let row = range(s.slots().row(field, slot));
                     assert_eq!(row.1 - row.0, layout.fields()[field].row_words());
@@ -603,5 +663,25 @@ mod tests {
             }
             assert!(ranges.last().expect("ranges").1 <= s.words().len());
         }
+    }
+
+    /// The point of one metadata word: a 3x4 f32 record is one cache line,
+    /// and the dict item {3x4 f32, 3x4 f32, bool} two.
+    #[test]
+    fn small_records_take_the_fewest_lines() {
+        let one = ItemLayout::builder()
+            .field("a", DType::F32, &[3, 4])
+            .build()
+            .expect("layout");
+        let g = geometry(&one, 10, StorageOrder::Records).expect("geometry");
+        assert_eq!(g.meta.seq_stride, LINE_WORDS);
+        let dict = ItemLayout::builder()
+            .field("a", DType::F32, &[3, 4])
+            .field("b", DType::F32, &[3, 4])
+            .field("c", DType::Bool, &[])
+            .build()
+            .expect("layout");
+        let g = geometry(&dict, 10, StorageOrder::Records).expect("geometry");
+        assert_eq!(g.meta.seq_stride, 2 * LINE_WORDS);
     }
 }

@@ -2,43 +2,51 @@
 //! a writer and a reader on one slot. The reader must see either no item,
 //! the old item or the new item, never a mix; racing writers on one slot
 //! must leave the newest key with its own data. The batched read's halves
-//! (`begin_read`, `end_reads`, `validate`) give the same guarantee.
+//! (`begin_read`, `end_reads`, `validate`) give the same guarantee, and a
+//! reader of an item stored with a group id sees that id (the
+//! groups-recorded flag).
 use std::sync::Arc;
 
 use loom::thread;
 
 use crate::loom::atomic::Ordering;
 use crate::replay::layout::{DType, ItemLayout};
-use crate::replay::slot::{self, ItemMeta, ReadOutcome, WriteOutcome};
+use crate::replay::sampler::NO_GROUP;
+use crate::replay::slot::{self, ReadOutcome, WriteOutcome};
 use crate::replay::storage::{Storage, StorageOrder};
 
 fn storage() -> Arc<Storage> {
     let layout = ItemLayout::builder()
         .field("x", DType::U64, &[2])
+        .field("v", DType::U64, &[])
+        .policy_version_field("v")
         .build()
         .expect("valid layout");
     Arc::new(Storage::memory(&layout, 1, StorageOrder::Records).expect("tiny storage"))
 }
 
+/// Writes `key` with every word (the policy version's too) `value`.
 fn write(s: &Storage, key: u64, value: u64) -> WriteOutcome {
-    let meta = ItemMeta {
-        key,
-        policy_version: value,
-        group: 0,
-    };
-    slot::write(s.slots(), 0, meta, |_, words| {
+    write_in_group(s, key, value, NO_GROUP)
+}
+
+fn write_in_group(s: &Storage, key: u64, value: u64, group: u64) -> WriteOutcome {
+    slot::write(s.slots(), 0, key, group, |_, words| {
         for w in words {
             w.store(value, Ordering::Relaxed);
         }
     })
 }
 
-/// Reads slot 0; returns the key and the two data words.
+/// Reads slot 0; returns the key, the two data words of `x` and the
+/// policy version.
 fn read(s: &Storage) -> Option<(u64, [u64; 2], u64)> {
     let mut data = [0u64; 2];
-    match slot::read(s.slots(), 0, |_, words| {
-        for (d, w) in data.iter_mut().zip(words) {
-            *d = w.load(Ordering::Relaxed);
+    match slot::read(s.slots(), 0, |field, words| {
+        if field == 0 {
+            for (d, w) in data.iter_mut().zip(words) {
+                *d = w.load(Ordering::Relaxed);
+            }
         }
     }) {
         ReadOutcome::Empty => None,
@@ -136,5 +144,26 @@ fn batched_read_halves_never_validate_a_torn_copy() {
             }
         }
         w.join().expect("writer");
+    });
+}
+
+/// A group id lives in a cold column read only once the groups-recorded
+/// flag is set; the flag is set before the publish, so a reader that sees
+/// the grouped item sees its group, never `NO_GROUP`.
+#[test]
+fn reader_of_a_grouped_item_sees_its_group() {
+    loom::model(|| {
+        let s = storage();
+        write(&s, 0, 1);
+        let r = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || match slot::read(s.slots(), 0, |_, _| {}) {
+                ReadOutcome::Item(m) => (m.key, m.group),
+                ReadOutcome::Empty => (u64::MAX, 0),
+            })
+        };
+        write_in_group(&s, 1, 2, 5);
+        let got = r.join().expect("reader");
+        assert!(got == (0, NO_GROUP) || got == (1, 5), "{got:?}");
     });
 }
