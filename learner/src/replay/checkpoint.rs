@@ -24,8 +24,7 @@ use super::buffer::{CounterValues, ReplayBuffer, ReplayConfig, Resume};
 use super::error::ReplayError;
 use super::layout::ItemLayout;
 use super::rate_limiter::RateLimiterCounters;
-use super::sampler::NO_GROUP;
-use super::sampler::{Sampler, SamplerState};
+use super::sampler::{Sampler, SamplerState, NO_GROUP};
 use super::slot::{self, ReadOutcome};
 use super::storage::Storage;
 
