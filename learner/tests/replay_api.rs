@@ -615,6 +615,70 @@ fn groups_and_policy_versions_come_back_with_their_items_before_and_after_reopen
     check(&b);
 }
 
+/// A sample copies each field's row with a copy unrolled for its width
+/// (rows of 1 to 8 whole words) or a general one (other widths, partial
+/// last words). Every width, both storage orders and more rows than one
+/// gathered chunk: each row's bytes are exactly its own item's.
+#[test]
+fn every_row_width_comes_back_whole_beside_its_key() {
+    // Bytes per row: 1, 3, 8, 12, 48, 56, 64 (largest unrolled), 72, 68.
+    let widths: [(DType, usize); 9] = [
+        (DType::U8, 1),
+        (DType::U8, 3),
+        (DType::F32, 2),
+        (DType::F32, 3),
+        (DType::F32, 12),
+        (DType::U64, 7),
+        (DType::U64, 8),
+        (DType::U64, 9),
+        (DType::F32, 17),
+    ];
+    let mut builder = ItemLayout::builder();
+    for (i, &(dtype, n)) in widths.iter().enumerate() {
+        builder = builder.field(&format!("f{i}"), dtype, &[n]);
+    }
+    let layout = builder.build().unwrap();
+    // Byte `b` of field `f` of item `k`.
+    let byte = |k: u64, f: usize, b: usize| (k as usize * 31 + f * 7 + b) as u8;
+    let shapes: Vec<[usize; 1]> = widths.iter().map(|&(_, n)| [n]).collect();
+    for order in [StorageOrder::Records, StorageOrder::Columns] {
+        let cfg = ReplayConfig::new(300, SamplerConfig::Uniform).with_storage_order(order);
+        let b = ReplayBuffer::new(layout.clone(), cfg).unwrap();
+        for k in 0..300u64 {
+            let bytes: Vec<Vec<u8>> = widths
+                .iter()
+                .enumerate()
+                .map(|(f, &(dtype, n))| (0..dtype.size() * n).map(|i| byte(k, f, i)).collect())
+                .collect();
+            let item: Vec<FieldRef> = widths
+                .iter()
+                .zip(&shapes)
+                .zip(&bytes)
+                .map(|((&(dtype, _), shape), raw)| {
+                    FieldRef::new(shape, Values::Raw { dtype, bytes: raw })
+                })
+                .collect();
+            assert_eq!(b.insert_ref(&item).unwrap(), ItemKey(k));
+        }
+        let mut batch = b.new_batch(200);
+        b.sample_into(&mut batch, 200).unwrap();
+        assert_eq!(batch.len(), 200);
+        for (f, &(dtype, n)) in widths.iter().enumerate() {
+            let w = dtype.size() * n;
+            let rows = batch.field_bytes(f).unwrap();
+            for (row, key) in rows.chunks_exact(w).zip(batch.keys()) {
+                let want: Vec<u8> = (0..w).map(|i| byte(key.0, f, i)).collect();
+                assert_eq!(
+                    row,
+                    &want[..],
+                    "field {f} ({w} bytes) of item {}, {order:?}",
+                    key.0
+                );
+            }
+        }
+    }
+}
+
 /// Formats 1 and 2 kept six metadata words per slot; reading their
 /// `storage.bin` with today's geometry would return garbage, so they are
 /// refused with a message that says what to do.

@@ -219,8 +219,10 @@ impl Counters {
     }
 }
 
-/// Rows copied per batched read in [`Shared::gather`].
+/// Rows copied per batched read in [`Shared::gather`] (at most 32: one
+/// bit per row of a `u32` marks the rows that validated).
 pub(crate) const GATHER_CHUNK: usize = 32;
+const _: () = assert!(GATHER_CHUNK <= 32);
 
 /// What samplers need from the buffer.
 #[derive(Debug)]
@@ -286,9 +288,11 @@ impl Shared {
     /// Here the reads are split into their halves (`slot::begin_read`,
     /// `end_reads`, `validate`) around one field-major copy of up to
     /// [`GATHER_CHUNK`] rows, and the metadata goes straight into the
-    /// batch's uncommitted rows, so committing a row is one weight store.
-    /// A slot caught mid-write, or whose version moved during the copy, is
-    /// read again alone.
+    /// batch's uncommitted rows. When every row of the chunk validates and
+    /// no lag cap applies, the chunk is committed at once (its weights
+    /// stored, the length moved); otherwise row by row. A slot caught
+    /// mid-write, or whose version moved during the copy, is read again
+    /// alone.
     #[inline]
     pub(crate) fn gather(
         &self,
@@ -298,21 +302,31 @@ impl Shared {
         weight: impl Fn(usize) -> f32,
     ) {
         for (c, sub) in chunk.chunks(GATHER_CHUNK).enumerate() {
-            // Odd: not begun (a writer was inside, or the slot is empty).
-            let mut v1s = [1u64; GATHER_CHUNK];
-            let first = batch.len();
-            batch.begin_rows(sub.len(), |j, meta| {
-                let begun = slot::begin_read(slots, sub[j]);
-                if let Some((v1, m)) = begun {
-                    v1s[j] = v1;
-                    *meta = m;
-                }
-            });
+            let first_weight = c * GATHER_CHUNK;
+            let mut v1s = [0u64; GATHER_CHUNK];
+            for (v1, &slot) in v1s.iter_mut().zip(sub) {
+                *v1 = slot::begin_read(slots, slot);
+            }
+            // Loaded once, after every `Acquire` sequence load above: that
+            // order is all `slot::metadata` needs, per row.
+            let groups = slots.groups_recorded();
+            batch.begin_rows(slots, sub, &v1s, groups);
             batch.copy_rows(slots, sub);
             slot::end_reads();
+            // Bit `j`: row `j` is a consistent copy of an item.
+            let mut consistent = 0u32;
             for (j, (&slot, &v1)) in sub.iter().zip(&v1s).enumerate() {
-                let w = weight(c * GATHER_CHUNK + j);
-                if v1 & 1 == 0 && slot::validate(slots, slot, v1) {
+                consistent |= u32::from(slot::validate(slots, slot, v1)) << j;
+            }
+            if consistent == u32::MAX >> (GATHER_CHUNK - sub.len()) && self.lag.is_none() {
+                // The common case: every row stands, no lag judgement.
+                batch.commit_pending_rows(sub.len(), |j| weight(first_weight + j));
+                continue;
+            }
+            let first = batch.len();
+            for (j, &slot) in sub.iter().enumerate() {
+                let w = weight(first_weight + j);
+                if consistent & (1 << j) != 0 {
                     // Rows before this one may have been dropped: close the
                     // gap (rare: lag drops and empty slots only).
                     if batch.len() != first + j {

@@ -114,18 +114,20 @@ pub(crate) fn write(
     WriteOutcome::Written { previous: s >> 1 }
 }
 
-/// The metadata of the item whose even sequence word `v1` was just loaded
-/// (`Acquire`). Relaxed loads inside the read's window, validated with the
-/// copy; the group column only once a group id was stored (the flag's load
-/// comes after the `Acquire` load, see `Slots::groups_recorded`).
+/// The metadata of the item whose sequence word `v1` was loaded
+/// (`Acquire`) before `groups`, the groups-recorded flag
+/// ([`Slots::groups_recorded`]: loading it after the sequence load is what
+/// makes a `false` mean this item has no group). Relaxed loads inside the
+/// read's window, validated with the copy. Meaningless unless `v1` is even
+/// and not 0, which [`validate`] checks.
 #[inline(always)]
-fn metadata(storage: Slots<'_>, slot: usize, v1: u64) -> ItemMeta {
+pub(crate) fn metadata(storage: Slots<'_>, slot: usize, v1: u64, groups: bool) -> ItemMeta {
     ItemMeta {
-        key: (v1 >> 1) - 1,
+        key: (v1 >> 1).wrapping_sub(1),
         policy_version: storage
             .policy(slot)
             .map_or(0, |w| w.load(Ordering::Relaxed)),
-        group: if storage.groups_recorded() {
+        group: if groups {
             storage.group(slot).load(Ordering::Relaxed)
         } else {
             NO_GROUP
@@ -158,7 +160,7 @@ pub(crate) fn read(
             // Never written: the word only grows, so 0 is its first value.
             return ReadOutcome::Empty;
         }
-        let meta = metadata(storage, slot, v1);
+        let meta = metadata(storage, slot, v1, storage.groups_recorded());
         for field in 0..storage.num_fields() {
             copy(field, storage.row(field, slot));
         }
@@ -175,20 +177,16 @@ pub(crate) fn read(
 }
 
 /// The first half of a read, for copying many slots at once (a sample's
-/// chunk, see `Shared::gather`): the `Acquire` sequence load and the
-/// metadata. `None` if a writer is inside or the slot is empty; the caller
-/// then reads that slot alone with [`read`]. After copying the rows, call
-/// [`end_reads`] once and [`validate`] for each slot: the same steps as
-/// [`read`], in the same order per slot (other slots' loads in between
-/// change nothing in the argument of `README.md`).
+/// chunk, see `Shared::gather`): the `Acquire` sequence load. Then, per
+/// slot, [`metadata`] and the copy; then [`end_reads`] once and
+/// [`validate`] per slot: the same steps as [`read`], in the same order per
+/// slot (other slots' loads in between change nothing in the argument of
+/// `README.md`). A slot that does not validate (a writer was inside, it is
+/// empty, or its word moved) is read again alone with [`read`].
 #[inline(always)]
-pub(crate) fn begin_read(storage: Slots<'_>, slot: usize) -> Option<(u64, ItemMeta)> {
+pub(crate) fn begin_read(storage: Slots<'_>, slot: usize) -> u64 {
     // Acquire, pairs with the Release publish in `write`.
-    let v1 = storage.seq(slot).load(Ordering::Acquire);
-    if v1 & 1 == 1 || v1 == 0 {
-        return None;
-    }
-    Some((v1, metadata(storage, slot, v1)))
+    storage.seq(slot).load(Ordering::Acquire)
 }
 
 /// Orders every copy made since the [`begin_read`]s before the
@@ -199,11 +197,14 @@ pub(crate) fn end_reads() {
     fence(Ordering::Acquire);
 }
 
-/// Whether the copy of `slot` begun at sequence word `v1` is consistent:
-/// the word has not moved. Relaxed: ordered by [`end_reads`].
+/// Whether the copy of `slot` begun at sequence word `v1` is a consistent
+/// copy of an item: `v1` is even (no writer was inside), not 0 (the slot
+/// held an item) and the word has not moved. Relaxed: ordered by
+/// [`end_reads`]. Branch-free (`&`, not `&&`): a sample validates a chunk
+/// of rows at once and almost all pass.
 #[inline(always)]
 pub(crate) fn validate(storage: Slots<'_>, slot: usize, v1: u64) -> bool {
-    storage.seq(slot).load(Ordering::Relaxed) == v1
+    (v1 & 1 == 0) & (v1 != 0) & (storage.seq(slot).load(Ordering::Relaxed) == v1)
 }
 
 /// Copies a row's words into `dst` (the row's bytes, unpadded). Always

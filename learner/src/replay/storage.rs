@@ -197,6 +197,19 @@ impl<'a> Slots<'a> {
         self.words.get(start..start + g.words).unwrap_or(&[])
     }
 
+    /// Row `slot` of a field of exactly `W` words (`None` if out of range,
+    /// which a valid slot never is): one bounds check, and a length the
+    /// compiler knows.
+    #[inline(always)]
+    pub(crate) fn row_words<const W: usize>(
+        &self,
+        g: FieldGeometry,
+        slot: usize,
+    ) -> Option<&'a [AtomicU64; W]> {
+        let start = g.offset + slot * g.stride;
+        self.words.get(start..start + W)?.try_into().ok()
+    }
+
     /// Words of one row of one field.
     #[inline]
     pub(crate) fn row(&self, field: usize, slot: usize) -> &'a [AtomicU64] {

@@ -2,9 +2,9 @@
 //! a writer and a reader on one slot. The reader must see either no item,
 //! the old item or the new item, never a mix; racing writers on one slot
 //! must leave the newest key with its own data. The batched read's halves
-//! (`begin_read`, `end_reads`, `validate`) give the same guarantee, and a
-//! reader of an item stored with a group id sees that id (the
-//! groups-recorded flag).
+//! (`begin_read`, `metadata`, `end_reads`, `validate`) give the same
+//! guarantee, and a reader of an item stored with a group id sees that id
+//! (the groups-recorded flag), whole or in halves.
 use std::sync::Arc;
 
 use loom::thread;
@@ -120,8 +120,8 @@ fn racing_writers_leave_the_newest_key_with_its_data() {
     });
 }
 
-/// The batched read (`Shared::gather`): `begin_read`, the copy, `end_reads`,
-/// `validate`. When `validate` passes, the copy is the old or the new item,
+/// The batched read (`Shared::gather`): `begin_read`, `metadata`, the copy,
+/// `end_reads`, `validate`. When `validate` passes, the copy is the old or the new item,
 /// never a mix; when it fails, the caller reads again (not modelled here).
 #[test]
 fn batched_read_halves_never_validate_a_torn_copy() {
@@ -129,19 +129,19 @@ fn batched_read_halves_never_validate_a_torn_copy() {
         let s = storage();
         let w = overwrite_in_background(&s);
         let slots = s.slots();
-        if let Some((v1, meta)) = slot::begin_read(slots, 0) {
-            let mut data = [0u64; 2];
-            for (d, w) in data.iter_mut().zip(slots.row(0, 0)) {
-                *d = w.load(Ordering::Relaxed);
-            }
-            slot::end_reads();
-            if slot::validate(slots, 0, v1) {
-                let got = (meta.key, data, meta.policy_version);
-                assert!(
-                    got == (0, [1, 1], 1) || got == (1, [2, 2], 2),
-                    "torn copy validated: {got:?}"
-                );
-            }
+        let v1 = slot::begin_read(slots, 0);
+        let meta = slot::metadata(slots, 0, v1, slots.groups_recorded());
+        let mut data = [0u64; 2];
+        for (d, w) in data.iter_mut().zip(slots.row(0, 0)) {
+            *d = w.load(Ordering::Relaxed);
+        }
+        slot::end_reads();
+        if slot::validate(slots, 0, v1) {
+            let got = (meta.key, data, meta.policy_version);
+            assert!(
+                got == (0, [1, 1], 1) || got == (1, [2, 2], 2),
+                "torn copy validated: {got:?}"
+            );
         }
         w.join().expect("writer");
     });
@@ -165,5 +165,31 @@ fn reader_of_a_grouped_item_sees_its_group() {
         write_in_group(&s, 1, 2, 5);
         let got = r.join().expect("reader");
         assert!(got == (0, NO_GROUP) || got == (1, 5), "{got:?}");
+    });
+}
+
+/// The same through the batched read's halves, where `Shared::gather`
+/// loads the flag once after a whole chunk's `begin_read`s.
+#[test]
+fn batched_reader_of_a_grouped_item_sees_its_group() {
+    loom::model(|| {
+        let s = storage();
+        write(&s, 0, 1);
+        let r = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                let slots = s.slots();
+                let v1 = slot::begin_read(slots, 0);
+                let meta = slot::metadata(slots, 0, v1, slots.groups_recorded());
+                slot::end_reads();
+                slot::validate(slots, 0, v1).then_some((meta.key, meta.group))
+            })
+        };
+        write_in_group(&s, 1, 2, 5);
+        let got = r.join().expect("reader");
+        assert!(
+            got.is_none() || got == Some((0, NO_GROUP)) || got == Some((1, 5)),
+            "{got:?}"
+        );
     });
 }
