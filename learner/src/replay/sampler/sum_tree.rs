@@ -266,20 +266,20 @@ impl SumTree {
             }
             // Targets are sorted (stratified), so near the root consecutive
             // targets share a node: its prefix sums are computed once.
-            let mut cached: Option<(usize, Prefix)> = None;
+            let mut cached = usize::MAX;
+            let mut prefix = Prefix {
+                masses: [0.0; K],
+                acc: [0.0; K],
+            };
             for (node, t) in nodes.iter_mut().zip(targets.iter_mut()) {
-                let prefix = match cached {
-                    Some((n, p)) if n == *node => p,
-                    _ => {
-                        let p = Prefix::new(if lvl == 0 {
-                            self.leaves[*node].0.map(f64::from)
-                        } else {
-                            self.levels[lvl - 1].sum[*node].0
-                        });
-                        cached = Some((*node, p));
-                        p
-                    }
-                };
+                if *node != cached {
+                    prefix = Prefix::new(if lvl == 0 {
+                        self.leaves[*node].0.map(f64::from)
+                    } else {
+                        self.levels[lvl - 1].sum[*node].0
+                    });
+                    cached = *node;
+                }
                 let pick = prefix.pick(*t);
                 let base = *node * K;
                 match pick {
@@ -315,25 +315,28 @@ enum Pick {
 struct Prefix {
     masses: [f64; K],
     acc: [f64; K],
-    last_positive: usize,
 }
 
 impl Prefix {
+    /// Pairwise: three dependent adds deep instead of eight (a running sum's
+    /// chain was on the search's critical path at every level). Adding
+    /// non-negative masses is monotone in floating point too, so `acc`
+    /// never decreases and a zero-mass child repeats its left neighbour.
     #[inline(always)]
-    fn new(masses: [f64; K]) -> Self {
-        let mut acc = [0.0; K];
-        let mut sum = 0.0;
-        let mut last_positive = 0usize;
-        for c in 0..K {
-            sum += masses[c];
-            acc[c] = sum;
-            last_positive = if masses[c] > 0.0 { c } else { last_positive };
-        }
-        Prefix {
-            masses,
-            acc,
-            last_positive,
-        }
+    fn new(m: [f64; K]) -> Self {
+        let (p01, p23, p45, p67) = (m[0] + m[1], m[2] + m[3], m[4] + m[5], m[6] + m[7]);
+        let p03 = p01 + p23;
+        let acc = [
+            m[0],
+            p01,
+            p01 + m[2],
+            p03,
+            p03 + m[4],
+            p03 + p45,
+            p03 + (p45 + m[6]),
+            p03 + (p45 + p67),
+        ];
+        Prefix { masses: m, acc }
     }
 
     /// Branch-free choice (a linear search's exit branch would mispredict
@@ -346,8 +349,9 @@ impl Prefix {
             let before = if index == 0 { 0.0 } else { self.acc[index - 1] };
             Pick::Child { index, before }
         } else {
+            // Rare (rounding at the right edge): found only when needed.
             Pick::Past {
-                last_positive: self.last_positive,
+                last_positive: self.masses.iter().rposition(|&m| m > 0.0).unwrap_or(0),
             }
         }
     }
