@@ -10,9 +10,10 @@
 //! one cache line) or one [`LeafBlock`] (`align(32)`: half a line), so a
 //! node's children never straddle two lines; with plain `Vec<f64>` (16-byte
 //! aligned) every internal node cost two lines and half the leaf groups did.
-//! A batch of searches runs level by level, prefetching each level's blocks
-//! for all queries before scanning them, so their misses overlap; a batch of
-//! updates prefetches every path first for the same reason. Updates move
+//! A batch of searches runs level by level, each query prefetching its
+//! next level's block as soon as it is known, so the misses overlap the
+//! other queries' scans; a batch of updates prefetches every path first for
+//! the same reason. Updates move
 //! sums by the delta (one add per level) and touch mins only where they can
 //! change; an exact rebuild after every `len` updates bounds floating-point
 //! drift (amortised O(1), but that one call takes O(N): about a millisecond
@@ -241,8 +242,12 @@ impl SumTree {
 
     /// For each prefix mass in `targets` (each in `[0, total)`), the leaf
     /// whose cumulative range contains it. Processed level by level for all
-    /// targets, prefetching that level's blocks first, so their cache misses
-    /// overlap. Never returns a zero leaf while the total is positive.
+    /// targets; as each target's child is chosen, the block it reads one
+    /// level down is prefetched, so its miss overlaps the other targets'
+    /// scans. (Prefetching a whole level's blocks just before scanning it
+    /// left the first target's miss exposed at every level and issued 128
+    /// misses at once, more than the core keeps in flight.) Never returns a
+    /// zero leaf while the total is positive.
     pub(crate) fn find_many(
         &self,
         targets: &mut [f64],
@@ -254,16 +259,6 @@ impl SumTree {
         for lvl in (0..self.levels.len()).rev() {
             // `node` is the node of level `lvl` each target is in; its
             // children are block `node` of the level below.
-            if lvl == 0 {
-                for &node in nodes.iter() {
-                    prefetch(&self.leaves[node]);
-                }
-            } else if lvl <= 2 {
-                let below = &self.levels[lvl - 1].sum;
-                for &node in nodes.iter() {
-                    prefetch(&below[node]);
-                }
-            }
             // Targets are sorted (stratified), so near the root consecutive
             // targets share a node: its prefix sums are computed once.
             let mut cached = usize::MAX;
@@ -294,6 +289,14 @@ impl SumTree {
                         *t = f64::INFINITY;
                         *node = base + last_positive;
                     }
+                }
+                // The block this target reads at the next level, fetched
+                // now: it arrives while the other targets are scanned.
+                // Only the three lowest levels miss; higher ones are hot.
+                match lvl {
+                    1 => prefetch(&self.leaves[*node]),
+                    2 | 3 => prefetch(&self.levels[lvl - 2].sum[*node]),
+                    _ => {}
                 }
             }
         }
