@@ -20,6 +20,7 @@
 mod fifo;
 mod grouped;
 mod max_times;
+mod min_tree;
 mod prioritized;
 mod recent;
 pub(crate) mod sum_tree;

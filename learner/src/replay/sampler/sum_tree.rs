@@ -1,5 +1,5 @@
-//! [`SumTree`]: an 8-ary sum/min tree over slot priorities, laid out for the
-//! cache.
+//! [`SumTree`]: an 8-ary tree of prefix sums over slot priorities, laid
+//! out for the cache, with a [`MinTree`] beside it for the smallest one.
 //!
 //! Why 8-ary: with 1M leaves a binary tree is 20 levels, each a likely cache
 //! miss; 8 children of `f64` fill exactly one cache line, 8 `f32` leaves half
@@ -8,24 +8,29 @@
 //! arrays, bottom up; children of node `i` are `8i..8i+8` of the level
 //! below. The 8 children of a node are one [`Block`] (`align(64)`: exactly
 //! one cache line) or one [`LeafBlock`] (`align(32)`: half a line), so a
-//! node's children never straddle two lines; with plain `Vec<f64>` (16-byte
-//! aligned) every internal node cost two lines and half the leaf groups did.
-//! A batch of searches runs level by level, each query prefetching its
-//! next level's block as soon as it is known, so the misses overlap the
-//! other queries' scans; a batch of updates prefetches every path first for
-//! the same reason. Updates move
-//! sums by the delta (one add per level) and touch mins only where they can
-//! change; an exact rebuild after every `len` updates bounds floating-point
-//! drift (amortised O(1), but that one call takes O(N): about a millisecond
-//! at 1M leaves).
+//! node's children never straddle two lines.
+//!
+//! A block holds its 8 children's sums as inclusive prefix sums, which is
+//! what a search compares its target against: a step down is 8 compares
+//! and one load, with nothing to add up first. An update adds its delta to
+//! its node's entry and the later siblings' (one line per level, 8 adds in
+//! four packed instructions). A batch of searches runs level by level, each
+//! query prefetching its next level's block as soon as it is known, so the
+//! misses overlap the other queries' scans. A batch of updates also runs
+//! level by level: updates in one block (most of them near the root) add
+//! into registers and reach the block once, instead of each waiting on the
+//! previous one's store. An exact rebuild after every `len` updates bounds
+//! floating-point drift (amortised O(1), but that one call takes O(N):
+//! about a millisecond at 1M leaves).
 //! Cost: update and search O(log8 N) lines touched; memory about
-//! `4 N + 16 N / 7` bytes.
+//! `4 N + 8 N / 7` bytes, plus the min tree's `N / 16`.
 use super::super::storage::prefetch;
+use super::min_tree::MinTree;
 
 /// Children per node.
 const K: usize = 8;
 
-/// The `f64` sums (or mins) of one node's 8 children: one cache line.
+/// The prefix sums of one node's 8 children: one cache line.
 #[derive(Debug, Clone, Copy)]
 #[repr(C, align(64))]
 struct Block([f64; K]);
@@ -36,38 +41,39 @@ struct Block([f64; K]);
 #[repr(C, align(32))]
 struct LeafBlock([f32; K]);
 
-#[derive(Debug, Clone)]
-struct Level {
-    /// `sum[i / K].0[i % K]` is node `i`'s sum.
-    sum: Vec<Block>,
-    /// Minimum positive leaf below the node (`INFINITY` if none).
-    min: Vec<Block>,
-}
+/// `SUFFIX[j][i]` is 1 where `i >= j`: a delta times row `j` moves the
+/// prefix sums of child `j` and of every child after it.
+const SUFFIX: [[f64; K]; K] = {
+    let mut rows = [[0.0; K]; K];
+    let mut j = 0;
+    while j < K {
+        let mut i = j;
+        while i < K {
+            rows[j][i] = 1.0;
+            i += 1;
+        }
+        j += 1;
+    }
+    rows
+};
 
-impl Level {
-    fn nodes(&self) -> usize {
-        self.sum.len() * K
-    }
-    #[inline(always)]
-    fn sum(&self, i: usize) -> f64 {
-        self.sum[i / K].0[i % K]
-    }
-    #[inline(always)]
-    fn min(&self, i: usize) -> f64 {
-        self.min[i / K].0[i % K]
-    }
-}
-
-/// Sum and minimum-positive-value tree over `len` leaves.
+/// Sum tree over `len` leaves.
 #[derive(Debug, Clone)]
 pub(crate) struct SumTree {
     len: usize,
     /// Leaf values; `f32`, so the 8 siblings of a node share a cache line.
     leaves: Vec<LeafBlock>,
     /// Internal levels, bottom up; the last holds one node, the root.
-    levels: Vec<Level>,
+    /// `levels[l][b].0[j]` is the sum of nodes `8b ..= 8b + j` of level `l`
+    /// (level 0's nodes are the leaf blocks): the prefix sums of node `b`'s
+    /// children one level up.
+    levels: Vec<Vec<Block>>,
+    /// Smallest positive leaf.
+    mins: MinTree,
     /// Leaf updates since sums were last recomputed exactly.
     updates_since_rebuild: usize,
+    /// `(node, delta)` per update of a batch, reused across batches.
+    pending: Vec<(usize, f64)>,
 }
 
 /// Where a prefix-sum search landed.
@@ -77,14 +83,10 @@ pub(crate) struct Found {
     pub value: f64,
 }
 
-#[inline]
-fn positive_or_inf(v: f64) -> f64 {
-    if v > 0.0 {
-        v
-    } else {
-        f64::INFINITY
-    }
-}
+/// Updates applied per pass of [`SumTree::apply`]: enough that a level's
+/// blocks near the root are reached once per pass, few enough that the
+/// pass's nodes stay in L1.
+const PASS: usize = 256;
 
 impl SumTree {
     pub(crate) fn new(len: usize) -> Self {
@@ -94,10 +96,7 @@ impl SumTree {
         let mut n = leaves.len();
         loop {
             let blocks = n.div_ceil(K);
-            levels.push(Level {
-                sum: vec![Block([0.0; K]); blocks],
-                min: vec![Block([f64::INFINITY; K]); blocks],
-            });
+            levels.push(vec![Block([0.0; K]); blocks]);
             if n == 1 {
                 break;
             }
@@ -107,137 +106,144 @@ impl SumTree {
             len,
             leaves,
             levels,
+            mins: MinTree::new(len),
             updates_since_rebuild: 0,
+            pending: Vec::new(),
         }
     }
 
     /// Sum of all leaves.
     pub(crate) fn total(&self) -> f64 {
-        self.levels.last().map_or(0.0, |l| l.sum(0))
+        self.levels.last().map_or(0.0, |l| l[0].0[0])
     }
 
     /// Smallest positive leaf (`INFINITY` when all are zero).
     pub(crate) fn min_positive(&self) -> f64 {
-        self.levels.last().map_or(f64::INFINITY, |l| l.min(0))
+        f64::from(self.mins.min_positive())
     }
 
     pub(crate) fn get(&self, leaf: usize) -> f64 {
         f64::from(self.leaves[leaf / K].0[leaf % K])
     }
 
-    /// Sum and min of the children of node `node` of internal level `lvl`.
-    fn children(&self, lvl: usize, node: usize) -> (f64, f64) {
-        // Four partial accumulators keep the dependency chains short.
-        let mut sum = [0.0f64; 4];
-        let mut min = [f64::INFINITY; 4];
+    /// Sum of the children of node `node` of level `lvl`.
+    fn children_sum(&self, lvl: usize, node: usize) -> f64 {
         if lvl == 0 {
-            for (i, &v) in self.leaves[node].0.iter().enumerate() {
-                let v = f64::from(v);
-                sum[i % 4] += v;
-                min[i % 4] = min[i % 4].min(positive_or_inf(v));
-            }
+            let v = self.leaves[node].0.map(f64::from);
+            ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]))
         } else {
-            let below = &self.levels[lvl - 1];
-            let (s, m) = (&below.sum[node].0, &below.min[node].0);
-            for i in 0..K {
-                sum[i % 4] += s[i];
-                min[i % 4] = min[i % 4].min(m[i]);
-            }
-        }
-        (
-            (sum[0] + sum[1]) + (sum[2] + sum[3]),
-            min[0].min(min[1]).min(min[2].min(min[3])),
-        )
-    }
-
-    /// Sets one leaf (`value >= 0`, finite). Sums move by the delta (one add
-    /// per level). Mins: going up, `(old, new)` is the child's old and new
-    /// minimum; a node's min can only change if `new < min` (becomes `new`)
-    /// or the child held the min and grew (recompute its 8 children); in
-    /// every other case it and all above are unchanged, so the min lines are
-    /// not even read further up. Cost O(log8 N).
-    fn set(&mut self, leaf: usize, value: f64) {
-        let slot = &mut self.leaves[leaf / K].0[leaf % K];
-        let old = f64::from(*slot);
-        *slot = value as f32;
-        let new = f64::from(*slot);
-        let delta = new - old;
-        let mut node = leaf;
-        let mut mins = Some((positive_or_inf(old), positive_or_inf(new)));
-        for lvl in 0..self.levels.len() {
-            node /= K;
-            self.levels[lvl].sum[node / K].0[node % K] += delta;
-            let Some((cold, cnew)) = mins else { continue };
-            let current = self.levels[lvl].min(node);
-            let m = if cnew < current {
-                cnew
-            } else if cold == current && cnew > current {
-                self.children(lvl, node).1
-            } else {
-                current
-            };
-            if m == current {
-                mins = None;
-            } else {
-                self.levels[lvl].min[node / K].0[node % K] = m;
-                mins = Some((current, m));
-            }
+            self.levels[lvl - 1][node].0[K - 1]
         }
     }
 
-    /// Recomputes every internal node exactly (clears delta drift).
+    /// Recomputes every internal node exactly (clears delta drift; the
+    /// mins never drift).
     fn rebuild(&mut self) {
         for lvl in 0..self.levels.len() {
             let below = if lvl == 0 {
                 self.leaves.len()
             } else {
-                self.levels[lvl - 1].sum.len()
+                self.levels[lvl - 1].len()
             };
-            for node in 0..self.levels[lvl].nodes() {
-                let (s, m) = if node < below {
-                    self.children(lvl, node)
-                } else {
-                    (0.0, f64::INFINITY)
-                };
-                self.levels[lvl].sum[node / K].0[node % K] = s;
-                self.levels[lvl].min[node / K].0[node % K] = m;
+            for b in 0..self.levels[lvl].len() {
+                let mut acc = [0.0; K];
+                let mut run = 0.0;
+                for (j, a) in acc.iter_mut().enumerate() {
+                    let node = b * K + j;
+                    if node < below {
+                        run += self.children_sum(lvl, node);
+                    }
+                    *a = run;
+                }
+                self.levels[lvl][b] = Block(acc);
             }
         }
         self.updates_since_rebuild = 0;
     }
 
-    /// Sets leaves (`value >= 0`, finite). After about `len` leaf updates
-    /// the sums are recomputed exactly, amortised O(1) per update, so
-    /// floating-point drift from delta updates stays bounded.
+    /// Sets leaves (`value >= 0`, finite; leaves past `len` are ignored).
+    /// After about `len` leaf updates the sums are recomputed exactly,
+    /// amortised O(1) per update, so floating-point drift from delta
+    /// updates stays bounded.
     pub(crate) fn set_many(&mut self, updates: impl IntoIterator<Item = (usize, f64)>) {
-        for (leaf, value) in updates {
-            if leaf < self.len {
-                self.set(leaf, value);
-                self.updates_since_rebuild += 1;
+        let mut pending = std::mem::take(&mut self.pending);
+        let len = self.len;
+        let mut updates = updates.into_iter().filter(|&(leaf, _)| leaf < len);
+        loop {
+            pending.clear();
+            pending.extend(updates.by_ref().take(PASS));
+            if pending.is_empty() {
+                break;
             }
+            self.apply(&mut pending);
         }
+        self.pending = pending;
         if self.updates_since_rebuild > self.len.max(1024) {
             self.rebuild();
         }
     }
 
     /// `set_many` for a batch of random leaves (priority updates): first
-    /// prefetches each update's leaf block and its level-0 and level-1 sum
-    /// and min blocks (the levels that miss; higher ones are hot), so the
-    /// batch's misses overlap instead of serialising inside `set`.
+    /// prefetches each update's leaf block, its group minimum and its
+    /// level-0 and level-1 blocks (the levels that miss; higher ones are
+    /// hot), so the batch's misses overlap.
     pub(crate) fn set_batch(&mut self, updates: &[(usize, f64)]) {
+        // Group minimums first: they are read first, and they are the ones
+        // likely to miss after a search, which brought in the rest.
+        for &(leaf, _) in updates {
+            self.mins.prefetch(leaf);
+        }
         for &(leaf, _) in updates {
             if leaf < self.len {
                 prefetch(&self.leaves[leaf / K]);
                 let mut node = leaf / K;
                 for level in self.levels.iter().take(2) {
-                    prefetch(&level.sum[node / K]);
-                    prefetch(&level.min[node / K]);
+                    prefetch(&level[node / K]);
                     node /= K;
                 }
             }
         }
         self.set_many(updates.iter().copied());
+    }
+
+    /// Writes `(leaf, value)` updates (leaves `< len`), then moves the sums
+    /// level by level; `updates` is left holding root-level nodes.
+    fn apply(&mut self, updates: &mut [(usize, f64)]) {
+        for u in updates.iter_mut() {
+            let (leaf, value) = *u;
+            let slot = &mut self.leaves[leaf / K].0[leaf % K];
+            let old = *slot;
+            *slot = value as f32;
+            let new = *slot;
+            let leaves = &self.leaves;
+            self.mins.replace(leaf, old, new, |i| {
+                leaves.get(i / K).map_or(0.0, |b| b.0[i % K])
+            });
+            *u = (leaf, f64::from(new) - f64::from(old));
+        }
+        self.updates_since_rebuild += updates.len();
+        for level in &mut self.levels {
+            // Consecutive updates in one block add into `moved`, which
+            // reaches the block when the next update is in another one.
+            let mut block = usize::MAX;
+            let mut moved = [0.0; K];
+            for (node, delta) in updates.iter_mut() {
+                *node /= K;
+                if *node / K != block {
+                    if let Some(b) = level.get_mut(block) {
+                        add(&mut b.0, &moved);
+                    }
+                    block = *node / K;
+                    moved = [0.0; K];
+                }
+                for (m, s) in moved.iter_mut().zip(&SUFFIX[*node % K]) {
+                    *m += *delta * s;
+                }
+            }
+            if let Some(b) = level.get_mut(block) {
+                add(&mut b.0, &moved);
+            }
+        }
     }
 
     /// For each prefix mass in `targets` (each in `[0, total)`), the leaf
@@ -256,108 +262,88 @@ impl SumTree {
     ) {
         nodes.clear();
         nodes.resize(targets.len(), 0);
-        for lvl in (0..self.levels.len()).rev() {
-            // `node` is the node of level `lvl` each target is in; its
-            // children are block `node` of the level below.
-            // Targets are sorted (stratified), so near the root consecutive
-            // targets share a node: its prefix sums are computed once.
-            let mut cached = usize::MAX;
-            let mut prefix = Prefix {
-                masses: [0.0; K],
-                acc: [0.0; K],
-            };
+        // Internal levels: `node` is the node of level `lvl` each target is
+        // in; its children's prefix sums are block `node` of the level
+        // below, stored, so the pick is 8 compares and one load.
+        for lvl in (1..self.levels.len()).rev() {
+            let below = &self.levels[lvl - 1];
             for (node, t) in nodes.iter_mut().zip(targets.iter_mut()) {
-                if *node != cached {
-                    prefix = Prefix::new(if lvl == 0 {
-                        self.leaves[*node].0.map(f64::from)
-                    } else {
-                        self.levels[lvl - 1].sum[*node].0
-                    });
-                    cached = *node;
-                }
-                let pick = prefix.pick(*t);
+                let acc = &below[*node].0;
+                let index = acc.iter().map(|&a| usize::from(a <= *t)).sum::<usize>();
+                let before = if index == 0 { 0.0 } else { acc[index - 1] };
                 let base = *node * K;
-                match pick {
-                    Pick::Child { index, before } => {
-                        *t -= before;
-                        *node = base + index;
-                    }
-                    Pick::Past { last_positive } => {
-                        // Rounding left `t` past the last child: take the
-                        // last positive one, and keep `t` past the end so
-                        // every lower level does the same.
-                        *t = f64::INFINITY;
-                        *node = base + last_positive;
-                    }
+                if index < K && acc[index] > before {
+                    *t -= before;
+                    *node = base + index;
+                } else {
+                    // Rounding left `t` past the last child: take the last
+                    // positive one, and keep `t` past the end so every
+                    // lower level does the same.
+                    *t = f64::INFINITY;
+                    *node = base + last_positive(acc);
                 }
                 // The block this target reads at the next level, fetched
                 // now: it arrives while the other targets are scanned.
                 // Only the three lowest levels miss; higher ones are hot.
                 match lvl {
                     1 => prefetch(&self.leaves[*node]),
-                    2 | 3 => prefetch(&self.levels[lvl - 2].sum[*node]),
+                    2 | 3 => prefetch(&self.levels[lvl - 2][*node]),
                     _ => {}
                 }
             }
         }
+        // Leaves: prefix sums computed from the block's 8 `f32`s.
         out.clear();
-        out.extend(nodes.iter().map(|&leaf| Found {
-            leaf,
-            value: self.get(leaf),
+        out.extend(nodes.iter().zip(targets.iter()).map(|(&node, &t)| {
+            let masses = self.leaves[node].0.map(f64::from);
+            let acc = prefix_sums(masses);
+            let index = acc.iter().map(|&a| usize::from(a <= t)).sum::<usize>();
+            let index = if index < K && masses[index] > 0.0 {
+                index
+            } else {
+                masses.iter().rposition(|&m| m > 0.0).unwrap_or(0)
+            };
+            Found {
+                leaf: node * K + index,
+                value: masses[index],
+            }
         }));
     }
 }
 
-enum Pick {
-    Child { index: usize, before: f64 },
-    Past { last_positive: usize },
+/// `block += moved`, lane by lane (packed adds).
+#[inline(always)]
+fn add(block: &mut [f64; K], moved: &[f64; K]) {
+    for (b, m) in block.iter_mut().zip(moved) {
+        *b += m;
+    }
 }
 
-/// The children of one node as inclusive prefix sums, for `pick`.
-#[derive(Clone, Copy)]
-struct Prefix {
-    masses: [f64; K],
-    acc: [f64; K],
+/// The last child whose inclusive prefix sum rises (0 if none): the last
+/// with positive mass, for the rare past-the-end path.
+fn last_positive(acc: &[f64; K]) -> usize {
+    (1..K).rev().find(|&i| acc[i] > acc[i - 1]).unwrap_or(0)
 }
 
-impl Prefix {
-    /// Pairwise: three dependent adds deep instead of eight (a running sum's
-    /// chain was on the search's critical path at every level). Adding
-    /// non-negative masses is monotone in floating point too, so `acc`
-    /// never decreases and a zero-mass child repeats its left neighbour.
-    #[inline(always)]
-    fn new(m: [f64; K]) -> Self {
-        let (p01, p23, p45, p67) = (m[0] + m[1], m[2] + m[3], m[4] + m[5], m[6] + m[7]);
-        let p03 = p01 + p23;
-        let acc = [
-            m[0],
-            p01,
-            p01 + m[2],
-            p03,
-            p03 + m[4],
-            p03 + p45,
-            p03 + (p45 + m[6]),
-            p03 + (p45 + p67),
-        ];
-        Prefix { masses: m, acc }
-    }
-
-    /// Branch-free choice (a linear search's exit branch would mispredict
-    /// once per level): the number of children whose cumulative mass is
-    /// `<= t` is the chosen child; 8 independent compares.
-    #[inline(always)]
-    fn pick(&self, t: f64) -> Pick {
-        let index = self.acc.iter().map(|&a| usize::from(a <= t)).sum::<usize>();
-        if index < K && self.masses[index] > 0.0 {
-            let before = if index == 0 { 0.0 } else { self.acc[index - 1] };
-            Pick::Child { index, before }
-        } else {
-            // Rare (rounding at the right edge): found only when needed.
-            Pick::Past {
-                last_positive: self.masses.iter().rposition(|&m| m > 0.0).unwrap_or(0),
-            }
-        }
-    }
+/// Inclusive prefix sums of one leaf block's masses, pairwise: three
+/// dependent adds deep instead of eight (a running sum's chain would sit on
+/// the search's critical path). Adding non-negative masses is monotone in
+/// floating point too, so the sums never decrease and a zero-mass leaf
+/// repeats its left neighbour.
+#[inline(always)]
+fn prefix_sums(m: [f64; K]) -> [f64; K] {
+    let (p01, p23, p45, p67) = (m[0] + m[1], m[2] + m[3], m[4] + m[5], m[6] + m[7]);
+    let p03 = p01 + p23;
+    [
+        m[0],
+        p01,
+        p01 + m[2],
+        p03,
+        p03 + m[4],
+        p03 + p45,
+        p03 + (p45 + m[6]),
+        p03 + (p45 + p67),
+    ]
 }
 
 #[cfg(test)]
@@ -417,17 +403,22 @@ mod tests {
     }
 
     #[test]
-    fn batched_delta_updates_track_a_brute_force_sum_and_min() {
-        // Exercises the early exits of `set`'s min propagation (min holder
-        // growing, shrinking, zeroed) across several levels.
+    fn batched_delta_updates_track_a_brute_force_sum_min_and_search() {
+        // Exercises the early exits of the min propagation (min holder
+        // growing, shrinking, zeroed) across several levels, and the prefix
+        // sums' deltas: random batches, and sorted batches of nearby leaves
+        // that share blocks (the deltas merged before reaching a block).
         let n = 5000;
         let mut t = SumTree::new(n);
         let mut vals = vec![0.0f64; n];
         let mut rng = super::super::super::rng::WyRand::new(9);
+        let (mut nodes, mut out) = (Vec::new(), Vec::new());
         for round in 0..200 {
-            let updates: Vec<(usize, f64)> = (0..64)
+            let spread = if round % 2 == 0 { n } else { 200 };
+            let start = rng.below((n - spread + 1) as u64) as usize;
+            let mut updates: Vec<(usize, f64)> = (0..64)
                 .map(|_| {
-                    let leaf = rng.below(n as u64) as usize;
+                    let leaf = start + rng.below(spread as u64) as usize;
                     let v = match rng.below(4) {
                         0 => 0.0,
                         _ => f64::from((rng.unit_f64() * 100.0) as f32),
@@ -435,10 +426,26 @@ mod tests {
                     (leaf, v)
                 })
                 .collect();
+            if round % 4 == 1 {
+                updates.sort_by_key(|u| u.0);
+            }
             for &(leaf, v) in &updates {
                 vals[leaf] = v;
             }
             t.set_batch(&updates);
+            // A target in the middle of a positive leaf's range finds it.
+            let mut before = 0.0;
+            let (mut targets, mut expected) = (Vec::new(), Vec::new());
+            for (leaf, &v) in vals.iter().enumerate() {
+                if v > 0.0 && leaf % 97 == round % 97 {
+                    targets.push(before + v / 2.0);
+                    expected.push(leaf);
+                }
+                before += v;
+            }
+            t.find_many(&mut targets, &mut nodes, &mut out);
+            let got: Vec<usize> = out.iter().map(|f| f.leaf).collect();
+            assert_eq!(got, expected, "round {round}");
             let total: f64 = vals.iter().sum();
             let min = vals
                 .iter()
