@@ -21,6 +21,7 @@ mod fifo;
 mod grouped;
 mod max_times;
 mod min_tree;
+mod power;
 mod prioritized;
 mod recent;
 pub(crate) mod sum_tree;
