@@ -17,9 +17,10 @@
 //! four packed instructions). A batch of searches runs level by level, each
 //! query prefetching its next level's block as soon as it is known, so the
 //! misses overlap the other queries' scans. A batch of updates also runs
-//! level by level: updates in one block (most of them near the root) add
-//! into registers and reach the block once, instead of each waiting on the
-//! previous one's store. An exact rebuild after every `len` updates bounds
+//! level by level above level 0: updates in one block (most of them near
+//! the root) add into registers and reach the block once, instead of each
+//! waiting on the previous one's store. (Level 0 is updated beside the
+//! leaf: a batch's leaves rarely share a block there.) An exact rebuild after every `len` updates bounds
 //! floating-point drift (amortised O(1), but that one call takes O(N):
 //! about a millisecond at 1M leaves).
 //! Cost: update and search O(log8 N) lines touched; memory about
@@ -206,9 +207,13 @@ impl SumTree {
         self.set_many(updates.iter().copied());
     }
 
-    /// Writes `(leaf, value)` updates (leaves `< len`), then moves the sums
-    /// level by level; `updates` is left holding root-level nodes.
+    /// Writes `(leaf, value)` updates (leaves `< len`) and moves level 0's
+    /// sums, then the sums above level by level; `updates` is left holding
+    /// root-level nodes.
     fn apply(&mut self, updates: &mut [(usize, f64)]) {
+        let Some((bottom, upper)) = self.levels.split_first_mut() else {
+            return;
+        };
         for u in updates.iter_mut() {
             let (leaf, value) = *u;
             let slot = &mut self.leaves[leaf / K].0[leaf % K];
@@ -219,10 +224,16 @@ impl SumTree {
             self.mins.replace(leaf, old, new, |i| {
                 leaves.get(i / K).map_or(0.0, |b| b.0[i % K])
             });
-            *u = (leaf, f64::from(new) - f64::from(old));
+            let delta = f64::from(new) - f64::from(old);
+            // Level 0 directly: a batch's leaves rarely share a block there.
+            let node = leaf / K;
+            for (a, s) in bottom[node / K].0.iter_mut().zip(&SUFFIX[node % K]) {
+                *a += delta * s;
+            }
+            *u = (node, delta);
         }
         self.updates_since_rebuild += updates.len();
-        for level in &mut self.levels {
+        for level in upper {
             // Consecutive updates in one block add into `moved`, which
             // reaches the block when the next update is in another one.
             let mut block = usize::MAX;
