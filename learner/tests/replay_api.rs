@@ -621,9 +621,12 @@ fn groups_and_policy_versions_come_back_with_their_items_before_and_after_reopen
 /// gathered chunk: each row's bytes are exactly its own item's.
 #[test]
 fn every_row_width_comes_back_whole_beside_its_key() {
-    // Bytes per row: 1, 3, 8, 12, 48, 56, 64 (largest unrolled), 72, 68.
-    let widths: [(DType, usize); 9] = [
+    // Bytes per row: 1, 2, 4 (the sub-word copies), 3, 8, 12, 48, 56, 64
+    // (largest unrolled), 72, 68.
+    let widths: [(DType, usize); 11] = [
         (DType::U8, 1),
+        (DType::U8, 2),
+        (DType::F32, 1),
         (DType::U8, 3),
         (DType::F32, 2),
         (DType::F32, 3),

@@ -47,6 +47,9 @@ struct Args {
     /// buffer's own instructions), 20 times the usual iterations.
     #[arg(long)]
     only_resident: bool,
+    /// Run only the dict `sample(128)` from 100k items (for profiling).
+    #[arg(long)]
+    only_dict: bool,
 }
 
 struct Plan {
@@ -240,6 +243,11 @@ fn main() -> Result<()> {
             "{}",
             json!({ "prioritized_1m_sample_update_us": prioritized_us(StorageOrder::default(), &plan)? })
         );
+        return Ok(());
+    }
+    if args.only_dict {
+        let us = sample_us(layout_dict()?, StorageOrder::default(), &plan)?;
+        println!("{}", json!({ "sample128_dict_us": us }));
         return Ok(());
     }
     if args.only_resident {

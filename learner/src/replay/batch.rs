@@ -266,8 +266,35 @@ fn copy_field(storage: Slots<'_>, g: FieldGeometry, rows: &mut [u8], slots: &[us
         };
     }
     unrolled!(1 2 3 4 5 6 7 8);
+    // Scalars (a `bool`, a `u8`, an `f32`): part of one word, copied with a
+    // length the compiler knows instead of a `memmove` call per row.
+    macro_rules! partial {
+        ($($bytes:literal)*) => {
+            $(if g.bytes == $bytes {
+                return copy_bytes::<$bytes>(storage, g, rows, slots);
+            })*
+        };
+    }
+    partial!(1 2 4);
     for (dst, &slot) in rows.chunks_exact_mut(g.bytes).zip(slots) {
         slot::copy_out(storage.row_at(g, slot), dst);
+    }
+}
+
+/// [`copy_field`] for rows of `B < 8` bytes: the first `B` bytes of the
+/// row's one word, as `slot::copy_out` takes them.
+#[inline(always)]
+fn copy_bytes<const B: usize>(
+    storage: Slots<'_>,
+    g: FieldGeometry,
+    rows: &mut [u8],
+    slots: &[usize],
+) {
+    for (dst, &slot) in rows.chunks_exact_mut(B).zip(slots) {
+        let Some([word]) = storage.row_words::<1>(g, slot) else {
+            continue;
+        };
+        dst.copy_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes()[..B]);
     }
 }
 
