@@ -382,6 +382,8 @@ fn deadlocking_configurations_are_rejected() {
         SamplerConfig::UniformWithoutReplacement,
         SamplerConfig::Prioritized(PrioritizedConfig::default()),
         SamplerConfig::Recent { window: 2 },
+        // Consumes in random order while the ring frees slots in key order.
+        SamplerConfig::MaxTimesSampled { max_times: 2 },
     ] {
         let cfg = ReplayConfig::new(4, s).with_writer_policy(block);
         assert!(matches!(
@@ -819,4 +821,141 @@ fn corrupt_or_mismatched_checkpoints_are_errors() {
         !dir.path().join("c.ckpt.tmp").exists(),
         "no temp file left behind"
     );
+}
+
+/// Under `Block` a full buffer holds every insert, so the limiter must then
+/// allow a sample. `min_diff` above `capacity - 1`, or a ratio below the
+/// samples that consume an item, would refuse it: rejected at construction.
+/// The boundary (`min_diff = capacity - 1`) is accepted and a full buffer
+/// does sample.
+#[test]
+fn block_with_a_limiter_that_refuses_a_full_buffer_is_rejected() {
+    let block = WriterPolicy::Block {
+        timeout: Duration::ZERO,
+    };
+    let limiter = |spi: f64, min_diff: f64| RateLimiterConfig {
+        min_size_to_sample: 4,
+        samples_per_insert: spi,
+        min_diff,
+        max_diff: min_diff + 10.0,
+    };
+    let cfg = |sampler, l| {
+        ReplayConfig::new(4, sampler)
+            .with_writer_policy(block)
+            .with_rate_limiter(l)
+    };
+    for (sampler, l) in [
+        (SamplerConfig::Fifo, limiter(1.0, 4.0)),
+        (SamplerConfig::Grouped, limiter(1.0, 4.0)),
+        (SamplerConfig::Fifo, limiter(0.5, -100.0)),
+    ] {
+        let err = ReplayBuffer::new(layout(), cfg(sampler, l)).unwrap_err();
+        assert!(
+            matches!(err, ReplayError::Config { .. }),
+            "{sampler:?} {l:?}"
+        );
+        // The same limiter is fine when writers overwrite instead.
+        let overwrite = cfg(sampler, l).with_writer_policy(WriterPolicy::OverwriteOldest);
+        assert!(ReplayBuffer::new(layout(), overwrite).is_ok());
+    }
+    // An unbounded min_diff never refuses, whatever the ratio.
+    let min_size = RateLimiterConfig::min_size(4);
+    assert!(ReplayBuffer::new(layout(), cfg(SamplerConfig::Fifo, min_size)).is_ok());
+
+    let b = ReplayBuffer::new(layout(), cfg(SamplerConfig::Fifo, limiter(1.0, 3.0))).unwrap();
+    for v in 0..4 {
+        insert(&b, v as f32, 0);
+    }
+    let fifth = [
+        FieldRef::new(&[3], Values::F32(&[4.0; 3])),
+        FieldRef::new(&[], Values::U64(&[0])),
+    ];
+    assert!(matches!(
+        b.insert_ref(&fifth),
+        Err(ReplayError::Timeout { .. })
+    ));
+    let mut batch = b.new_batch(1);
+    b.sample_into(&mut batch, 1).unwrap();
+    assert_eq!(firsts(&batch), vec![0.0]);
+    b.insert_ref(&fifth).unwrap();
+}
+
+/// A lag cap reads each item's policy version from the layout's field; a
+/// layout without one would read 0 for every item, so it is refused, for
+/// eager and lazy buffers alike. A lazy buffer can name the field.
+#[test]
+fn a_lag_cap_needs_a_policy_version_field() {
+    let cap = PolicyLagCap {
+        max_lag: 2,
+        action: LagAction::Drop,
+    };
+    let cfg = ReplayConfig::new(4, SamplerConfig::Fifo).with_policy_lag(cap);
+    let unversioned = ItemLayout::builder()
+        .field("x", DType::F32, &[3])
+        .build()
+        .unwrap();
+    assert!(matches!(
+        ReplayBuffer::new(unversioned, cfg.clone()),
+        Err(ReplayError::Config { .. })
+    ));
+    assert!(matches!(
+        LazyReplayBuffer::new(cfg.clone()),
+        Err(ReplayError::Config { .. })
+    ));
+
+    let lazy = LazyReplayBuffer::with_policy_version_field(cfg, "v").unwrap();
+    for version in [1u64, 9] {
+        lazy.insert(Item::new().with_f32("x", &[1], &[version as f32]).with_u64(
+            "v",
+            &[],
+            &[version],
+        ))
+        .unwrap();
+    }
+    let b = lazy.get().unwrap();
+    b.set_policy_version(9);
+    let mut batch = b.new_batch(2);
+    lazy.sample_into(&mut batch, 2).unwrap();
+    assert_eq!(
+        batch.policy_versions(),
+        &[9],
+        "version 1 dropped by the cap"
+    );
+    assert_eq!(b.stats().dropped_policy_lag, 1);
+}
+
+/// A group handed out by `sample_group_into` is whole: if the lag cap
+/// drops one of its items, the whole group is dropped and the next ready
+/// group comes out instead.
+#[test]
+fn a_group_that_loses_an_item_at_sampling_is_dropped_whole() {
+    let cfg = ReplayConfig::new(8, SamplerConfig::Grouped).with_policy_lag(PolicyLagCap {
+        max_lag: 2,
+        action: LagAction::Drop,
+    });
+    let b = ReplayBuffer::new(layout(), cfg).unwrap();
+    let ins = |v: f32, version: u64, g: u64| {
+        b.insert_ref_in_group(
+            &[
+                FieldRef::new(&[3], Values::F32(&[v, v + 1.0, v + 2.0])),
+                FieldRef::new(&[], Values::U64(&[version])),
+            ],
+            g,
+        )
+        .unwrap()
+    };
+    ins(1.0, 1, 5); // stale once the policy is at 9
+    ins(2.0, 9, 5);
+    ins(3.0, 9, 6);
+    ins(4.0, 8, 6);
+    assert_eq!(b.complete_group(5), 2);
+    assert_eq!(b.complete_group(6), 2);
+    b.set_policy_version(9);
+    let mut batch = b.new_batch(4);
+    assert_eq!(b.sample_group_into(&mut batch, None).unwrap(), 6);
+    assert_eq!(firsts(&batch), vec![3.0, 4.0]);
+    assert_eq!(batch.groups(), &[6, 6]);
+    let s = b.stats();
+    assert_eq!((s.dropped_policy_lag, s.dropped_with_group), (1, 1));
+    assert_eq!(b.available(), 0);
 }

@@ -1,9 +1,11 @@
 //! Concurrency stress: several writers and samplers at once, items carrying
 //! a checksum of their own contents. Proves, for bounded operation counts:
-//! no torn item (checksum), no item under the wrong key, and for the FIFO
-//! queue under `Block` no lost and no duplicated item.
+//! no torn item (checksum), no item under the wrong key; for the FIFO
+//! queue under `Block` no lost and no duplicated item; under
+//! `max_times_sampled` no item handed out more than `m` times; for grouped
+//! release under overwrite, every group served whole and at most once.
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -52,6 +54,19 @@ fn insert(b: &ReplayBuffer, id: u64, timeout: Duration) -> Result<ItemKey, Repla
         ],
         timeout,
     )
+}
+
+fn insert_in_group(b: &ReplayBuffer, id: u64, group: u64) -> ItemKey {
+    let p = payload(id);
+    let t = tag(id);
+    b.insert_ref_in_group(
+        &[
+            FieldRef::new(&[WORDS], Values::U64(&p)),
+            FieldRef::new(&[3], Values::U8(&t)),
+        ],
+        group,
+    )
+    .unwrap()
 }
 
 /// Checks every row of `batch` is intact; returns `(key, id)` pairs.
@@ -226,5 +241,131 @@ fn prioritized_with_concurrent_updates_never_tears_or_mislabels() {
     overwrite_stress(
         SamplerConfig::Prioritized(PrioritizedConfig::default()),
         StorageOrder::Records,
+    );
+}
+
+/// `max_times_sampled` under overwrite: items may be evicted before their
+/// `m`-th sample, but none is ever handed out more than `m` times, torn, or
+/// under another key, while writers lap the ring.
+#[test]
+fn max_times_never_hands_an_item_out_more_than_m_times() {
+    const PER_WRITER: u64 = 6000;
+    const M: u32 = 3;
+    const BATCH: usize = 8;
+    let cfg = ReplayConfig::new(64, SamplerConfig::MaxTimesSampled { max_times: M });
+    let b = Arc::new(ReplayBuffer::new(layout(), cfg).unwrap());
+    let done = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let b = Arc::clone(&b);
+            thread::spawn(move || {
+                for seq in 0..PER_WRITER {
+                    insert(&b, w << 32 | seq, Duration::ZERO).unwrap();
+                }
+            })
+        })
+        .collect();
+    let samplers: Vec<_> = (0..2)
+        .map(|_| {
+            let (b, done) = (Arc::clone(&b), Arc::clone(&done));
+            thread::spawn(move || {
+                let mut batch = b.new_batch(BATCH);
+                let mut got = Vec::new();
+                // Until the writers are done, then until fewer than a batch
+                // of samples is left.
+                loop {
+                    let finished = done.load(Ordering::Acquire);
+                    match b.sample_into(&mut batch, BATCH) {
+                        Ok(()) => got.extend(verify(&batch)),
+                        Err(ReplayError::NotEnoughItems { .. }) if finished => return got,
+                        Err(ReplayError::NotEnoughItems { .. }) => {}
+                        Err(e) => panic!("sampler: {e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    done.store(true, Ordering::Release);
+    let mut times: HashMap<u64, (u64, u32)> = HashMap::new();
+    let mut rows = 0;
+    for s in samplers {
+        for (key, id) in s.join().unwrap() {
+            let e = times.entry(id).or_insert((key, 0));
+            assert_eq!(e.0, key, "item {id} came back under two keys");
+            e.1 += 1;
+            rows += 1;
+        }
+    }
+    if let Some((id, (_, n))) = times.iter().find(|(_, &(_, n))| n > M) {
+        panic!("item {id} handed out {n} times, more than {M}");
+    }
+    assert_eq!(b.stats().sampled, rows);
+}
+
+/// Writers insert groups of `GROUP` items (ids `group << 8 | index`) into
+/// a small ring that laps while groups are open, ready, or being copied;
+/// a sampler takes whole groups. Every group it gets must be complete, in
+/// insert order, intact, and new.
+#[test]
+fn grouped_overwrite_serves_only_whole_groups_once() {
+    const GROUPS_PER_WRITER: u64 = 3000;
+    const GROUP: u64 = 4;
+    let cfg = ReplayConfig::new(32, SamplerConfig::Grouped);
+    let b = Arc::new(ReplayBuffer::new(layout(), cfg).unwrap());
+    let done = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let b = Arc::clone(&b);
+            thread::spawn(move || {
+                for g in 0..GROUPS_PER_WRITER {
+                    let group = w << 32 | g;
+                    for i in 0..GROUP {
+                        insert_in_group(&b, group << 8 | i, group);
+                    }
+                    b.complete_group(group);
+                }
+            })
+        })
+        .collect();
+    let sampler = {
+        let (b, done) = (Arc::clone(&b), Arc::clone(&done));
+        thread::spawn(move || {
+            let mut batch = b.new_batch(GROUP as usize);
+            let mut seen = HashSet::new();
+            // Until the writers are done, then until the queue is empty.
+            loop {
+                let finished = done.load(Ordering::Acquire);
+                match b.sample_group_into(&mut batch, None) {
+                    Ok(group) => {
+                        let rows = verify(&batch);
+                        let ids: Vec<u64> = rows.iter().map(|&(_, id)| id).collect();
+                        let whole: Vec<u64> = (0..GROUP).map(|i| group << 8 | i).collect();
+                        assert_eq!(ids, whole, "group {group} served whole, in order");
+                        assert!(batch.groups().iter().all(|&g| g == group));
+                        assert!(seen.insert(group), "group {group} served twice");
+                    }
+                    Err(ReplayError::NotEnoughItems { .. }) if finished => return seen.len(),
+                    Err(ReplayError::NotEnoughItems { .. }) => {}
+                    Err(e) => panic!("sampler: {e}"),
+                }
+            }
+        })
+    };
+    for w in writers {
+        w.join().unwrap();
+    }
+    done.store(true, Ordering::Release);
+    let served = sampler.join().unwrap() as u64;
+    let s = b.stats();
+    assert_eq!(s.inserted, WRITERS * GROUPS_PER_WRITER * GROUP);
+    // Every item was served with its group or counted as lost. The
+    // counters may count an item twice (a writer displacing it races the
+    // drop of its group: both count), never miss one.
+    assert!(
+        served * GROUP + s.evicted_unconsumed + s.dropped_with_group >= s.inserted,
+        "served {served} groups; stats {s:?}"
     );
 }

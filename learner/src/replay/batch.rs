@@ -138,6 +138,12 @@ impl SampleBatch {
         self.len = 0;
     }
 
+    /// Drops the committed rows from `len` on (a group that came out
+    /// incomplete, see `Grouped::copy`).
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
     /// Copies row `slots[j]` of every field into row `len + j` (not yet
     /// committed), field by field: each field's rows are one contiguous run
     /// of the batch, so this is a tight loop per field. The caller

@@ -96,12 +96,32 @@ impl ReplayConfig {
         if self.writer_policy.blocks() && !self.sampler.consumes() {
             return Err(ReplayError::config(format!(
                 "writer policy Block with the {} sampler would block forever once full: \
-                 it never consumes items (use Fifo, MaxTimesSampled or Grouped, or OverwriteOldest)",
+                 it never consumes items (use Fifo or Grouped, or OverwriteOldest)",
                 self.sampler.kind()
             )));
         }
+        if self.writer_policy.blocks()
+            && matches!(self.sampler, SamplerConfig::MaxTimesSampled { .. })
+        {
+            // The ring frees slots in key order (a blocked writer waits for
+            // the one item in its slot) but this sampler consumes items in
+            // random order: the buffer can hold fewer samples than a
+            // `sample(n)` asks while the writer waits on an item that still
+            // has some left, and then both wait forever.
+            return Err(ReplayError::config(
+                "writer policy Block with the max_times_sampled sampler can wedge: slots are \
+                 reused in insertion order but items are consumed in random order, so a writer \
+                 can wait on its slot's item while too few samples are left for a sampler's \
+                 batch (use OverwriteOldest with a rate limiter for backpressure, as Reverb does)",
+            ));
+        }
         if let Some(l) = &self.rate_limiter {
             l.validate(self.capacity, self.sampler.max_samples_per_item())?;
+            if self.writer_policy.blocks() {
+                if let Some(m) = self.sampler.max_samples_per_item() {
+                    l.validate_with_blocking_writers(self.capacity, m)?;
+                }
+            }
         }
         if let Some(PolicyLagCap {
             action: super::policy_lag::LagAction::DownWeight(w),
@@ -113,6 +133,22 @@ impl ReplayConfig {
                     "lag down-weight must be >= 0, is {w}"
                 )));
             }
+        }
+        Ok(())
+    }
+
+    /// [`validate`](Self::validate), plus what needs the layout: a policy-lag
+    /// cap needs a policy-version field to read (without one every item
+    /// reads version 0, and once the learner's version passes the cap it
+    /// would drop or down-weight everything).
+    pub fn validate_for(&self, layout: &ItemLayout) -> Result<(), ReplayError> {
+        self.validate()?;
+        if self.policy_lag.is_some() && layout.policy_version_field().is_none() {
+            return Err(ReplayError::config(
+                "a policy-lag cap needs a policy-version field in the layout \
+                 (ItemLayoutBuilder::policy_version_field, or \
+                 LazyReplayBuffer::with_policy_version_field)",
+            ));
         }
         Ok(())
     }
@@ -382,8 +418,13 @@ impl Shared {
         self.counters.removed.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Marks an item dropped (its group was broken).
+    /// Marks an item dropped (its group was broken), unless a writer has
+    /// displaced it already (that writer counted it evicted, and the
+    /// slot's retire stamp now belongs to the newer item).
     pub(crate) fn drop_item(&self, slot: usize, key: u64) {
+        if self.storage.published(slot) != key + 1 {
+            return;
+        }
         self.storage.retire(slot, key);
         self.counters.removed.fetch_add(1, Ordering::Relaxed);
         self.counters.dropped_group.fetch_add(1, Ordering::Relaxed);
@@ -420,7 +461,7 @@ pub(crate) struct Resume {
 impl ReplayBuffer {
     /// An in-memory buffer (allocated and first-touched now).
     pub fn new(layout: ItemLayout, config: ReplayConfig) -> Result<Self, ReplayError> {
-        config.validate()?;
+        config.validate_for(&layout)?;
         let storage = Storage::memory(&layout, config.capacity, config.storage_order)?;
         Ok(Self::assemble(layout, config, storage, Resume::default()))
     }
@@ -432,7 +473,7 @@ impl ReplayBuffer {
         layout: ItemLayout,
         config: ReplayConfig,
     ) -> Result<Self, ReplayError> {
-        config.validate()?;
+        config.validate_for(&layout)?;
         let storage = Storage::create_mapped(dir, &layout, config.capacity, config.storage_order)?;
         Ok(Self::assemble(layout, config, storage, Resume::default()))
     }
@@ -457,7 +498,7 @@ impl ReplayBuffer {
                 ),
             });
         }
-        config.validate()?;
+        config.validate_for(&layout)?;
         let scan = super::checkpoint::recover_slots(&storage);
         let resume = Resume {
             claimed: scan.claimed,

@@ -253,9 +253,21 @@ impl Item {
     /// The layout this item implies (fields in the item's order); used by
     /// the lazy buffer.
     pub fn layout(&self) -> Result<ItemLayout, ReplayError> {
+        self.layout_with_policy_version(None)
+    }
+
+    /// [`layout`](Self::layout), naming `policy_version` (if any) as the
+    /// layout's policy-version field.
+    pub(crate) fn layout_with_policy_version(
+        &self,
+        policy_version: Option<&str>,
+    ) -> Result<ItemLayout, ReplayError> {
         let mut b = ItemLayout::builder();
         for f in &self.fields {
             b = b.field(&f.name, f.dtype, &f.shape);
+        }
+        if let Some(name) = policy_version {
+            b = b.policy_version_field(name);
         }
         b.build()
     }

@@ -14,15 +14,42 @@ use super::ItemKey;
 #[derive(Debug)]
 pub struct LazyReplayBuffer {
     config: ReplayConfig,
+    /// Field of the first item to name as the policy-version field.
+    policy_version_field: Option<String>,
     buffer: OnceLock<ReplayBuffer>,
 }
 
 impl LazyReplayBuffer {
     /// Validates `config` now; allocates nothing until the first insert.
+    /// A policy-lag cap is refused here: it needs a policy-version field,
+    /// which [`with_policy_version_field`](Self::with_policy_version_field)
+    /// names.
     pub fn new(config: ReplayConfig) -> Result<Self, ReplayError> {
+        config.validate()?;
+        if config.policy_lag.is_some() {
+            return Err(ReplayError::config(
+                "a policy-lag cap needs a policy-version field: \
+                 use LazyReplayBuffer::with_policy_version_field",
+            ));
+        }
+        Ok(LazyReplayBuffer {
+            config,
+            policy_version_field: None,
+            buffer: OnceLock::new(),
+        })
+    }
+
+    /// Like [`new`](Self::new), with the first item's field `name` (a `U64`
+    /// scalar, checked on that insert) as the policy-version field the lag
+    /// cap reads.
+    pub fn with_policy_version_field(
+        config: ReplayConfig,
+        name: &str,
+    ) -> Result<Self, ReplayError> {
         config.validate()?;
         Ok(LazyReplayBuffer {
             config,
+            policy_version_field: Some(name.to_owned()),
             buffer: OnceLock::new(),
         })
     }
@@ -36,7 +63,7 @@ impl LazyReplayBuffer {
     pub fn insert(&self, item: Item) -> Result<ItemKey, InsertError<Item>> {
         if self.buffer.get().is_none() {
             let made = item
-                .layout()
+                .layout_with_policy_version(self.policy_version_field.as_deref())
                 .and_then(|layout| ReplayBuffer::new(layout, self.config.clone()));
             match made {
                 // Another thread may have won the race; its layout stands.

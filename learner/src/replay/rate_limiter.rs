@@ -108,6 +108,46 @@ impl RateLimiterConfig {
         }
         Ok(())
     }
+
+    /// With a writer policy that blocks (`Block`) and a sampler that hands
+    /// each item out at most `m` times and frees its slot after the `m`-th
+    /// (FIFO and grouped: 1), a full buffer stops inserts, so a sample must
+    /// then be allowed or both sides wait forever.
+    ///
+    /// When every one of the `capacity` slots holds an unconsumed item,
+    /// the consumed items were sampled `m` times each and the others at
+    /// most `m - 1`, so `samples <= m * inserts - capacity` and
+    /// `diff = inserts * spi - samples >= inserts * (spi - m) + capacity`.
+    /// With `spi == m` that bound is `capacity`, and a sample of one is
+    /// allowed if `capacity - 1 >= min_diff`. With `spi < m` it falls
+    /// without limit as inserts grow, so only an unbounded `min_diff`
+    /// (`f64::MIN`, as [`min_size`](Self::min_size) sets) never refuses.
+    pub(crate) fn validate_with_blocking_writers(
+        &self,
+        capacity: usize,
+        m: u64,
+    ) -> Result<(), ReplayError> {
+        let (spi, m_f) = (self.samples_per_insert, m as f64);
+        if spi < m_f && self.min_diff > f64::MIN {
+            return Err(ReplayError::config(format!(
+                "writer policy Block with samples_per_insert {spi} below the {m} samples that \
+                 consume an item: unconsumed items pile up until the buffer is full, and then \
+                 min_diff {} refuses every sample while Block holds every insert \
+                 (use samples_per_insert {m}, an unbounded min_diff, or OverwriteOldest)",
+                self.min_diff
+            )));
+        }
+        let full = capacity as f64 - 1.0;
+        if spi >= m_f && self.min_diff > full {
+            return Err(ReplayError::config(format!(
+                "writer policy Block with min_diff {} above capacity - 1 = {full}: once all \
+                 {capacity} slots hold unconsumed items, Block holds every insert and the \
+                 limiter refuses every sample",
+                self.min_diff
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Counters and checks. Limits are decided per call by CAS on the counter

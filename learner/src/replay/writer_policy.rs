@@ -12,15 +12,28 @@ pub enum WriterPolicy {
     /// racing the overwrite retry (or, for consume-once samplers, skip the
     /// lost item, counted in `evicted_unconsumed`).
     OverwriteOldest,
-    /// Bounded queue that never blocks: the oldest item is dropped; with the
-    /// grouped sampler its whole group is dropped, so a partial group is
-    /// never served. For other samplers this is the same as
-    /// `OverwriteOldest` (in a ring the oldest item is the one displaced).
+    /// Bounded queue that never blocks: when full, the oldest item is
+    /// dropped to make room, and with the grouped sampler its whole group,
+    /// so a partial group is never served.
+    ///
+    /// In this storage that is the same mechanism as `OverwriteOldest`: the
+    /// slot a new item takes (`key % capacity`) always holds the oldest
+    /// item, and a consume-once sampler hands items out oldest first, so
+    /// the item displaced is the oldest unconsumed one. One difference from
+    /// a queue with free slot choice (the trajectory-pool design, which
+    /// drops the oldest *ready* group): a group still open when the ring
+    /// comes round to its first item is the one dropped, since slots are
+    /// not reassigned. Size the buffer to hold the open groups plus the
+    /// ready queue.
     DropOldest,
     /// Backpressure: an insert waits (up to `timeout`) until the oldest item
-    /// has been consumed. Only valid with samplers that consume items
-    /// (FIFO, max_times_sampled, grouped); others are rejected at
-    /// construction because the wait could never end.
+    /// has been consumed. Only valid with samplers that consume items in
+    /// insertion order: FIFO, and grouped (size the buffer so no group
+    /// stays open for a whole lap of the ring: a writer waiting on an open
+    /// group's slot waits for that group). Others are rejected at
+    /// construction: uniform, prioritized and recent never consume, and
+    /// max_times_sampled consumes in random order, so a writer can wait on
+    /// its slot while samplers wait for samples (see `ReplayConfig::validate`).
     Block { timeout: Duration },
 }
 

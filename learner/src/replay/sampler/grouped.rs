@@ -5,7 +5,9 @@
 //!
 //! When a writer displaces an item whose group is not yet consumed (the
 //! buffer is full under `OverwriteOldest`/`DropOldest`), the whole group is
-//! dropped, so a partial group is never served.
+//! dropped. A group that loses an item after it was taken (a writer
+//! lapping the ring before the copy, or the lag cap) is taken back out of
+//! the batch and dropped too: `sample_group` never serves a partial group.
 //!
 //! The group table sits under a short mutex (group completion is rare and
 //! samples take whole index lists at once); copies happen after it is
@@ -183,17 +185,49 @@ impl Grouped {
         Ok(out)
     }
 
-    fn copy(shared: &Shared, batch: &mut SampleBatch, keys: Vec<(u64, u64)>) {
+    /// Copies the items of `keys` into the batch and retires them.
+    ///
+    /// With `whole` (one group handed out by `sample_group`), either every
+    /// item lands in the batch or none does: an item can still go missing
+    /// after `take`, because a writer lapping the ring overwrote it before
+    /// the copy (the writer counts it in `evicted_unconsumed`) or the lag
+    /// cap drops it. Then the group's rows are taken out of the batch
+    /// again and its surviving items dropped (`dropped_with_group`), so a
+    /// partial group is never served. Returns whether the batch got them
+    /// all.
+    fn copy(shared: &Shared, batch: &mut SampleBatch, keys: Vec<(u64, u64)>, whole: bool) -> bool {
         let slots = shared.storage.slots();
+        let start = batch.len();
+        let mut complete = true;
+        // Keys read whole, and whether their row was kept (not lag-dropped).
+        let mut copied = Vec::with_capacity(keys.len());
         for (key, _) in keys {
             let slot = shared.slot_of(key);
-            if let ReadOutcome::Item(meta) = shared.copy_row(slots, slot, batch) {
-                if meta.key == key {
-                    shared.offer(batch, meta, 1.0);
-                    shared.retire(slot, key);
+            match shared.copy_row(slots, slot, batch) {
+                ReadOutcome::Item(meta) if meta.key == key => {
+                    let kept = shared.offer(batch, meta, 1.0);
+                    complete &= kept;
+                    copied.push((key, kept));
                 }
+                // Overwritten since `take`: the writer counted it.
+                _ => complete = false,
             }
         }
+        let undo = whole && !complete;
+        if undo {
+            batch.truncate(start);
+        }
+        // Retired only now, so a `Block` writer cannot reuse a slot of a
+        // group that may still be taken back out of the batch. A lag-dropped
+        // item was counted by the cap; the rows taken back, with the group.
+        for (key, kept) in copied {
+            if undo && kept {
+                shared.drop_item(shared.slot_of(key), key);
+            } else {
+                shared.retire(shared.slot_of(key), key);
+            }
+        }
+        !undo
     }
 
     pub(crate) fn sample(
@@ -203,20 +237,24 @@ impl Grouped {
         n: usize,
     ) -> Result<(), ReplayError> {
         let keys = self.take(Some(n), batch.max_rows())?;
-        Self::copy(shared, batch, keys);
+        Self::copy(shared, batch, keys, false);
         Ok(())
     }
 
-    /// Hands out the oldest ready group whole; returns its id.
+    /// Hands out the oldest ready group whole; returns its id. A group that
+    /// lost an item since it was ready is dropped and the next one tried.
     pub(crate) fn sample_group(
         &self,
         shared: &Shared,
         batch: &mut SampleBatch,
     ) -> Result<u64, ReplayError> {
-        let keys = self.take(None, batch.max_rows())?;
-        let group = keys.first().map_or(NO_GROUP, |(_, g)| *g);
-        Self::copy(shared, batch, keys);
-        Ok(group)
+        loop {
+            let keys = self.take(None, batch.max_rows())?;
+            let group = keys.first().map_or(NO_GROUP, |(_, g)| *g);
+            if Self::copy(shared, batch, keys, true) {
+                return Ok(group);
+            }
+        }
     }
 
     pub(crate) fn save(&self, st: &mut SamplerState) {
