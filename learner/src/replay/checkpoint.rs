@@ -11,12 +11,19 @@
 //! Format (native endianness; same-architecture restore):
 //! `b"SEEDRPL1"`, header length (u64), JSON header, then per stored slot
 //! `[slot, key, policy_version, group, retired]` and the field rows as u64
-//! words, then a 64-bit checksum of everything before it.
+//! words, then a 64-bit checksum of everything before it. Format 2 added
+//! the sampler's full configuration to the header; format 1 files (the
+//! sampler's kind only) are still read.
 //! Cost: one sequential pass over the stored items each way.
+//!
+//! A damaged file is an error, never a panic or a huge allocation: every
+//! length it states is checked against the bytes it actually has before
+//! anything is allocated for it, and the layout and sampler state in the
+//! header are validated as they are read.
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -24,19 +31,39 @@ use super::buffer::{CounterValues, ReplayBuffer, ReplayConfig, Resume};
 use super::error::ReplayError;
 use super::layout::ItemLayout;
 use super::rate_limiter::RateLimiterCounters;
-use super::sampler::{Sampler, SamplerState, NO_GROUP};
+use super::sampler::{Sampler, SamplerConfig, SamplerState, NO_GROUP};
 use super::slot::{self, ReadOutcome};
 use super::storage::Storage;
 
 const MAGIC: &[u8; 8] = b"SEEDRPL1";
-const FORMAT: u32 = 1;
+/// Written now: the header holds `sampler_config`.
+const FORMAT: u32 = 2;
+/// Still read: no `sampler_config`, so only the sampler's kind is compared
+/// (the sampler state is still validated against this buffer's sampler).
+const FORMAT_KIND_ONLY: u32 = 1;
+/// Bytes before the JSON header: the magic and the header length.
+const PREFIX_BYTES: u64 = 16;
+/// Bytes of the trailing checksum.
+const CHECKSUM_BYTES: u64 = 8;
+/// Words before each record's rows: `[slot, key, policy_version, group,
+/// retired]`.
+const RECORD_META_WORDS: u64 = 5;
+/// Keys must leave the slot's sequence word, `(key + 1) << 1`, room to
+/// grow; a checkpoint claiming more is damaged.
+const MAX_CLAIMED: u64 = 1 << 62;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Header {
     format: u32,
     layout: ItemLayout,
     capacity: usize,
+    /// The sampler's kind (`SamplerConfig::kind`); all format 1 recorded.
     sampler: String,
+    /// The sampler's full configuration (format 2): a restore with other
+    /// parameters would mix state built under the old ones (e.g. times
+    /// sampled above a smaller `max_times`), so it is refused.
+    #[serde(default)]
+    sampler_config: Option<SamplerConfig>,
     claimed: u64,
     counters: CounterValues,
     rng_seed: u64,
@@ -83,22 +110,52 @@ impl Checksum {
 
 /// Writes `bytes` to `path` atomically: temp file, fsync, rename.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReplayError> {
-    let tmp = temp_path(path);
-    let mut f = File::create(&tmp).map_err(|e| ReplayError::io("create", &tmp, e))?;
-    f.write_all(bytes)
-        .map_err(|e| ReplayError::io("write", &tmp, e))?;
-    f.sync_all()
-        .map_err(|e| ReplayError::io("fsync", &tmp, e))?;
-    drop(f);
-    finish_rename(&tmp, path)
+    with_temp_file(path, |tmp| {
+        let mut f = create_temp(tmp)?;
+        f.write_all(bytes)
+            .map_err(|e| ReplayError::io("write", tmp, e))?;
+        f.sync_all().map_err(|e| ReplayError::io("fsync", tmp, e))
+    })
 }
 
+/// Runs `write` on a fresh temporary file beside `path`, then renames it
+/// over `path`. On any failure the temporary file is removed, so failed
+/// checkpoints do not pile up beside the real one.
+fn with_temp_file(
+    path: &Path,
+    write: impl FnOnce(&Path) -> Result<(), ReplayError>,
+) -> Result<(), ReplayError> {
+    let tmp = temp_path(path);
+    let result = write(&tmp).and_then(|()| finish_rename(&tmp, path));
+    if result.is_err() {
+        // Best effort: the write's own error is the one to report.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Creates `tmp`, refusing to reuse an existing file: a name that exists
+/// belongs to another writer (or a crashed one), never to us.
+fn create_temp(tmp: &Path) -> Result<File, ReplayError> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(tmp)
+        .map_err(|e| ReplayError::io("create", tmp, e))
+}
+
+/// `path` with `.<pid>.<n>.tmp` appended, `n` counting this process's
+/// temp files: two checkpoints to the same path at once (threads or
+/// processes) each write their own file, and the last rename wins whole.
 fn temp_path(path: &Path) -> PathBuf {
+    // Relaxed: only the counter's own atomicity matters (distinct values).
+    static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT_TEMP.fetch_add(1, Ordering::Relaxed);
     let mut name = path
         .file_name()
         .map(|n| n.to_os_string())
         .unwrap_or_default();
-    name.push(".tmp");
+    name.push(format!(".{}.{n}.tmp", std::process::id()));
     path.with_file_name(name)
 }
 
@@ -193,6 +250,7 @@ impl ReplayBuffer {
             layout: self.layout().clone(),
             capacity: cap,
             sampler: self.config().sampler.kind().to_owned(),
+            sampler_config: Some(self.config().sampler),
             claimed: s.claimed(),
             counters: s.counters.values(),
             rng_seed: self.rng.seed(),
@@ -206,26 +264,24 @@ impl ReplayBuffer {
             path: path.to_owned(),
             reason: format!("header serialization: {e}"),
         })?;
-        let tmp = temp_path(path);
-        let file = File::create(&tmp).map_err(|e| ReplayError::io("create", &tmp, e))?;
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        let mut sum = Checksum::new();
-        let io = |e| ReplayError::io("write", &tmp, e);
-        let len = (json.len() as u64).to_le_bytes();
-        for part in [&MAGIC[..], &len[..], &json[..]] {
-            sum.bytes(part);
-            w.write_all(part).map_err(io)?;
-        }
-        for &word in &records {
-            sum.word(word);
-            w.write_all(&word.to_le_bytes()).map_err(io)?;
-        }
-        w.write_all(&sum.0.to_le_bytes()).map_err(io)?;
-        let file = w.into_inner().map_err(|e| io(e.into_error()))?;
-        file.sync_all()
-            .map_err(|e| ReplayError::io("fsync", &tmp, e))?;
-        drop(file);
-        finish_rename(&tmp, path)?;
+        with_temp_file(path, |tmp| {
+            let mut w = BufWriter::with_capacity(1 << 20, create_temp(tmp)?);
+            let mut sum = Checksum::new();
+            let io = |e| ReplayError::io("write", tmp, e);
+            let len = (json.len() as u64).to_le_bytes();
+            for part in [&MAGIC[..], &len[..], &json[..]] {
+                sum.bytes(part);
+                w.write_all(part).map_err(io)?;
+            }
+            for &word in &records {
+                sum.word(word);
+                w.write_all(&word.to_le_bytes()).map_err(io)?;
+            }
+            w.write_all(&sum.0.to_le_bytes()).map_err(io)?;
+            let file = w.into_inner().map_err(|e| io(e.into_error()))?;
+            file.sync_all()
+                .map_err(|e| ReplayError::io("fsync", tmp, e))
+        })?;
         let bytes = 8 + 8 + json.len() as u64 + records.len() as u64 * 8 + 8;
         tracing::info!(path = %path.display(), items = count, bytes, "replay: checkpoint written");
         Ok(CheckpointInfo {
@@ -235,9 +291,11 @@ impl ReplayBuffer {
     }
 
     /// Rebuilds an in-memory buffer from a checkpoint. The file's layout,
-    /// capacity and sampler kind must match `layout` and `config`
-    /// (`Mismatch` otherwise); damage gives `Corrupt`. The RNG continues
-    /// from the checkpoint's position (its seed, not `config.seed`).
+    /// capacity and sampler configuration (every parameter; only the kind
+    /// for format 1 files) must match `layout` and `config` (`Mismatch`
+    /// otherwise, naming what differs); damage gives `Corrupt`. The RNG
+    /// continues from the checkpoint's position (its seed, not
+    /// `config.seed`).
     pub fn restore(
         path: &Path,
         layout: ItemLayout,
@@ -253,6 +311,10 @@ impl ReplayBuffer {
             reason,
         };
         let file = File::open(path).map_err(|e| ReplayError::io("open", path, e))?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| ReplayError::io("stat", path, e))?
+            .len();
         let mut r = BufReader::with_capacity(1 << 20, file);
         let mut sum = Checksum::new();
         let mut word = [0u8; 8];
@@ -269,20 +331,27 @@ impl ReplayBuffer {
         let len_bytes = read8(&mut r, "header length")?;
         sum.bytes(&len_bytes);
         let header_len = u64::from_le_bytes(len_bytes);
-        if header_len > (1 << 34) {
-            return Err(corrupt(format!(
-                "header length {header_len} is implausible"
-            )));
-        }
-        let mut json = vec![0u8; header_len as usize];
+        // Bounded by what the file holds before anything is allocated for
+        // it: a damaged length must not become a many-GiB buffer.
+        let header_room = file_len.saturating_sub(PREFIX_BYTES + CHECKSUM_BYTES);
+        let header_bytes = usize::try_from(header_len)
+            .ok()
+            .filter(|_| header_len <= header_room)
+            .ok_or_else(|| {
+                corrupt(format!(
+                    "header length {header_len} exceeds the {header_room} bytes the \
+                     {file_len}-byte file has room for"
+                ))
+            })?;
+        let mut json = vec![0u8; header_bytes];
         r.read_exact(&mut json)
             .map_err(|_| corrupt("truncated header".into()))?;
         sum.bytes(&json);
         let header: Header =
             serde_json::from_slice(&json).map_err(|e| corrupt(format!("header: {e}")))?;
-        if header.format != FORMAT {
+        if header.format != FORMAT && header.format != FORMAT_KIND_ONLY {
             return Err(mismatch(format!(
-                "format {} (expected {FORMAT})",
+                "format {} (expected {FORMAT_KIND_ONLY} or {FORMAT})",
                 header.format
             )));
         }
@@ -305,8 +374,41 @@ impl ReplayBuffer {
                 config.sampler.kind()
             )));
         }
+        match (header.format, &header.sampler_config) {
+            (FORMAT, None) => return Err(corrupt("header lacks sampler_config".into())),
+            (_, Some(saved)) => {
+                if let Some(what) = config.sampler.mismatch_with(saved) {
+                    return Err(mismatch(what));
+                }
+            }
+            (_, None) => {}
+        }
         if header.records > header.capacity as u64 {
             return Err(corrupt("more records than slots".into()));
+        }
+        if header.claimed > MAX_CLAIMED {
+            return Err(corrupt(format!(
+                "next key {} exceeds the largest a slot can hold ({MAX_CLAIMED})",
+                header.claimed
+            )));
+        }
+        let row_words: Vec<usize> = layout.fields().iter().map(|f| f.row_words()).collect();
+        let total_row: usize = row_words.iter().sum();
+        // The records fill exactly the bytes between the header and the
+        // checksum; checked now, so a damaged count is named as such
+        // instead of surfacing as a truncation deep into the records.
+        let records_room = header_room - header_len;
+        let records_bytes = (total_row as u64)
+            .checked_add(RECORD_META_WORDS)
+            .and_then(|w| w.checked_mul(header.records))
+            .and_then(|w| w.checked_mul(8));
+        if records_bytes != Some(records_room) {
+            return Err(corrupt(format!(
+                "header says {} records of {} words each, the file holds {records_room} \
+                 bytes of records",
+                header.records,
+                total_row as u64 + RECORD_META_WORDS
+            )));
         }
         let storage = Storage::memory(&layout, config.capacity, config.storage_order)?;
         let resume = Resume {
@@ -318,8 +420,6 @@ impl ReplayBuffer {
         };
         let buffer = ReplayBuffer::assemble(layout.clone(), config, storage, resume);
         let s = &buffer.shared;
-        let row_words: Vec<usize> = layout.fields().iter().map(|f| f.row_words()).collect();
-        let total_row: usize = row_words.iter().sum();
         let mut row = vec![0u64; total_row];
         for _ in 0..header.records {
             let mut rec = [0u64; 5];
@@ -371,5 +471,27 @@ impl ReplayBuffer {
         }
         tracing::info!(path = %path.display(), items = header.records, "replay: restored");
         Ok(buffer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two checkpoints to one path at once must not share a temporary
+    /// file (the second `create` would truncate the first's half-written
+    /// bytes, and one rename would find its file gone).
+    #[test]
+    fn temp_paths_are_unique_per_call() {
+        let path = Path::new("/some/dir/replay.ckpt");
+        let a = temp_path(path);
+        let b = temp_path(path);
+        assert_ne!(a, b);
+        for t in [&a, &b] {
+            assert_eq!(t.parent(), path.parent());
+            let name = t.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            assert!(name.starts_with("replay.ckpt."), "{name}");
+            assert!(name.ends_with(".tmp"), "{name}");
+        }
     }
 }

@@ -96,7 +96,8 @@ struct MappedHeader {
 /// Format 3: one sequence word per slot and the cold columns. Formats 1
 /// and 2 (a six-word metadata record per slot) are refused with a
 /// `Mismatch` that says so; their contents move over through a checkpoint
-/// (`ReplayBuffer::checkpoint`, whose format did not change).
+/// (`ReplayBuffer::checkpoint`; an older version's format 1 checkpoints
+/// are still read).
 const MAPPED_FORMAT: u32 = 3;
 
 /// One field's rows in the storage's words.
@@ -304,6 +305,8 @@ struct Geometry {
     field_strides: Vec<usize>,
     meta: MetaGeometry,
     total_words: usize,
+    /// `total_words * 8`, checked: the map or file length.
+    total_bytes: usize,
 }
 
 fn geometry(
@@ -346,12 +349,20 @@ fn geometry(
     // The cold columns after the rows: groups, then retire stamps.
     let retired_offset = rows_end.checked_add(capacity).ok_or_else(overflow)?;
     let total_words = retired_offset.checked_add(capacity).ok_or_else(overflow)?;
-    let policy = layout.policy_version_field().map(|f| FieldGeometry {
-        offset: field_offsets[f],
-        words: field_row_words[f],
-        stride: field_strides[f],
-        bytes: field_bytes[f],
-    });
+    let total_bytes = total_words.checked_mul(8).ok_or_else(overflow)?;
+    let policy = match layout.policy_version_field() {
+        None => None,
+        // A layout's index is checked when it is built or read; `get`
+        // keeps a bad one an error here rather than a panic regardless.
+        Some(f) => Some(FieldGeometry {
+            offset: *field_offsets.get(f).ok_or_else(|| {
+                ReplayError::config(format!("policy-version field index {f} out of range"))
+            })?,
+            words: field_row_words[f],
+            stride: field_strides[f],
+            bytes: field_bytes[f],
+        }),
+    };
     Ok(Geometry {
         field_bytes,
         field_offsets,
@@ -365,6 +376,7 @@ fn geometry(
             policy,
         },
         total_words,
+        total_bytes,
     })
 }
 
@@ -384,7 +396,7 @@ impl Storage {
     ) -> Result<Self, ReplayError> {
         let g = geometry(layout, capacity, order)?;
         #[cfg(not(loom))]
-        if let Ok(map) = memmap2::MmapMut::map_anon(g.total_words * 8) {
+        if let Ok(map) = memmap2::MmapMut::map_anon(g.total_bytes) {
             #[cfg(target_os = "linux")]
             let _ = map.advise(memmap2::Advice::HugePage);
             let storage = Self::from_parts(Backing::Anon(map), capacity, order, g);
@@ -397,8 +409,14 @@ impl Storage {
             return Ok(storage);
         }
         // Writing every word first-touches every page now rather than on the
-        // hot path.
-        let words: Box<[AtomicU64]> = (0..g.total_words).map(|_| AtomicU64::new(0)).collect();
+        // hot path. Reserved first: a size the allocator refuses is an
+        // error, not an abort.
+        let mut words = Vec::new();
+        words.try_reserve_exact(g.total_words).map_err(|e| {
+            ReplayError::config(format!("cannot allocate {} bytes: {e}", g.total_bytes))
+        })?;
+        words.extend((0..g.total_words).map(|_| AtomicU64::new(0)));
+        let words: Box<[AtomicU64]> = words.into_boxed_slice();
         Ok(Self::from_parts(Backing::Memory(words), capacity, order, g))
     }
 
@@ -455,7 +473,7 @@ impl Storage {
             .truncate(true)
             .open(&data_path)
             .map_err(|e| ReplayError::io("create", &data_path, e))?;
-        file.set_len((g.total_words * 8) as u64)
+        file.set_len(g.total_bytes as u64)
             .map_err(|e| ReplayError::io("resize", &data_path, e))?;
         Self::map(file, dir, &data_path, capacity, order, g)
     }
@@ -487,7 +505,15 @@ impl Storage {
                 reason,
             });
         }
-        let g = geometry(&header.layout, header.capacity, header.order)?;
+        // The layout was validated as it was parsed; the capacity and the
+        // sizes it implies come from the file too, so an overflow here is
+        // damage to this file, not a configuration error.
+        let g = geometry(&header.layout, header.capacity, header.order).map_err(|e| {
+            ReplayError::Corrupt {
+                path: header_path.clone(),
+                reason: format!("capacity {}: {e}", header.capacity),
+            }
+        })?;
         let data_path = dir.join("storage.bin");
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -498,10 +524,10 @@ impl Storage {
             .metadata()
             .map_err(|e| ReplayError::io("stat", &data_path, e))?
             .len();
-        if len != (g.total_words * 8) as u64 {
+        if len != g.total_bytes as u64 {
             return Err(ReplayError::Corrupt {
                 path: data_path,
-                reason: format!("{len} bytes, layout needs {}", g.total_words * 8),
+                reason: format!("{len} bytes, layout needs {}", g.total_bytes),
             });
         }
         let storage = Self::map(file, dir, &data_path, header.capacity, header.order, g)?;
@@ -521,7 +547,7 @@ impl Storage {
         // process per directory); concurrent access goes through atomics.
         let map = unsafe { memmap2::MmapMut::map_mut(&file) }
             .map_err(|e| ReplayError::io("mmap", data_path, e))?;
-        if map.len() != g.total_words * 8 {
+        if map.len() != g.total_bytes {
             return Err(ReplayError::Corrupt {
                 path: data_path.to_owned(),
                 reason: "mapped length differs from file length".into(),

@@ -98,6 +98,44 @@ impl SamplerConfig {
         }
     }
 
+    /// What differs between a checkpoint's sampler (`saved`) and this
+    /// one, naming the parameter and both values; `None` if nothing does.
+    /// Every parameter counts: the saved state was built under them (leaf
+    /// values are `p^alpha`, the maximum priority includes `eps`, times
+    /// sampled are bounded by `max_times`), and sampling would not continue
+    /// as it would have (`beta`, the recent window).
+    pub(crate) fn mismatch_with(&self, saved: &SamplerConfig) -> Option<String> {
+        use SamplerConfig as S;
+        if saved.kind() != self.kind() {
+            return Some(format!(
+                "sampler {} in file, {} in config",
+                saved.kind(),
+                self.kind()
+            ));
+        }
+        match (saved, self) {
+            (S::MaxTimesSampled { max_times: file }, S::MaxTimesSampled { max_times: ours })
+                if file != ours =>
+            {
+                Some(format!(
+                    "max_times_sampled max_times {file} in file, {ours} in config"
+                ))
+            }
+            (S::Recent { window: file }, S::Recent { window: ours }) if file != ours => {
+                Some(format!("recent window {file} in file, {ours} in config"))
+            }
+            (S::Prioritized(file), S::Prioritized(ours)) => [
+                ("alpha", file.alpha, ours.alpha),
+                ("beta", file.beta, ours.beta),
+                ("eps", file.eps, ours.eps),
+            ]
+            .into_iter()
+            .find(|(_, f, o)| f != o)
+            .map(|(name, f, o)| format!("prioritized {name} {f} in file, {o} in config")),
+            _ => None,
+        }
+    }
+
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             SamplerConfig::Fifo => "fifo",

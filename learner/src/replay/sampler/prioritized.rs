@@ -246,6 +246,15 @@ impl Prioritized {
         {
             return Err("a saved priority is negative or not finite".into());
         }
+        // Every new item's leaf is `max_priority^alpha`: a negative value
+        // would make it NaN and poison the tree's sums, zero would make new
+        // items unsampleable. (It starts at 1 and only grows.)
+        if !(saved.max_priority.is_finite() && saved.max_priority > 0.0) {
+            return Err(format!(
+                "saved max_priority {} is not a finite positive number",
+                saved.max_priority
+            ));
+        }
         let mut st = self.lock();
         st.max_priority = saved.max_priority;
         st.tree
