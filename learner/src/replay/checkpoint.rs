@@ -301,7 +301,7 @@ impl ReplayBuffer {
         layout: ItemLayout,
         config: ReplayConfig,
     ) -> Result<ReplayBuffer, ReplayError> {
-        config.validate()?;
+        config.validate_for(&layout)?;
         let corrupt = |reason: String| ReplayError::Corrupt {
             path: path.to_owned(),
             reason,
