@@ -12,6 +12,9 @@ use std::thread;
 
 use seed_learner::replay::*;
 
+mod checksummed;
+use checksummed::{payload, WORDS as PAYLOAD_WORDS};
+
 /// The system allocator, noting the largest single request made by the
 /// current thread (per thread: other tests run in parallel).
 struct LargestAllocation;
@@ -620,25 +623,6 @@ fn concurrent_checkpoints_to_one_path_all_succeed() {
     let r = ReplayBuffer::restore(&path, layout(), cfg).unwrap();
     assert_eq!(r.stats(), b.stats());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-}
-
-const PAYLOAD_WORDS: usize = 16;
-
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// Payload for `id`: the id, words derived from it, then a checksum of all.
-fn payload(id: u64) -> [u64; PAYLOAD_WORDS] {
-    let mut p = [0u64; PAYLOAD_WORDS];
-    p[0] = id;
-    for (i, w) in p.iter_mut().enumerate().take(PAYLOAD_WORDS - 1).skip(1) {
-        *w = mix(id.wrapping_add(i as u64));
-    }
-    p[PAYLOAD_WORDS - 1] = p[..PAYLOAD_WORDS - 1].iter().fold(0, |a, &w| mix(a ^ w));
-    p
 }
 
 /// A checkpoint taken while writers keep inserting is a fuzzy snapshot:

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use seed_learner::replay::*;
 
-const WORDS: usize = 16;
+mod checksummed;
+use checksummed::{payload, WORDS};
 
 fn layout() -> ItemLayout {
     ItemLayout::builder()
@@ -20,23 +21,6 @@ fn layout() -> ItemLayout {
         .field("tag", DType::U8, &[3])
         .build()
         .unwrap()
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// Payload for `id`: id, words derived from it, then a checksum of all.
-fn payload(id: u64) -> [u64; WORDS] {
-    let mut p = [0u64; WORDS];
-    p[0] = id;
-    for (i, w) in p.iter_mut().enumerate().take(WORDS - 1).skip(1) {
-        *w = mix(id.wrapping_add(i as u64));
-    }
-    p[WORDS - 1] = p[..WORDS - 1].iter().fold(0, |a, &w| mix(a ^ w));
-    p
 }
 
 fn tag(id: u64) -> [u8; 3] {
