@@ -14,7 +14,7 @@ use candle_core::{Device, Tensor};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use seed_learner::algo::vtrace::{
+use seed_learner::learn::algo::vtrace::{
     vtrace_slices, vtrace_with, Recursion, VTraceClip, VTraceInputs, VTraceSlices, VTraceSlicesOut,
 };
 

@@ -6,7 +6,7 @@
 //!   line per (envs per actor, transport).
 //!
 //! Text uses the font compiled into the learner library
-//! (`seed_learner::plot_font`); if drawing fails anyway the caller logs it
+//! (`seed_learner::report::plot_font`); if drawing fails anyway the caller logs it
 //! (the JSON and CSV carry the same figures).
 use std::path::Path;
 
@@ -58,7 +58,7 @@ fn transports(results: &[ScenarioResult]) -> Vec<Transport> {
 /// Round-trip percentiles against mean batch fill.
 pub fn latency_vs_batch_fill(results: &[ScenarioResult], path: &Path) -> Result<(), HarnessError> {
     let err = out_err(path);
-    seed_learner::plot_font::register();
+    seed_learner::report::plot_font::register();
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(&err)?;
     let (x0, x1) = log_bounds(results.iter().map(|r| r.mean_batch_fill));
@@ -70,7 +70,7 @@ pub fn latency_vs_batch_fill(results: &[ScenarioResult], path: &Path) -> Result<
     let mut chart = ChartBuilder::on(&root)
         .caption(
             "Step round trip vs inference batch fill",
-            (seed_learner::plot_font::FAMILY, 24),
+            (seed_learner::report::plot_font::FAMILY, 24),
         )
         .margin(12)
         .x_label_area_size(48)
@@ -128,7 +128,7 @@ pub fn latency_vs_batch_fill(results: &[ScenarioResult], path: &Path) -> Result<
 /// Env steps/s against actor count.
 pub fn throughput_vs_actors(results: &[ScenarioResult], path: &Path) -> Result<(), HarnessError> {
     let err = out_err(path);
-    seed_learner::plot_font::register();
+    seed_learner::report::plot_font::register();
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(&err)?;
     let max_actors = results.iter().map(|r| r.actors).max().unwrap_or(1) as f64;
@@ -136,7 +136,7 @@ pub fn throughput_vs_actors(results: &[ScenarioResult], path: &Path) -> Result<(
     let mut chart = ChartBuilder::on(&root)
         .caption(
             "Throughput vs actor processes",
-            (seed_learner::plot_font::FAMILY, 24),
+            (seed_learner::report::plot_font::FAMILY, 24),
         )
         .margin(12)
         .x_label_area_size(48)

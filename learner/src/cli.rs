@@ -9,7 +9,7 @@
 //! is hidden so help does not print it twice.
 use std::path::PathBuf;
 
-use crate::server::DEFAULT_INLINE_MAX_ROWS;
+use crate::serve::server::DEFAULT_INLINE_MAX_ROWS;
 use clap::{Parser, Subcommand};
 #[cfg(test)]
 use seed_actor::cli::EnvKind;

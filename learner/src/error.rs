@@ -93,7 +93,7 @@ pub enum LearnerError {
     Config(String),
     /// Setting up the trainer, or a training step, failed.
     #[error("training failed: {0}")]
-    Training(#[from] crate::train::TrainError),
+    Training(#[from] crate::learn::train::TrainError),
     #[error("local actor {index} (pid {pid}) died unexpectedly: {status}")]
     LocalActorDied {
         index: usize,

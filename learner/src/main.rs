@@ -24,7 +24,7 @@ fn main() -> ExitCode {
             .map(|_| ())
             .map_err(anyhow::Error::from),
         Some(Command::Eval(args)) => {
-            seed_learner::eval::evaluate(&args.checkpoint, args.episodes, args.seed, args.max_steps)
+            seed_learner::app::eval::evaluate(&args.checkpoint, args.episodes, args.seed, args.max_steps)
                 .map(|r| {
                     println!(
                         "{} episodes: mean return {:.1}, min {:.1}, max {:.1} (policy v{})",
@@ -33,7 +33,7 @@ fn main() -> ExitCode {
                 })
                 .map_err(anyhow::Error::from)
         }
-        None => seed_learner::run::run(&cli.train)
+        None => seed_learner::app::run::run(&cli.train)
             .map(|_| ())
             .map_err(anyhow::Error::from),
     };

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use clap::Parser;
 use seed_actor::{run_actor, ActorConfig, EnvConfig};
-use seed_learner::checkpoint::LoadedCheckpoint;
+use seed_learner::learn::checkpoint::LoadedCheckpoint;
 use seed_learner::cli::Cli;
-use seed_learner::run::run_until;
+use seed_learner::app::run::run_until;
 use tokio::sync::watch;
 
 /// Cap on the learning run's env steps; typical runs stop at 100k-300k.
@@ -47,7 +47,7 @@ async fn train(
     socket: &str,
     actors: usize,
     envs: usize,
-) -> seed_learner::summary::RunSummary {
+) -> seed_learner::report::summary::RunSummary {
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut handles = Vec::new();
     for i in 0..actors {
@@ -132,7 +132,7 @@ async fn cartpole_return_rises_far_above_random_and_resumes() {
     assert!(ckpt2.state.env_steps >= ckpt.state.env_steps + 20_000);
 
     // Greedy evaluation of the trained policy on local envs.
-    let report = seed_learner::eval::evaluate(&run_dir, 5, 0, 1_000).expect("eval");
+    let report = seed_learner::app::eval::evaluate(&run_dir, 5, 0, 1_000).expect("eval");
     assert_eq!(report.returns.len(), 5);
     assert!(report.min_return <= report.mean_return && report.mean_return <= report.max_return);
     assert!(

@@ -237,7 +237,7 @@ async fn a_busy_metrics_port_is_an_error_naming_it() {
     ])
     .expect("flags parse")
     .train;
-    let err = seed_learner::run::run_until(&args, std::future::pending())
+    let err = seed_learner::app::run::run_until(&args, std::future::pending())
         .await
         .expect_err("the metrics port is taken");
     assert!(

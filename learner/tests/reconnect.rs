@@ -4,7 +4,7 @@ mod support;
 use std::sync::atomic::Ordering;
 
 use seed_actor::{run_actor, ActorConfig, EnvConfig, ReconnectPolicy};
-use seed_learner::transport::ListenAddr;
+use seed_learner::serve::transport::ListenAddr;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

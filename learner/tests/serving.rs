@@ -7,10 +7,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use seed_actor::{run_actor, ActorConfig, EnvConfig};
-use seed_learner::inference::{InferenceSink, InferredBatch};
+use seed_learner::infer::inference::{InferenceSink, InferredBatch};
 use seed_learner::model::ModelConfig;
-use seed_learner::state_table::{EnvSlot, LeaseId};
-use seed_learner::transport::ListenAddr;
+use seed_learner::infer::state_table::{EnvSlot, LeaseId};
+use seed_learner::serve::transport::ListenAddr;
 use seed_shared::pb::{self, actor_message::Kind, learner_message};
 use seed_shared::EnvSpec;
 use support::{steps, GoodActor, RawStream};
@@ -261,7 +261,7 @@ async fn recurrent_state_is_zeroed_exactly_at_episode_starts() {
 /// learner's figures once every batch is counted (an inference thread
 /// counts a batch just after sending its actions).
 async fn step_one_at_a_time(
-    server: &seed_learner::server::ServerHandle,
+    server: &seed_learner::serve::server::ServerHandle,
     s: &mut RawStream,
     envs: &[u32],
     rounds: u64,

@@ -12,7 +12,7 @@ const MAX_MESSAGE_BYTES: usize = 4096;
 /// Opens a stream, says hello (unless `hello_first` is false), sends `bad`
 /// and checks the status.
 async fn expect_rejection(
-    server: &seed_learner::server::ServerHandle,
+    server: &seed_learner::serve::server::ServerHandle,
     good: &GoodActor,
     welcome_first: bool,
     bad: Kind,

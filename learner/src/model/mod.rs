@@ -15,6 +15,7 @@ pub mod lstm;
 pub mod mlp;
 pub mod sampling;
 pub mod tanh;
+pub mod weights;
 
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{Linear, VarBuilder, VarMap};

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
-use seed_learner::server::{Server, ServerConfig, ServerHandle};
-use seed_learner::transport::ListenAddr;
+use seed_learner::serve::server::{Server, ServerConfig, ServerHandle};
+use seed_learner::serve::transport::ListenAddr;
 use seed_shared::pb::learner_client::LearnerClient;
 use seed_shared::pb::{self, actor_message, learner_message};
 use seed_shared::EnvSpec;
@@ -29,7 +29,7 @@ pub const DEADLINE: Duration = Duration::from_secs(30);
 pub fn init() {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
-        seed_learner::run::configure_candle_threads(Some(1));
+        seed_learner::app::run::configure_candle_threads(Some(1));
         let _ = tracing_subscriber::fmt()
             .with_env_filter("warn")
             .with_test_writer()

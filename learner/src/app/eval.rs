@@ -14,7 +14,7 @@ use seed_shared::codec::read_f32_le_into;
 use seed_shared::ObsDType;
 use serde::Serialize;
 
-use crate::checkpoint::{EnvDescription, LoadedCheckpoint};
+use crate::learn::checkpoint::{EnvDescription, LoadedCheckpoint};
 use crate::error::LearnerError;
 use crate::model::{ActionSampler, ActorCritic, RecurrentState};
 

@@ -1,6 +1,6 @@
 //! The `--metrics-addr` HTTP endpoint: `GET /metrics` answers the
 //! OpenMetrics text of a [`Metrics`] snapshot taken at that moment (see
-//! [`crate::prometheus`]); any other path is 404, any other method 405.
+//! [`crate::report::prometheus`]); any other path is 404, any other method 405.
 //!
 //! HTTP/1.1 on hyper, one task per connection on the learner's tokio
 //! runtime; nothing here touches the step path. [`MetricsEndpoint::shutdown`]
@@ -24,7 +24,7 @@ use tracing::{debug, info, warn};
 
 use crate::error::LearnerError;
 use crate::metrics::Metrics;
-use crate::prometheus::{MetricsExposition, CONTENT_TYPE as OPENMETRICS};
+use crate::report::prometheus::{MetricsExposition, CONTENT_TYPE as OPENMETRICS};
 
 /// The one path served.
 pub const METRICS_PATH: &str = "/metrics";

@@ -13,7 +13,7 @@ use plotters::style::{register_font, FontStyle};
 /// Family name plots ask for; [`register`] maps it to the embedded font.
 pub const FAMILY: &str = "sans-serif";
 
-static DEJAVU_SANS: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
+static DEJAVU_SANS: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
 /// Registers the embedded font under [`FAMILY`] (once per process; later
 /// calls do nothing). Call before drawing text.

@@ -6,7 +6,7 @@
 //! Nothing is recorded twice: the hot path only touches `Metrics`, and a
 //! scrape costs one snapshot and a few kilobytes of text, paid by the
 //! scraper. Histograms are re-bucketed at scrape time from the
-//! [`LogHistogram`](crate::log_histogram::LogHistogram) counts onto fixed
+//! [`LogHistogram`](crate::metrics::log_histogram::LogHistogram) counts onto fixed
 //! power-of-two bounds, which are exact bucket edges there, so the cumulative
 //! counts are exact and the series are the same on every scrape.
 //!
@@ -22,7 +22,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::log_histogram::HistogramSnapshot;
+use crate::metrics::log_histogram::HistogramSnapshot;
 use crate::metrics::{Metrics, MetricsSnapshot};
 
 /// The `Content-Type` of [`MetricsExposition::render`]'s text.

@@ -22,13 +22,13 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, error, warn};
 
-use crate::algo::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
+use crate::learn::algo::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
 use crate::error::LearnerError;
 use crate::model::TrainableModel;
-use crate::optimizer::{Optimizer, OptimizerConfig, OptimizerError};
-use crate::prefetch::{NextBatchError, Prefetcher, TrainBatch};
+use crate::learn::optimizer::{Optimizer, OptimizerConfig, OptimizerError};
+use crate::learn::prefetch::{NextBatchError, Prefetcher, TrainBatch};
 use crate::replay::ReplayBuffer;
-use crate::weights::{PolicyVersion, WeightsHandle};
+use crate::model::weights::{PolicyVersion, WeightsHandle};
 
 /// What the trainer needs besides the model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -271,10 +271,10 @@ pub fn spawn_training_thread(
 mod tests {
     use super::*;
     use crate::model::ModelConfig;
-    use crate::optimizer::{AdamConfig, Algorithm, LrSchedule};
-    use crate::prefetch::Collator;
+    use crate::learn::optimizer::{AdamConfig, Algorithm, LrSchedule};
+    use crate::learn::prefetch::Collator;
     use crate::replay::{ReplayConfig, SamplerConfig};
-    use crate::unroll::{PushOutcome, UnrollBuilder, UnrollSpec};
+    use crate::learn::unroll::{PushOutcome, UnrollBuilder, UnrollSpec};
     use candle_core::{Device, Tensor};
     use seed_shared::{EnvSpec, ObsDType};
 
@@ -342,9 +342,9 @@ mod tests {
                 for t in 0..5u32 {
                     k = k.wrapping_mul(1_103_515_245).wrapping_add(12_345);
                     let action = (k >> 16) % 3;
-                    let row = crate::inference::InferredRow {
-                        slot: crate::state_table::EnvSlot(env as u32),
-                        lease: crate::state_table::LeaseId(1),
+                    let row = crate::infer::inference::InferredRow {
+                        slot: crate::infer::state_table::EnvSlot(env as u32),
+                        lease: crate::infer::state_table::LeaseId(1),
                         run_id: env,
                         observation: &obs,
                         reward: 0.0,

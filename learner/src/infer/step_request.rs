@@ -8,11 +8,11 @@ use std::time::Instant;
 use seed_shared::pb;
 use tokio::sync::mpsc;
 
-use crate::batcher::Batchable;
-use crate::state_table::StepClaim;
+use crate::infer::batcher::Batchable;
+use crate::infer::state_table::StepClaim;
 
 /// A stream's outgoing messages. Unbounded in type, bounded in practice: the
-/// stream task refuses a step batch when [`crate::server::MAX_STEP_BATCHES_IN_FLIGHT`]
+/// stream task refuses a step batch when [`crate::serve::server::MAX_STEP_BATCHES_IN_FLIGHT`]
 /// are unanswered, so at most that many action batches (plus the welcome
 /// and one final status) are ever queued. Tokio's bounded channel would take
 /// a mutex on every receive to return capacity; this one is lock-free.

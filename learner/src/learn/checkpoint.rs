@@ -27,8 +27,8 @@ use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{ModelConfig, TrainableModel};
-use crate::optimizer::Optimizer;
-use crate::train::Trainer;
+use crate::learn::optimizer::Optimizer;
+use crate::learn::train::Trainer;
 
 /// Checkpoints kept in `checkpoints/`.
 const KEEP: usize = 2;
@@ -50,7 +50,7 @@ pub enum CheckpointError {
     #[error("tensors: {0}")]
     Tensor(#[from] candle_core::Error),
     #[error("optimizer state: {0}")]
-    Optimizer(#[from] crate::optimizer::OptimizerError),
+    Optimizer(#[from] crate::learn::optimizer::OptimizerError),
 }
 
 fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError {
@@ -233,10 +233,10 @@ fn to_json<T: Serialize>(value: &T, path: &Path) -> Result<String, CheckpointErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algo::ImpalaLossConfig;
-    use crate::optimizer::OptimizerConfig;
-    use crate::train::TrainerConfig;
-    use crate::weights::{PolicyVersion, WeightsHandle};
+    use crate::learn::algo::ImpalaLossConfig;
+    use crate::learn::optimizer::OptimizerConfig;
+    use crate::learn::train::TrainerConfig;
+    use crate::model::weights::{PolicyVersion, WeightsHandle};
     use seed_shared::EnvSpec;
     use std::sync::Arc;
 

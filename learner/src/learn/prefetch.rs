@@ -26,7 +26,7 @@ use tracing::{debug, error};
 use crate::error::LearnerError;
 use crate::model::RecurrentState;
 use crate::replay::{DType, ReplayBuffer, ReplayError, SampleBatch};
-use crate::unroll::{fields, UnrollSpec};
+use crate::learn::unroll::{fields, UnrollSpec};
 
 /// How often blocked prefetch threads re-check the stop flag.
 const POLL: Duration = Duration::from_millis(50);

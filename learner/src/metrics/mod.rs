@@ -13,15 +13,17 @@
 //!
 //! Cost per step request: a handful of uncontended `fetch_add`s and one
 //! histogram record; per inference batch, one more histogram record.
+pub mod log_histogram;
+
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::batcher::DynamicBatcher;
-use crate::log_histogram::{HistogramSnapshot, LogHistogram};
-use crate::state_table::StateTable;
-use crate::step_request::StepRequest;
-use crate::training::{TrainingProbe, TrainingSnapshot};
+use crate::infer::batcher::DynamicBatcher;
+use self::log_histogram::{HistogramSnapshot, LogHistogram};
+use crate::infer::state_table::StateTable;
+use crate::infer::step_request::StepRequest;
+use crate::learn::training::{TrainingProbe, TrainingSnapshot};
 
 /// Episodes whose returns make up the reported mean.
 pub const RETURN_WINDOW: usize = 100;
@@ -39,7 +41,7 @@ pub struct Metrics {
     /// Inference batches run. Written by inference.
     pub inference_batches: AtomicU64,
     /// Of those, the batches a stream task ran itself
-    /// ([`crate::inference::InlineInference`]). Written by inference.
+    /// ([`crate::infer::inference::InlineInference`]). Written by inference.
     pub inline_batches: AtomicU64,
     /// Env rows in those batches (reset rows included). Written by inference.
     pub inference_rows: AtomicU64,

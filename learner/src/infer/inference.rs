@@ -30,13 +30,13 @@ use seed_shared::codec::read_f32_le_into;
 use seed_shared::{pb, EnvSpec, ObsDType};
 use tracing::{debug, error};
 
-use crate::batcher::{Batchable, DynamicBatcher, NextBatch};
+use crate::infer::batcher::{Batchable, DynamicBatcher, NextBatch};
 use crate::error::LearnerError;
 use crate::metrics::Metrics;
 use crate::model::{ActionSampler, RecurrentState};
-use crate::state_table::{EnvSlot, LeaseId, StateTable};
-use crate::step_request::StepRequest;
-use crate::weights::{PolicyVersion, WeightsHandle};
+use crate::infer::state_table::{EnvSlot, LeaseId, StateTable};
+use crate::infer::step_request::StepRequest;
+use crate::model::weights::{PolicyVersion, WeightsHandle};
 
 /// Receives every inferred batch and every slot release, on the inference
 /// thread, before the actions are sent. The unroll builder implements it.

@@ -45,16 +45,16 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
-use crate::batcher::{BatcherConfig, DynamicBatcher};
+use crate::infer::batcher::{BatcherConfig, DynamicBatcher};
 use crate::error::{LearnerError, StreamError};
-use crate::inference::{spawn_inference_threads, InferenceShared, InlineInference, SinkFactory};
+use crate::infer::inference::{spawn_inference_threads, InferenceShared, InlineInference, SinkFactory};
 use crate::metrics::{Metrics, MetricsSnapshot};
-use crate::metrics_endpoint::MetricsEndpoint;
+use crate::report::metrics_endpoint::MetricsEndpoint;
 use crate::model::{ModelConfig, TrainableModel};
-use crate::state_table::{SlotLease, StateTable};
-use crate::step_request::{ReplySender, StepRequest};
-use crate::transport::{self, BoundListener, ListenAddr};
-use crate::weights::{PolicyVersion, WeightsHandle};
+use crate::infer::state_table::{SlotLease, StateTable};
+use crate::infer::step_request::{ReplySender, StepRequest};
+use crate::serve::transport::{self, BoundListener, ListenAddr};
+use crate::model::weights::{PolicyVersion, WeightsHandle};
 
 /// Step batches a stream may have awaiting actions (see module docs).
 pub const MAX_STEP_BATCHES_IN_FLIGHT: usize = 8;
@@ -103,7 +103,7 @@ pub struct ServerConfig {
     pub inference_threads: usize,
     /// A step batch of at most this many rows that holds every live env slot
     /// runs on its stream task instead of through the batcher
-    /// ([`crate::inference::InlineInference`]); 0 turns this off, and so
+    /// ([`crate::infer::inference::InlineInference`]); 0 turns this off, and so
     /// does a `sink` (training).
     pub inline_max_rows: usize,
     pub device: Device,
@@ -113,7 +113,7 @@ pub struct ServerConfig {
     pub model: Option<ModelConfig>,
     /// Weights published by a trainer; default: a fresh network from `seed`.
     pub weights: Option<Arc<WeightsHandle>>,
-    /// The unroll builder hook (see [`crate::inference::InferenceSink`]).
+    /// The unroll builder hook (see [`crate::infer::inference::InferenceSink`]).
     pub sink: Option<SinkFactory>,
     /// Serve `GET /metrics` (Prometheus) here (`--metrics-addr`); port 0
     /// picks a free one ([`ServerHandle::metrics_addr`] tells which).

@@ -20,23 +20,23 @@ use seed_shared::EnvSpec;
 use serde::Serialize;
 use tracing::{info, warn};
 
-use crate::algo::{ImpalaLossConfig, VTraceClip};
-use crate::checkpoint::{
+use crate::learn::algo::{ImpalaLossConfig, VTraceClip};
+use crate::learn::checkpoint::{
     self, CheckpointConfig, CheckpointState, EnvDescription, LoadedCheckpoint,
 };
 use crate::cli::{OptimizerKind, TrainArgs};
 use crate::error::LearnerError;
-use crate::inference::SinkFactory;
+use crate::infer::inference::SinkFactory;
 use crate::metrics::Metrics;
 use crate::model::{ModelConfig, TrainableModel};
-use crate::optimizer::{AdamConfig, Algorithm, LrSchedule, OptimizerConfig, RmsPropConfig};
-use crate::prefetch::{PrefetchConfig, Prefetcher};
+use crate::learn::optimizer::{AdamConfig, Algorithm, LrSchedule, OptimizerConfig, RmsPropConfig};
+use crate::learn::prefetch::{PrefetchConfig, Prefetcher};
 use crate::replay::{
     LagAction, PolicyLagCap, ReplayBuffer, ReplayConfig, SamplerConfig, WriterPolicy,
 };
-use crate::train::{spawn_training_thread, TrainError, Trainer, TrainerConfig, TrainerStats};
-use crate::unroll::{UnrollAssembler, UnrollSpec};
-use crate::weights::{PolicyVersion, WeightsHandle};
+use crate::learn::train::{spawn_training_thread, TrainError, Trainer, TrainerConfig, TrainerStats};
+use crate::learn::unroll::{UnrollAssembler, UnrollSpec};
+use crate::model::weights::{PolicyVersion, WeightsHandle};
 
 /// The model architecture the flags ask for.
 pub fn model_config(args: &TrainArgs, spec: &EnvSpec) -> ModelConfig {
@@ -324,11 +324,11 @@ impl TrainingSetup {
                         warn!(error = %e, "periodic checkpoint failed");
                     }
                 }
-            }) as crate::train::BetweenSteps
+            }) as crate::learn::train::BetweenSteps
         });
         let on_step = {
             let metrics = Arc::clone(&metrics);
-            Arc::new(move |_: &crate::train::TrainStep| {
+            Arc::new(move |_: &crate::learn::train::TrainStep| {
                 metrics.learner_steps.fetch_add(1, Ordering::Relaxed);
             })
         };

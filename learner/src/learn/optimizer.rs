@@ -477,7 +477,7 @@ fn rmsprop_key(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algo::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
+    use crate::learn::algo::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
     use candle_nn::Init;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};

@@ -2,7 +2,7 @@
 //! steps and against wall seconds, sampled during the run and drawn at exit
 //! as `learning_curve.png` (two panels) with plotters' bitmap backend.
 //!
-//! Text uses the font compiled into the binary ([`crate::plot_font`]); if
+//! Text uses the font compiled into the binary ([`crate::report::plot_font`]); if
 //! drawing text fails anyway, the panels are drawn without labels rather
 //! than not at all.
 //!
@@ -58,7 +58,7 @@ impl LearningCurve {
     }
 
     fn draw(&self, path: &Path, text: bool) -> Result<(), String> {
-        crate::plot_font::register();
+        crate::report::plot_font::register();
         let root = BitMapBackend::new(path, (1000, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let (left, right) = root.split_horizontally(500);
@@ -104,7 +104,7 @@ impl LearningCurve {
                 builder
                     .caption(
                         format!("mean return vs {xlabel}"),
-                        (crate::plot_font::FAMILY, 18),
+                        (crate::report::plot_font::FAMILY, 18),
                     )
                     .x_label_area_size(36)
                     .y_label_area_size(48);

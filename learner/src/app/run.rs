@@ -10,18 +10,18 @@ use std::time::{Duration, Instant};
 use seed_shared::EnvSpec;
 use tracing::{error, info, warn};
 
-use crate::batcher::BatcherConfig;
+use crate::infer::batcher::BatcherConfig;
 use crate::cli::TrainArgs;
 use crate::device::parse_device;
 use crate::error::LearnerError;
-use crate::learning_curve::{CurvePoint, LearningCurve};
-use crate::local_actors::{LocalActorSpec, LocalActors};
+use crate::report::learning_curve::{CurvePoint, LearningCurve};
+use crate::app::local_actors::{LocalActorSpec, LocalActors};
 use crate::metrics::{MetricsSnapshot, RETURN_WINDOW};
-use crate::metrics_log::MetricsLog;
-use crate::server::{Server, ServerConfig};
-use crate::summary::{RunSummary, TrainingSummary};
-use crate::training::{TrainingSetup, TrainingSnapshot};
-use crate::transport::ListenAddr;
+use crate::report::metrics_log::MetricsLog;
+use crate::serve::server::{Server, ServerConfig};
+use crate::report::summary::{RunSummary, TrainingSummary};
+use crate::learn::training::{TrainingSetup, TrainingSnapshot};
+use crate::serve::transport::ListenAddr;
 
 /// How often stop conditions (`--max-env-steps`, solved) are checked.
 const STOP_CHECK: Duration = Duration::from_millis(50);

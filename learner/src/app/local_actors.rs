@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
 use crate::error::LearnerError;
-use crate::transport::ListenAddr;
+use crate::serve::transport::ListenAddr;
 
 /// How long a child may take to exit after SIGTERM.
 const TERM_GRACE: Duration = Duration::from_secs(3);

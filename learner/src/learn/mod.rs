@@ -1,0 +1,8 @@
+//! Learning: unrolls, prefetch, training.
+pub mod algo;
+pub mod checkpoint;
+pub mod optimizer;
+pub mod prefetch;
+pub mod train;
+pub mod training;
+pub mod unroll;

@@ -1,0 +1,3 @@
+//! Serving: the tonic service and its transports.
+pub mod server;
+pub mod transport;
