@@ -20,7 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
-use seed_learner::infer::batcher::{BatchConsumer, Batchable, BatcherConfig, DynamicBatcher, NextBatch};
+use seed_learner::infer::batcher::{
+    BatchConsumer, Batchable, BatcherConfig, DynamicBatcher, NextBatch,
+};
 
 /// The smallest request: what the batcher reads of a step request.
 struct Req {

@@ -1,5 +1,35 @@
 //! The learner: serves actor streams, batches inference across all of them,
 //! assembles unrolls, stores them in the replay buffer, and trains.
+//!
+//! # Floor plan
+//! Data flows one way: actor → stream (`serve`) → batcher and inference
+//! (`infer`) → unroll → replay → prefetch → train (`learn`) → weights
+//! (`model`) → inference. [`app::Learner::start`] is the one place the
+//! stages are built and wired; the `learner` binary (crate
+//! `seed-learner-cli`) turns flags into an [`app::LearnerConfig`] and calls
+//! it.
+//!
+//! # Layering
+//! A module imports only modules of a lower layer (or its own folder):
+//!
+//! | layer | modules | may import |
+//! |---|---|---|
+//! | 6 | `app` | everything below |
+//! | 5 | `report` | metrics |
+//! | 4 | `serve` | infer, model, metrics |
+//! | 3 | `learn` | infer's sink interface, model, metrics, `seed_replay` |
+//! | 2 | `infer` | model, metrics |
+//! | 1 | `model` (networks, weights) | leaves |
+//! | 0 | `metrics`, `error`, `device`, `heap`, `loom` | nothing of the crate |
+//!
+//! Two arrows of the data flow point "back" and are inverted on purpose:
+//! inference pushes into the learning side through
+//! [`infer::sink::InferenceSink`], which `learn` implements (so inference
+//! never names the trainer and `--no-train` simply has no sink); and the
+//! trainer publishes into the weights, which sit at the bottom with the
+//! model so inference and training both read them from below. Metrics are a
+//! leaf: stages push into its counters or attach probes (closures over their
+//! own state). `tests/layering.rs` fails on an import that breaks this table.
 pub mod app;
 pub mod device;
 pub mod error;
@@ -12,4 +42,8 @@ pub mod model;
 pub mod replay;
 pub mod report;
 pub mod serve;
-pub mod cli;
+#[doc(hidden)]
+pub mod seed_env_shim {
+    pub use seed_actor::cli::env_flags;
+    pub use seed_actor::{EnvConfig, SyntheticConfig};
+}

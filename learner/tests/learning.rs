@@ -13,37 +13,34 @@ mod support;
 
 use std::time::Duration;
 
-use clap::Parser;
 use seed_actor::{run_actor, ActorConfig, EnvConfig};
-use seed_learner::learn::checkpoint::LoadedCheckpoint;
-use seed_learner::cli::Cli;
 use seed_learner::app::run::run_until;
+use seed_learner::app::LearnerConfig;
+use seed_learner::learn::checkpoint::LoadedCheckpoint;
+use seed_learner::learn::config::TrainConfig;
 use tokio::sync::watch;
 
 /// Cap on the learning run's env steps; typical runs stop at 100k-300k.
 const MAX_ENV_STEPS: u64 = 2_000_000;
 /// Mean return (last 100 episodes) at which the learning run stops.
-const TARGET_RETURN: &str = "150";
+const TARGET_RETURN: f64 = 150.0;
 
-fn args(extra: &[&str]) -> seed_learner::cli::TrainArgs {
-    let base = [
-        "learner",
-        "--local-actors",
-        "0",
-        "--progress-secs",
-        "0",
-        "--seed",
-        "3",
-    ];
-    Cli::try_parse_from(base.iter().chain(extra))
-        .expect("flags parse")
-        .train
+/// A training learner on `socket` with no local actors, no progress lines,
+/// seed 3 (what `learner --local-actors 0 --progress-secs 0 --seed 3
+/// --listen SOCKET` gives).
+fn config(socket: &str) -> LearnerConfig {
+    let mut c =
+        LearnerConfig::serving(socket.parse().expect("socket address"), EnvConfig::CartPole);
+    c.train = Some(TrainConfig::default());
+    c.run.progress_every = None;
+    c.seed = 3;
+    c
 }
 
 /// Runs `args` with `actors` in-process CartPole actors of `envs` envs each
 /// connecting to `socket`; returns the summary.
 async fn train(
-    args: seed_learner::cli::TrainArgs,
+    args: LearnerConfig,
     socket: &str,
     actors: usize,
     envs: usize,
@@ -76,18 +73,11 @@ async fn cartpole_return_rises_far_above_random_and_resumes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let run_dir = dir.path().join("run");
     let socket = format!("unix:{}", dir.path().join("l.sock").display());
-    let steps = MAX_ENV_STEPS.to_string();
-    let a = args(&[
-        "--listen",
-        &socket,
-        "--max-env-steps",
-        &steps,
-        "--target-return",
-        TARGET_RETURN,
-        "--stop-when-solved",
-        "--run-dir",
-        run_dir.to_str().expect("utf-8 path"),
-    ]);
+    let mut a = config(&socket);
+    a.run.max_env_steps = Some(MAX_ENV_STEPS);
+    a.run.target_return = TARGET_RETURN;
+    a.run.stop_when_solved = true;
+    a.run.run_dir = Some(run_dir.clone());
     let s = train(a, &socket, 2, 32).await;
     let t = s.training.as_ref().expect("training summary");
     assert!(
@@ -113,15 +103,11 @@ async fn cartpole_return_rises_far_above_random_and_resumes() {
     assert!(ckpt.state.policy_version >= s.policy_version);
     assert!(ckpt.state.env_steps >= s.env_steps);
 
-    let more = (ckpt.state.env_steps + 20_000).to_string();
-    let b = args(&[
-        "--listen",
-        &socket,
-        "--max-env-steps",
-        &more,
-        "--resume",
-        run_dir.to_str().expect("utf-8 path"),
-    ]);
+    let mut b = config(&socket);
+    b.run.max_env_steps = Some(ckpt.state.env_steps + 20_000);
+    if let Some(t) = b.train.as_mut() {
+        t.checkpoints.resume = Some(run_dir.clone());
+    }
     let s2 = train(b, &socket, 1, 16).await;
     let ckpt2 = LoadedCheckpoint::latest(&run_dir).expect("checkpoint");
     assert!(ckpt2.state.learner_steps > ckpt.state.learner_steps);

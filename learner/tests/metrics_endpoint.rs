@@ -7,8 +7,7 @@ mod support;
 
 use std::net::SocketAddr;
 
-use clap::Parser;
-use seed_learner::cli::Cli;
+use seed_learner::app::LearnerConfig;
 use seed_learner::error::LearnerError;
 use seed_shared::pb::{self, actor_message::Kind, learner_message};
 use support::{steps, RawStream};
@@ -118,7 +117,7 @@ fn sample(samples: &[(String, f64)], series: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_endpoint_reports_what_status_reports() {
     let server = support::start_learner(|c| {
-        c.metrics_addr = Some("127.0.0.1:0".parse().expect("literal address"));
+        c.serve.metrics_addr = Some("127.0.0.1:0".parse().expect("literal address"));
     })
     .await;
     let addr = server.metrics_addr().expect("metrics endpoint configured");
@@ -225,19 +224,12 @@ async fn a_busy_metrics_port_is_an_error_naming_it() {
     support::init();
     let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
     let addr = busy.local_addr().expect("local addr");
-    let args = Cli::try_parse_from([
-        "learner",
-        "--local-actors",
-        "0",
-        "--no-train",
-        "--listen",
-        "127.0.0.1:0",
-        "--metrics-addr",
-        &addr.to_string(),
-    ])
-    .expect("flags parse")
-    .train;
-    let err = seed_learner::app::run::run_until(&args, std::future::pending())
+    let mut config = LearnerConfig::serving(
+        "127.0.0.1:0".parse().expect("literal address"),
+        seed_actor::EnvConfig::CartPole,
+    );
+    config.serve.metrics_addr = Some(addr);
+    let err = seed_learner::app::run::run_until(&config, std::future::pending())
         .await
         .expect_err("the metrics port is taken");
     assert!(

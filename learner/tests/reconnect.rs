@@ -33,7 +33,7 @@ async fn actor_reconnects_after_learner_restart() {
     let ListenAddr::Tcp(sock) = addr else {
         unreachable!("tcp learner")
     };
-    let second = support::start_learner(|c| c.listen = ListenAddr::Tcp(sock)).await;
+    let second = support::start_learner(|c| c.serve.listen = ListenAddr::Tcp(sock)).await;
     let m = std::sync::Arc::clone(second.metrics());
     support::wait_until("steps on the restarted learner", || {
         m.env_steps.load(Ordering::Relaxed) > 100

@@ -7,12 +7,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use seed_actor::{run_actor, ActorConfig, EnvConfig};
-use seed_learner::infer::inference::{InferenceSink, InferredBatch};
-use seed_learner::model::ModelConfig;
+use seed_learner::infer::sink::{InferenceSink, InferredBatch};
 use seed_learner::infer::state_table::{EnvSlot, LeaseId};
 use seed_learner::serve::transport::ListenAddr;
 use seed_shared::pb::{self, actor_message::Kind, learner_message};
-use seed_shared::EnvSpec;
 use support::{steps, GoodActor, RawStream};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,12 +102,12 @@ impl InferenceSink for RecordingSink {
 async fn a_killed_actor_frees_its_slots_and_the_others_keep_going() {
     let recorded = Arc::new(Mutex::new(Recorded::default()));
     let sink_state = Arc::clone(&recorded);
-    let server = support::start_learner(move |c| {
-        c.max_env_slots = 12;
-        c.sink = Some(Arc::new(move |_| {
+    let server = support::start_learner_with_sink(
+        |c| c.serve.max_env_slots = 12,
+        Arc::new(move |_| {
             Box::new(RecordingSink(Arc::clone(&sink_state))) as Box<dyn InferenceSink>
-        }));
-    })
+        }),
+    )
     .await;
     let good = GoodActor::start(&server, 4, "").await;
 
@@ -163,7 +161,7 @@ async fn real_actors_over_tcp_and_a_unix_socket() {
         "127.0.0.1:0".parse::<ListenAddr>().expect("literal"),
         ListenAddr::Unix(sock.clone()),
     ] {
-        let server = support::start_learner(|c| c.listen = listen.clone()).await;
+        let server = support::start_learner(|c| c.serve.listen = listen.clone()).await;
         let mut cfg = ActorConfig::new(server.local_addr().to_string(), EnvConfig::CartPole, 6);
         cfg.seed = 3;
         cfg.max_env_steps = Some(3_000);
@@ -210,14 +208,12 @@ impl InferenceSink for StartChecker {
 async fn recurrent_state_is_zeroed_exactly_at_episode_starts() {
     let seen = Arc::new(Mutex::new((0u64, Vec::new())));
     let sink_state = Arc::clone(&seen);
-    let server = support::start_learner(move |c| {
-        let mut model = ModelConfig::for_spec(&EnvSpec::cartpole());
-        model.lstm_size = Some(8);
-        c.model = Some(model);
-        c.sink = Some(Arc::new(move |_| {
+    let server = support::start_learner_with_sink(
+        |c| c.model.lstm_size = Some(8),
+        Arc::new(move |_| {
             Box::new(StartChecker(Arc::clone(&sink_state))) as Box<dyn InferenceSink>
-        }));
-    })
+        }),
+    )
     .await;
     let mut s = RawStream::open(&server).await;
     s.hello(2, "").await;
@@ -261,7 +257,7 @@ async fn recurrent_state_is_zeroed_exactly_at_episode_starts() {
 /// learner's figures once every batch is counted (an inference thread
 /// counts a batch just after sending its actions).
 async fn step_one_at_a_time(
-    server: &seed_learner::serve::server::ServerHandle,
+    server: &seed_learner::app::Learner,
     s: &mut RawStream,
     envs: &[u32],
     rounds: u64,
@@ -283,7 +279,7 @@ async fn step_one_at_a_time(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_request_holding_every_slot_is_inferred_inline() {
-    let server = support::start_learner(|c| c.inline_max_rows = 4).await;
+    let server = support::start_learner(|c| c.inference.inline_max_rows = 4).await;
     let mut s = RawStream::open(&server).await;
     s.hello(4, "").await;
     let st = step_one_at_a_time(&server, &mut s, &[0, 1, 2, 3], 20).await;
@@ -299,7 +295,7 @@ async fn a_small_request_holding_every_slot_is_inferred_inline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_that_others_could_join_or_that_are_large_go_through_the_batcher() {
     // Half of the envs: the other half could still join the batch.
-    let server = support::start_learner(|c| c.inline_max_rows = 4).await;
+    let server = support::start_learner(|c| c.inference.inline_max_rows = 4).await;
     let mut s = RawStream::open(&server).await;
     s.hello(4, "").await;
     let st = step_one_at_a_time(&server, &mut s, &[0, 1], 10).await;
@@ -307,7 +303,7 @@ async fn requests_that_others_could_join_or_that_are_large_go_through_the_batche
     server.shutdown().await.expect("shutdown");
 
     // Every env, but more rows than `inline_max_rows`.
-    let server = support::start_learner(|c| c.inline_max_rows = 3).await;
+    let server = support::start_learner(|c| c.inference.inline_max_rows = 3).await;
     let mut s = RawStream::open(&server).await;
     s.hello(4, "").await;
     let st = step_one_at_a_time(&server, &mut s, &[0, 1, 2, 3], 10).await;
@@ -315,12 +311,10 @@ async fn requests_that_others_could_join_or_that_are_large_go_through_the_batche
     server.shutdown().await.expect("shutdown");
 
     // A sink (training) may block on a full replay buffer: never inline.
-    let server = support::start_learner(|c| {
-        c.inline_max_rows = 4;
-        c.sink = Some(Arc::new(|_| {
-            Box::new(RecordingSink(Arc::default())) as Box<dyn InferenceSink>
-        }));
-    })
+    let server = support::start_learner_with_sink(
+        |c| c.inference.inline_max_rows = 4,
+        Arc::new(|_| Box::new(RecordingSink(Arc::default())) as Box<dyn InferenceSink>),
+    )
     .await;
     let mut s = RawStream::open(&server).await;
     s.hello(1, "").await;
@@ -329,7 +323,7 @@ async fn requests_that_others_could_join_or_that_are_large_go_through_the_batche
     server.shutdown().await.expect("shutdown");
 
     // Turned off.
-    let server = support::start_learner(|c| c.inline_max_rows = 0).await;
+    let server = support::start_learner(|c| c.inference.inline_max_rows = 0).await;
     let mut s = RawStream::open(&server).await;
     s.hello(1, "").await;
     let st = step_one_at_a_time(&server, &mut s, &[0], 10).await;

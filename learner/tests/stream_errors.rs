@@ -12,7 +12,7 @@ const MAX_MESSAGE_BYTES: usize = 4096;
 /// Opens a stream, says hello (unless `hello_first` is false), sends `bad`
 /// and checks the status.
 async fn expect_rejection(
-    server: &seed_learner::serve::server::ServerHandle,
+    server: &seed_learner::app::Learner,
     good: &GoodActor,
     welcome_first: bool,
     bad: Kind,
@@ -37,8 +37,8 @@ async fn expect_rejection(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_bad_input_gets_its_status_and_the_good_actor_keeps_going() {
     let server = support::start_learner(|c| {
-        c.token = Some(TOKEN.into());
-        c.max_message_bytes = MAX_MESSAGE_BYTES;
+        c.serve.token = Some(TOKEN.into());
+        c.serve.max_message_bytes = MAX_MESSAGE_BYTES;
     })
     .await;
     let good = GoodActor::start(&server, 8, TOKEN).await;

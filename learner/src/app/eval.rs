@@ -14,8 +14,8 @@ use seed_shared::codec::read_f32_le_into;
 use seed_shared::ObsDType;
 use serde::Serialize;
 
-use crate::learn::checkpoint::{EnvDescription, LoadedCheckpoint};
 use crate::error::LearnerError;
+use crate::learn::checkpoint::{EnvDescription, LoadedCheckpoint};
 use crate::model::{ActionSampler, ActorCritic, RecurrentState};
 
 /// Returns of the evaluated episodes.

@@ -1,69 +1,35 @@
-//! The top-level `learner` run: thread pools, server, local actors, progress
-//! lines, stop conditions and the summary.
-//!
-//! Thread budget: candle's CPU pool (`--threads`), the inference threads,
-//! and a small tokio runtime (`--io-threads`) for the gRPC server; on a
-//! 2-core box that is one of each, leaving room for the local actors.
+//! The top-level `learner` run: thread pools, [`Learner::start`], local
+//! actors, progress lines, stop conditions, the learning curve and the
+//! summary.
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use seed_shared::EnvSpec;
 use tracing::{error, info, warn};
 
-use crate::infer::batcher::BatcherConfig;
-use crate::cli::TrainArgs;
-use crate::device::parse_device;
-use crate::error::LearnerError;
-use crate::report::learning_curve::{CurvePoint, LearningCurve};
+use crate::app::config::LearnerConfig;
+use crate::app::learner::Learner;
 use crate::app::local_actors::{LocalActorSpec, LocalActors};
-use crate::metrics::{MetricsSnapshot, RETURN_WINDOW};
+use crate::app::threads::{configure_candle_threads, default_io_threads};
+use crate::error::LearnerError;
+use crate::metrics::RETURN_WINDOW;
+use crate::report::learning_curve::{CurvePoint, LearningCurve};
 use crate::report::metrics_log::MetricsLog;
-use crate::serve::server::{Server, ServerConfig};
+use crate::report::progress::{interval_record, log_progress};
 use crate::report::summary::{RunSummary, TrainingSummary};
-use crate::learn::training::{TrainingSetup, TrainingSnapshot};
-use crate::serve::transport::ListenAddr;
 
 /// How often stop conditions (`--max-env-steps`, solved) are checked.
 const STOP_CHECK: Duration = Duration::from_millis(50);
 /// How often the learning curve is sampled.
 const CURVE_EVERY: Duration = Duration::from_millis(500);
 
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// candle pool default: 1 per 4 cores, 1 to 8 (inference batches here are
-/// small matmuls that do not scale past a few threads).
-pub fn default_candle_threads() -> usize {
-    (cores() / 4).clamp(1, 8)
-}
-
-/// Tokio worker default: 1 per 4 cores, 1 to 4.
-pub fn default_io_threads() -> usize {
-    (cores() / 4).clamp(1, 4)
-}
-
-/// Sets candle's thread count. Must run before any other thread starts
-/// (it writes the process environment) and before any candle call.
-/// `RAYON_NUM_THREADS` unset makes candle re-read /proc/cpuinfo on every
-/// matmul (measured: 124 us vs 2.9 us for a batch-1 MLP).
-pub fn configure_candle_threads(explicit: Option<usize>) -> usize {
-    let threads = match (explicit, std::env::var("RAYON_NUM_THREADS").ok()) {
-        (Some(n), _) => n.max(1),
-        (None, Some(v)) => match v.parse::<usize>() {
-            Ok(n) if n > 0 => return n,
-            _ => default_candle_threads(),
-        },
-        (None, None) => default_candle_threads(),
-    };
-    std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
-    threads
-}
-
 /// Runs the learner as the CLI does; blocks until a stop condition.
-pub fn run(args: &TrainArgs) -> Result<RunSummary, LearnerError> {
-    let candle_threads = configure_candle_threads(args.threads);
-    let io_threads = args.io_threads.unwrap_or_else(default_io_threads).max(1);
+pub fn run(config: &LearnerConfig) -> Result<RunSummary, LearnerError> {
+    let candle_threads = configure_candle_threads(config.inference.candle_threads);
+    let io_threads = config
+        .serve
+        .io_threads
+        .unwrap_or_else(default_io_threads)
+        .max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(io_threads)
         .thread_name("learner-io")
@@ -76,82 +42,38 @@ pub fn run(args: &TrainArgs) -> Result<RunSummary, LearnerError> {
     info!(candle_threads, io_threads, "thread pools");
     runtime.block_on(async {
         let interrupt = shutdown_signal()?;
-        run_until(args, interrupt).await
+        run_until(config, interrupt).await
     })
 }
 
-/// The env spec the flags describe.
-pub fn spec_from_args(args: &TrainArgs) -> EnvSpec {
-    args.environment.env_config().spec()
-}
-
-/// Actor flags that make a local actor match `args`.
-fn actor_flags(args: &TrainArgs) -> Vec<String> {
+/// Actor flags that make a local actor match `config`.
+fn actor_flags(config: &LearnerConfig) -> Vec<String> {
     let mut flags = vec![
         "--envs".to_string(),
-        args.envs_per_actor.to_string(),
+        config.run.envs_per_actor.to_string(),
         "--max-message-bytes".into(),
-        args.max_message_bytes.to_string(),
+        config.serve.max_message_bytes.to_string(),
     ];
-    flags.extend(args.environment.to_flags());
+    flags.extend(crate::seed_env_shim::env_flags(&config.env));
     flags
 }
 
 /// Serves and runs local actors until a stop condition or `interrupt`.
 pub async fn run_until(
-    args: &TrainArgs,
+    config: &LearnerConfig,
     interrupt: impl Future<Output = ()>,
 ) -> Result<RunSummary, LearnerError> {
     let t0 = Instant::now();
-    let (listen, fallback) = match &args.listen {
-        Some(l) => (l.parse::<ListenAddr>()?, false),
-        None => (TrainArgs::DEFAULT_LISTEN.parse::<ListenAddr>()?, true),
-    };
-    if args.max_batch == 0 {
-        return Err(LearnerError::Config(
-            "--max-batch must be at least 1".into(),
-        ));
-    }
-    let mut config = ServerConfig::new(listen, spec_from_args(args));
-    config.fallback_to_ephemeral = fallback;
-    config.token = args.token.clone().filter(|t| !t.is_empty());
-    config.max_message_bytes = args.max_message_bytes;
-    config.batcher = BatcherConfig {
-        max_rows: args.max_batch,
-        flush_after: Duration::from_micros(args.flush_us),
-    };
-    config.max_env_slots = args.max_env_slots;
-    config.inference_threads = args.inference_threads.max(1);
-    config.inline_max_rows = args.inline_max_rows;
-    config.device = parse_device(&args.device)?;
-    config.seed = args.seed;
-    config.metrics_addr = args.metrics_addr;
-    let setup = if args.no_train {
-        None
-    } else {
-        let setup = TrainingSetup::new(args, &config.spec, &config.device)?;
-        config.model = Some(setup.model_config.clone());
-        config.weights = Some(std::sync::Arc::clone(&setup.weights));
-        config.sink = Some(std::sync::Arc::clone(&setup.sink));
-        Some(setup)
-    };
-    let server = Server::bind(config).await?;
-    let addr = server.local_addr().clone();
+    let args = &config.run;
+    let mut learner = Learner::start(config).await?;
+    let addr = learner.local_addr().clone();
     let started = Instant::now();
-    let metrics = std::sync::Arc::clone(server.metrics());
-    let resumed = setup.as_ref().map(|s| s.resumed).unwrap_or_default();
-    {
-        use std::sync::atomic::Ordering::Relaxed;
-        metrics.env_steps.store(resumed.env_steps, Relaxed);
-        metrics.episodes.store(resumed.episodes, Relaxed);
-    }
-    let training = match setup {
-        Some(s) => Some(s.start(std::sync::Arc::clone(&metrics))?),
-        None => None,
-    };
-    let run_dir = args.run_dir.clone().or_else(|| args.resume.clone());
-    let mut metrics_log = match (&run_dir, &training) {
-        (Some(d), Some(_)) => Some(MetricsLog::open(d)?),
+    let metrics = std::sync::Arc::clone(learner.metrics());
+    let resumed_episodes = metrics.episodes.load(std::sync::atomic::Ordering::Relaxed);
+    let training = config.train.is_some();
+    let run_dir = config.run_dir().cloned();
+    let mut metrics_log = match (&run_dir, training) {
+        (Some(d), true) => Some(MetricsLog::open(d)?),
         _ => None,
     };
     let mut curve = LearningCurve::new(Some(args.target_return));
@@ -163,9 +85,9 @@ pub async fn run_until(
             &LocalActorSpec {
                 actor_bin: args.actor_bin.clone(),
                 learner: addr.clone(),
-                args: actor_flags(args),
-                token: args.token.clone().filter(|t| !t.is_empty()),
-                seed: args.seed,
+                args: actor_flags(config),
+                token: config.serve.token.clone().filter(|t| !t.is_empty()),
+                seed: config.seed,
             },
             args.local_actors,
         )?)
@@ -176,8 +98,7 @@ pub async fn run_until(
     let deadline = args
         .max_seconds
         .map(|s| tokio::time::Instant::now() + Duration::from_secs_f64(s.max(0.0)));
-    let progress_every =
-        (args.progress_secs > 0.0).then(|| Duration::from_secs_f64(args.progress_secs));
+    let progress_every = args.progress_every;
     let mut next_progress = progress_every.map(|p| tokio::time::Instant::now() + p);
     let mut last = metrics.snapshot();
     let mut failures = 0usize;
@@ -225,7 +146,7 @@ pub async fn run_until(
                 }
                 let snap = metrics.snapshot();
                 let seconds = t0.elapsed().as_secs_f64();
-                let episodes_here = snap.episodes.saturating_sub(resumed.episodes);
+                let episodes_here = snap.episodes.saturating_sub(resumed_episodes);
                 if solved.is_none()
                     && episodes_here >= RETURN_WINDOW as u64
                     && snap.mean_return_last_100 >= args.target_return
@@ -265,7 +186,7 @@ pub async fn run_until(
     let wall = started.elapsed();
     let snap = metrics.snapshot();
     let train_snap = snap.training;
-    let train_secs = training.as_ref().map_or(0.0, |t| t.elapsed().as_secs_f64());
+    let train_secs = learner.training_elapsed().map_or(0.0, |t| t.as_secs_f64());
     if let (Some(log), Some(t)) = (metrics_log.as_mut(), train_snap.as_ref()) {
         let record = interval_record(&snap, &last, t, t0.elapsed().as_secs_f64());
         if let Err(e) = log.append(&record) {
@@ -274,14 +195,11 @@ pub async fn run_until(
     }
     // Training first: closing the replay buffer frees an inference thread
     // blocked on backpressure, so the server can shut down promptly.
-    let train_result = match training {
-        Some(t) => tokio::task::block_in_place(|| t.stop()),
-        None => Ok(()),
-    };
+    let train_result = learner.stop_training().await;
     if let Some(a) = actors.take() {
         a.stop().await;
     }
-    if let Err(e) = server.shutdown().await {
+    if let Err(e) = learner.shutdown().await {
         warn!(error = %e, "server shutdown");
     }
     let mut summary = RunSummary::new(&snap, wall, failures, addr.to_string());
@@ -320,87 +238,6 @@ pub async fn run_until(
     }
     train_result?;
     outcome.map(|()| summary)
-}
-
-/// One `metrics.jsonl` object: the interval since `last`, keys `area/name`.
-fn interval_record(
-    now: &MetricsSnapshot,
-    last: &MetricsSnapshot,
-    t: &TrainingSnapshot,
-    seconds: f64,
-) -> serde_json::Value {
-    let i = now.since(last);
-    serde_json::json!({
-        "time/seconds": seconds,
-        "env/steps": now.env_steps,
-        "env/steps_per_second": i.env_steps_per_second,
-        "env/episodes": now.episodes,
-        "env/mean_return_last_100": now.mean_return_last_100,
-        "inference/mean_batch": i.mean_batch_size,
-        "inference/step_latency_p50_us": i.step_latency_p50_us,
-        "inference/step_latency_p99_us": i.step_latency_p99_us,
-        "train/learner_steps": t.learner_steps,
-        "train/learner_steps_per_second": if i.seconds > 0.0 {
-            now.learner_steps.saturating_sub(last.learner_steps) as f64 / i.seconds
-        } else { 0.0 },
-        "train/total_loss": t.total_loss,
-        "train/pg_loss": t.pg_loss,
-        "train/value_loss": t.value_loss,
-        "train/entropy": t.entropy,
-        "train/grad_norm": t.grad_norm,
-        "train/learning_rate": t.learning_rate,
-        "train/mean_policy_lag": t.mean_policy_lag,
-        "train/max_policy_lag": t.max_policy_lag,
-        "train/wait_fraction": t.wait_fraction(),
-        "replay/stored": t.replay_stored,
-        "replay/inserts": t.unrolls_inserted,
-        "replay/dropped_full": t.unrolls_dropped_full,
-        "replay/insert_wait_seconds": t.insert_wait_seconds,
-        "prefetch/queue_depth": t.prefetch_queue,
-    })
-}
-
-/// The progress line: a log line with the figures of the last interval.
-fn log_progress(now: &MetricsSnapshot, last: &MetricsSnapshot, t: Option<&TrainingSnapshot>) {
-    let i = now.since(last);
-    if let Some(t) = t {
-        let steps_per_s = if i.seconds > 0.0 {
-            now.learner_steps.saturating_sub(last.learner_steps) as f64 / i.seconds
-        } else {
-            0.0
-        };
-        info!(
-            "{} env steps | {:.0} env steps/s | {} episodes | mean return {:.1} | learner {} steps ({:.1}/s, waits {:.0}%) | loss pg {:.3} v {:.3} entropy {:.3} | grad norm {:.2} | lag mean {:.2} max {} | replay {} prefetch {} | batch {:.1}",
-            now.env_steps,
-            i.env_steps_per_second,
-            now.episodes,
-            now.mean_return_last_100,
-            now.learner_steps,
-            steps_per_s,
-            100.0 * t.wait_fraction(),
-            t.pg_loss,
-            t.value_loss,
-            t.entropy,
-            t.grad_norm,
-            t.mean_policy_lag,
-            t.max_policy_lag,
-            t.replay_stored,
-            t.prefetch_queue,
-            i.mean_batch_size,
-        );
-        return;
-    }
-    info!(
-        "{:.0} env steps/s | {} episodes | mean return {:.1} | batch {:.1} | step latency p50 {:.0} us p99 {:.0} us | actors {} | slots {}",
-        i.env_steps_per_second,
-        now.episodes,
-        now.mean_return_last_100,
-        i.mean_batch_size,
-        i.step_latency_p50_us,
-        i.step_latency_p99_us,
-        now.connected_actors,
-        now.live_slots,
-    );
 }
 
 /// Resolves on the first SIGINT or SIGTERM. Registers the handlers at once

@@ -44,7 +44,7 @@ pub trait Batchable {
 }
 
 /// Flush rules.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BatcherConfig {
     /// Flush once a batch holds this many env rows (`--max-batch`).
     pub max_rows: usize,

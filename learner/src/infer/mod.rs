@@ -2,5 +2,6 @@
 //! the inference threads.
 pub mod batcher;
 pub mod inference;
+pub mod sink;
 pub mod state_table;
 pub mod step_request;

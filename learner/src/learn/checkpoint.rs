@@ -26,9 +26,8 @@ use std::path::{Path, PathBuf};
 use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ModelConfig, TrainableModel};
 use crate::learn::optimizer::Optimizer;
-use crate::learn::train::Trainer;
+use crate::model::{ModelConfig, TrainableModel};
 
 /// Checkpoints kept in `checkpoints/`.
 const KEEP: usize = 2;
@@ -163,11 +162,12 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
     f.sync_all().map_err(io("syncing", path))
 }
 
-/// Writes a checkpoint of `trainer` into `run_dir` (see the module docs);
-/// returns its directory.
+/// Writes a checkpoint of `model` and `optimizer` with the run's counters
+/// `state` into `run_dir` (see the module docs); returns its directory.
 pub fn save(
     run_dir: &Path,
-    trainer: &Trainer,
+    model: &TrainableModel,
+    optimizer: &Optimizer,
     state: &CheckpointState,
     config: &CheckpointConfig,
 ) -> Result<PathBuf, CheckpointError> {
@@ -180,9 +180,9 @@ pub fn save(
     }
     std::fs::create_dir_all(&tmp).map_err(io("creating", &tmp))?;
 
-    let weights = trainer.model.named_tensors()?;
+    let weights = model.named_tensors()?;
     candle_core::safetensors::save(&weights, tmp.join("weights.safetensors"))?;
-    let opt = trainer.optimizer.state()?;
+    let opt = optimizer.state()?;
     candle_core::safetensors::save(&opt, tmp.join("optimizer.safetensors"))?;
     for (file, text) in [
         ("state.json", to_json(state, &tmp)?),
@@ -235,7 +235,7 @@ mod tests {
     use super::*;
     use crate::learn::algo::ImpalaLossConfig;
     use crate::learn::optimizer::OptimizerConfig;
-    use crate::learn::train::TrainerConfig;
+    use crate::learn::train::{Trainer, TrainerConfig};
     use crate::model::weights::{PolicyVersion, WeightsHandle};
     use seed_shared::EnvSpec;
     use std::sync::Arc;
@@ -287,7 +287,7 @@ mod tests {
                 episodes: 7,
                 wall_seconds: 1.5,
             };
-            save(dir.path(), &a, &state, &config()).unwrap();
+            save(dir.path(), &a.model, &a.optimizer, &state, &config()).unwrap();
         }
         let loaded = LoadedCheckpoint::latest(dir.path()).unwrap();
         assert_eq!(loaded.state.learner_steps, 30);
@@ -325,9 +325,11 @@ mod tests {
             LoadedCheckpoint::latest(dir.path()),
             Err(CheckpointError::Corrupt { .. })
         ));
+        let t = trainer(1);
         save(
             dir.path(),
-            &trainer(1),
+            &t.model,
+            &t.optimizer,
             &CheckpointState::default(),
             &config(),
         )

@@ -76,7 +76,7 @@ pub enum OptimizerError {
 pub const STEP_KEY: &str = "optimizer/step";
 
 /// Learning rate as a function of the step count.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub enum LrSchedule {
     /// The same rate every step.
     Constant {
@@ -113,7 +113,7 @@ impl LrSchedule {
 }
 
 /// Adam's hyperparameters.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct AdamConfig {
     /// β1, first-moment decay. Default 0.9.
     pub beta1: f64,
@@ -134,7 +134,7 @@ impl Default for AdamConfig {
 }
 
 /// RMSProp's hyperparameters (TensorFlow's form: ε inside the square root).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct RmsPropConfig {
     /// ρ, decay of the running mean of g². Default 0.99 (IMPALA).
     pub decay: f64,
@@ -152,7 +152,7 @@ impl Default for RmsPropConfig {
 }
 
 /// Which update rule to apply.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub enum Algorithm {
     /// Adam with bias correction.
     Adam(AdamConfig),
@@ -161,7 +161,7 @@ pub enum Algorithm {
 }
 
 /// Everything an [`Optimizer`] needs besides the variables.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct OptimizerConfig {
     /// The update rule.
     pub algorithm: Algorithm,

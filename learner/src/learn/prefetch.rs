@@ -24,9 +24,9 @@ use crossbeam::channel::{bounded, Receiver, RecvTimeoutError, SendTimeoutError, 
 use tracing::{debug, error};
 
 use crate::error::LearnerError;
+use crate::learn::unroll::{fields, UnrollSpec};
 use crate::model::RecurrentState;
 use crate::replay::{DType, ReplayBuffer, ReplayError, SampleBatch};
-use crate::learn::unroll::{fields, UnrollSpec};
 
 /// How often blocked prefetch threads re-check the stop flag.
 const POLL: Duration = Duration::from_millis(50);

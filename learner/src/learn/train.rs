@@ -22,16 +22,16 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, error, warn};
 
-use crate::learn::algo::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
 use crate::error::LearnerError;
-use crate::model::TrainableModel;
+use crate::learn::algo::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
 use crate::learn::optimizer::{Optimizer, OptimizerConfig, OptimizerError};
 use crate::learn::prefetch::{NextBatchError, Prefetcher, TrainBatch};
-use crate::replay::ReplayBuffer;
 use crate::model::weights::{PolicyVersion, WeightsHandle};
+use crate::model::TrainableModel;
+use crate::replay::ReplayBuffer;
 
 /// What the trainer needs besides the model.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct TrainerConfig {
     pub loss: ImpalaLossConfig,
     pub optimizer: OptimizerConfig,
@@ -46,6 +46,12 @@ pub enum TrainError {
     Tensor(#[from] candle_core::Error),
     #[error("optimizer: {0}")]
     Optimizer(#[from] OptimizerError),
+}
+
+impl From<TrainError> for LearnerError {
+    fn from(e: TrainError) -> Self {
+        LearnerError::Training(Box::new(e))
+    }
 }
 
 /// The figures of one step (`train/<name>`).
@@ -270,11 +276,11 @@ pub fn spawn_training_thread(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ModelConfig;
     use crate::learn::optimizer::{AdamConfig, Algorithm, LrSchedule};
     use crate::learn::prefetch::Collator;
-    use crate::replay::{ReplayConfig, SamplerConfig};
     use crate::learn::unroll::{PushOutcome, UnrollBuilder, UnrollSpec};
+    use crate::model::ModelConfig;
+    use crate::replay::{ReplayConfig, SamplerConfig};
     use candle_core::{Device, Tensor};
     use seed_shared::{EnvSpec, ObsDType};
 
@@ -342,7 +348,7 @@ mod tests {
                 for t in 0..5u32 {
                     k = k.wrapping_mul(1_103_515_245).wrapping_add(12_345);
                     let action = (k >> 16) % 3;
-                    let row = crate::infer::inference::InferredRow {
+                    let row = crate::infer::sink::InferredRow {
                         slot: crate::infer::state_table::EnvSlot(env as u32),
                         lease: crate::infer::state_table::LeaseId(1),
                         run_id: env,

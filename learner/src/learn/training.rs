@@ -1,10 +1,10 @@
-//! The learning side of a learner run, assembled from the flags: model and
-//! weights handle, replay buffer, unroll assembly (the inference sink),
-//! prefetch threads, the training thread, periodic checkpoints.
+//! The learning side's lifecycle: model and weights handle, replay buffer,
+//! unroll assembly (the inference sink), prefetch threads, the training
+//! thread, periodic checkpoints; built from a [`TrainConfig`].
 //!
 //! Order of life: [`TrainingSetup::new`] builds the model (restoring a
 //! checkpoint with `--resume`), the weights handle and the replay buffer,
-//! and gives the server its model, weights and sink; once the server runs,
+//! and gives inference its weights and sink; once serving runs,
 //! [`TrainingSetup::start`] starts prefetch and training; [`Training::stop`]
 //! closes the buffer (inference inserts blocked on backpressure return at
 //! once), joins the threads and writes the final checkpoint.
@@ -15,102 +15,24 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use candle_core::Device;
-use seed_actor::cli::EnvKind;
 use seed_shared::EnvSpec;
-use serde::Serialize;
 use tracing::{info, warn};
 
-use crate::learn::algo::{ImpalaLossConfig, VTraceClip};
+use crate::error::LearnerError;
+use crate::infer::sink::SinkFactory;
 use crate::learn::checkpoint::{
     self, CheckpointConfig, CheckpointState, EnvDescription, LoadedCheckpoint,
 };
-use crate::cli::{OptimizerKind, TrainArgs};
-use crate::error::LearnerError;
-use crate::infer::inference::SinkFactory;
-use crate::metrics::Metrics;
-use crate::model::{ModelConfig, TrainableModel};
-use crate::learn::optimizer::{AdamConfig, Algorithm, LrSchedule, OptimizerConfig, RmsPropConfig};
+use crate::learn::config::TrainConfig;
 use crate::learn::prefetch::{PrefetchConfig, Prefetcher};
+use crate::learn::train::{spawn_training_thread, TrainError, Trainer, TrainerStats};
+use crate::learn::unroll::{UnrollAssembler, UnrollSpec};
+use crate::metrics::{Metrics, TrainingSnapshot};
+use crate::model::weights::{PolicyVersion, WeightsHandle};
+use crate::model::{ModelConfig, TrainableModel};
 use crate::replay::{
     LagAction, PolicyLagCap, ReplayBuffer, ReplayConfig, SamplerConfig, WriterPolicy,
 };
-use crate::learn::train::{spawn_training_thread, TrainError, Trainer, TrainerConfig, TrainerStats};
-use crate::learn::unroll::{UnrollAssembler, UnrollSpec};
-use crate::model::weights::{PolicyVersion, WeightsHandle};
-
-/// The model architecture the flags ask for.
-pub fn model_config(args: &TrainArgs, spec: &EnvSpec) -> ModelConfig {
-    let mut cfg = ModelConfig::for_spec(spec);
-    cfg.hidden_sizes = args.hidden_sizes.clone();
-    cfg.conv_features = args.conv_features;
-    cfg.lstm_size = args.lstm.then_some(args.lstm_size);
-    cfg
-}
-
-/// What `eval` needs to rebuild the env.
-pub fn env_description(args: &TrainArgs, spec: &EnvSpec) -> EnvDescription {
-    EnvDescription {
-        kind: match args.environment.env {
-            EnvKind::Cartpole => "cartpole".into(),
-            EnvKind::Synthetic => "synthetic".into(),
-        },
-        obs_shape: spec.obs_shape.clone(),
-        obs_dtype: spec.obs_dtype.to_string(),
-        num_actions: spec.num_actions,
-        episode_len: args.environment.episode_len,
-        step_cost_us: args.environment.step_cost_us,
-    }
-}
-
-/// The training hyperparameters, as recorded in `config.json`.
-#[derive(Debug, Clone, Serialize)]
-struct Hyperparameters {
-    unroll_length: usize,
-    batch_size: usize,
-    optimizer: OptimizerKind,
-    learning_rate: f64,
-    lr_decay_steps: u64,
-    discount: f32,
-    entropy_cost: f32,
-    baseline_cost: f32,
-    max_grad_norm: f32,
-    vtrace_clip: f32,
-    replay_ratio: u32,
-    replay_capacity: usize,
-    max_policy_lag: Option<u64>,
-    seed: u64,
-    local_actors: usize,
-    envs_per_actor: usize,
-}
-
-fn validate(args: &TrainArgs) -> Result<(), LearnerError> {
-    let bad = |m: &str| Err(LearnerError::Config(m.into()));
-    if args.unroll_length == 0 {
-        return bad("--unroll-length must be at least 1");
-    }
-    if args.batch_size == 0 {
-        return bad("--batch-size must be at least 1");
-    }
-    if args.replay_ratio == 0 {
-        return bad("--replay-ratio must be at least 1");
-    }
-    if !(args.learning_rate.is_finite() && args.learning_rate > 0.0) {
-        return bad("--learning-rate must be positive");
-    }
-    if !(args.max_grad_norm.is_finite() && args.max_grad_norm > 0.0) {
-        return bad("--max-grad-norm must be positive");
-    }
-    if !(0.0..=1.0).contains(&args.discount) {
-        return bad("--discount must be in [0, 1]");
-    }
-    if args.hidden_sizes.is_empty() || args.hidden_sizes.contains(&0) {
-        return bad("--hidden-sizes needs at least one positive width");
-    }
-    if args.lstm && args.lstm_size == 0 {
-        return bad("--lstm-size must be at least 1");
-    }
-    Ok(())
-}
 
 /// Built before the server starts.
 pub struct TrainingSetup {
@@ -131,9 +53,22 @@ pub struct TrainingSetup {
 }
 
 impl TrainingSetup {
-    pub fn new(args: &TrainArgs, spec: &EnvSpec, device: &Device) -> Result<Self, LearnerError> {
-        validate(args)?;
-        let loaded = match &args.resume {
+    /// Builds the learning side for a `model` (unless `--resume` brings its
+    /// own) on envs of `spec` (described by `env` in
+    /// checkpoints), serving at most `max_env_slots` env slots, saving into
+    /// `run_dir` when given.
+    pub fn new(
+        train: &TrainConfig,
+        model: ModelConfig,
+        spec: &EnvSpec,
+        env: EnvDescription,
+        device: &Device,
+        seed: u64,
+        max_env_slots: usize,
+        run_dir: Option<PathBuf>,
+    ) -> Result<Self, LearnerError> {
+        train.validate()?;
+        let loaded = match &train.checkpoints.resume {
             Some(dir) => Some(
                 LoadedCheckpoint::latest(dir)
                     .map_err(|e| LearnerError::Config(format!("--resume: {e}")))?,
@@ -143,7 +78,7 @@ impl TrainingSetup {
         let model_config = match &loaded {
             // The architecture is the checkpoint's, whatever the flags say.
             Some(l) => l.config.model.clone(),
-            None => model_config(args, spec),
+            None => model,
         };
         if model_config.obs_shape != spec.obs_shape
             || model_config.num_actions != spec.num_actions as usize
@@ -154,7 +89,7 @@ impl TrainingSetup {
                 model_config.obs_shape, model_config.num_actions, spec.obs_shape, spec.num_actions
             )));
         }
-        let mut model = TrainableModel::new(&model_config, device, args.seed)?;
+        let mut model = TrainableModel::new(&model_config, device, seed)?;
         if let Some(l) = &loaded {
             l.restore_weights(&mut model)
                 .map_err(|e| LearnerError::Config(format!("--resume: {e}")))?;
@@ -165,12 +100,9 @@ impl TrainingSetup {
             PolicyVersion(resumed.policy_version),
         ));
 
-        let capacity = args
-            .replay_capacity
-            .unwrap_or(args.batch_size)
-            .max(args.batch_size);
+        let capacity = train.replay_capacity();
         let unroll = UnrollSpec {
-            unroll_length: args.unroll_length,
+            unroll_length: train.unroll_length,
             obs_shape: spec.obs_shape.clone(),
             obs_dtype: spec.obs_dtype,
             num_actions: spec.num_actions as usize,
@@ -180,10 +112,10 @@ impl TrainingSetup {
         // collation, in the prefetcher, so backpressure stays exact.
         let mut replay_cfg = ReplayConfig::new(capacity, SamplerConfig::Fifo)
             .with_writer_policy(WriterPolicy::Block {
-                timeout: Duration::from_millis(args.insert_timeout_ms),
+                timeout: train.replay.insert_timeout,
             })
-            .with_seed(args.seed);
-        if let Some(max_lag) = args.max_policy_lag {
+            .with_seed(seed);
+        if let Some(max_lag) = train.replay.max_policy_lag {
             replay_cfg = replay_cfg.with_policy_lag(PolicyLagCap {
                 max_lag,
                 action: LagAction::Drop,
@@ -197,75 +129,25 @@ impl TrainingSetup {
                 .map_err(|e| LearnerError::Config(format!("replay buffer: {e}")))?,
         );
         replay.set_policy_version(resumed.policy_version);
-        let assembler =
-            UnrollAssembler::new(unroll.clone(), args.max_env_slots, Arc::clone(&replay));
+        let assembler = UnrollAssembler::new(unroll.clone(), max_env_slots, Arc::clone(&replay));
 
-        let algorithm = match args.optimizer {
-            OptimizerKind::Adam => Algorithm::Adam(AdamConfig::default()),
-            OptimizerKind::Rmsprop => Algorithm::RmsProp(RmsPropConfig::default()),
-        };
-        let schedule = if args.lr_decay_steps > 0 {
-            LrSchedule::LinearDecay {
-                initial: args.learning_rate,
-                decay_steps: args.lr_decay_steps,
-            }
-        } else {
-            LrSchedule::Constant {
-                lr: args.learning_rate,
-            }
-        };
-        let trainer_cfg = TrainerConfig {
-            loss: ImpalaLossConfig {
-                discount: args.discount,
-                baseline_cost: args.baseline_cost,
-                entropy_cost: args.entropy_cost,
-                clip: VTraceClip {
-                    rho: args.vtrace_clip,
-                    c: args.vtrace_clip,
-                    pg_rho: args.vtrace_clip,
-                },
-            },
-            optimizer: OptimizerConfig {
-                algorithm,
-                schedule,
-            },
-            max_grad_norm: args.max_grad_norm,
-        };
         let mut trainer = Trainer::new(
             model,
-            trainer_cfg,
+            train.trainer,
             Arc::clone(&weights),
             Some(Arc::clone(&replay)),
         )
-        .map_err(LearnerError::Training)?;
+        .map_err(LearnerError::from)?;
         if let Some(l) = &loaded {
             l.restore_optimizer(&mut trainer.optimizer, device)
                 .map_err(|e| LearnerError::Config(format!("--resume: {e}")))?;
             info!(dir = %l.dir.display(), learner_steps = resumed.learner_steps,
                 policy_version = resumed.policy_version, "resumed from checkpoint");
         }
-        let flags = Hyperparameters {
-            unroll_length: args.unroll_length,
-            batch_size: args.batch_size,
-            optimizer: args.optimizer,
-            learning_rate: args.learning_rate,
-            lr_decay_steps: args.lr_decay_steps,
-            discount: args.discount,
-            entropy_cost: args.entropy_cost,
-            baseline_cost: args.baseline_cost,
-            max_grad_norm: args.max_grad_norm,
-            vtrace_clip: args.vtrace_clip,
-            replay_ratio: args.replay_ratio,
-            replay_capacity: capacity,
-            max_policy_lag: args.max_policy_lag,
-            seed: args.seed,
-            local_actors: args.local_actors,
-            envs_per_actor: args.envs_per_actor,
-        };
         let config = CheckpointConfig {
             model: model_config.clone(),
-            env: env_description(args, spec),
-            flags: serde_json::to_value(&flags).unwrap_or_default(),
+            env,
+            flags: serde_json::to_value(train).unwrap_or_default(),
         };
         Ok(TrainingSetup {
             sink: assembler.sink_factory(),
@@ -278,13 +160,13 @@ impl TrainingSetup {
             unroll,
             device: device.clone(),
             prefetch: PrefetchConfig {
-                batch_size: args.batch_size,
-                queue_depth: args.prefetch_depth,
-                threads: args.prefetch_threads,
-                reuse: args.replay_ratio,
+                batch_size: train.batch_size,
+                queue_depth: train.prefetch_depth,
+                threads: train.prefetch_threads,
+                reuse: train.replay.ratio,
             },
-            run_dir: args.run_dir.clone().or_else(|| args.resume.clone()),
-            checkpoint_every: Duration::from_secs_f64(args.checkpoint_secs.max(0.1)),
+            run_dir,
+            checkpoint_every: train.checkpoints.every.max(Duration::from_millis(100)),
             config,
         })
     }
@@ -320,7 +202,13 @@ impl TrainingSetup {
             Box::new(move |trainer: &Trainer| {
                 if Instant::now() >= next {
                     next = Instant::now() + every;
-                    if let Err(e) = checkpoint::save(&dir, trainer, &counters(trainer), &config) {
+                    if let Err(e) = checkpoint::save(
+                        &dir,
+                        &trainer.model,
+                        &trainer.optimizer,
+                        &counters(trainer),
+                        &config,
+                    ) {
                         warn!(error = %e, "periodic checkpoint failed");
                     }
                 }
@@ -349,7 +237,10 @@ impl TrainingSetup {
             prefetcher,
             stats,
         });
-        metrics.attach_training(Arc::clone(&probe));
+        {
+            let probe = Arc::clone(&probe);
+            metrics.attach_training(Box::new(move || probe.snapshot()));
+        }
         Ok(Training {
             probe,
             stop,
@@ -381,43 +272,6 @@ pub struct Training {
     config: CheckpointConfig,
     counters: Box<dyn Fn(&Trainer) -> CheckpointState + Send>,
     started: Instant,
-}
-
-/// A moment's view of the training side (progress line, metrics file, summary).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct TrainingSnapshot {
-    pub learner_steps: u64,
-    pub unrolls_trained: u64,
-    pub total_loss: f32,
-    pub pg_loss: f32,
-    pub value_loss: f32,
-    pub entropy: f32,
-    pub grad_norm: f32,
-    pub learning_rate: f32,
-    /// Mean policy lag over all trained unrolls so far, and the largest.
-    pub mean_policy_lag: f64,
-    pub max_policy_lag: u64,
-    /// Seconds the trainer waited for batches / computed, so far.
-    pub trainer_wait_seconds: f64,
-    pub trainer_busy_seconds: f64,
-    pub replay_stored: usize,
-    pub prefetch_queue: usize,
-    pub unrolls_inserted: u64,
-    pub unrolls_dropped_full: u64,
-    /// Seconds inference spent blocked on a full buffer (backpressure).
-    pub insert_wait_seconds: f64,
-}
-
-impl TrainingSnapshot {
-    /// Fraction of the trainer's time spent waiting for data.
-    pub fn wait_fraction(&self) -> f64 {
-        let total = self.trainer_wait_seconds + self.trainer_busy_seconds;
-        if total > 0.0 {
-            self.trainer_wait_seconds / total
-        } else {
-            0.0
-        }
-    }
 }
 
 impl TrainingProbe {
@@ -473,7 +327,7 @@ impl Training {
         self.probe.replay.close();
         let trainer = match self.handle.take().map(|h| h.join()) {
             Some(Ok(Ok(t))) => Some(t),
-            Some(Ok(Err(e))) => return Err(LearnerError::Training(e)),
+            Some(Ok(Err(e))) => return Err(e.into()),
             Some(Err(_)) => {
                 return Err(LearnerError::Config("the training thread panicked".into()))
             }
@@ -483,7 +337,7 @@ impl Training {
         self.probe.prefetcher.join();
         if let (Some(dir), Some(t)) = (&self.run_dir, &trainer) {
             let state = (self.counters)(t);
-            let path = checkpoint::save(dir, t, &state, &self.config)
+            let path = checkpoint::save(dir, &t.model, &t.optimizer, &state, &self.config)
                 .map_err(|e| LearnerError::Config(format!("final checkpoint: {e}")))?;
             info!(path = %path.display(), learner_steps = state.learner_steps, "checkpoint written");
         }

@@ -41,10 +41,10 @@ use crossbeam_utils::Backoff;
 use seed_shared::ObsDType;
 use tracing::warn;
 
-use crate::infer::inference::{InferenceSink, InferredBatch, InferredRow, SinkFactory};
-use crate::replay::{DType, FieldRef, ItemLayout, ReplayBuffer, ReplayError, Values};
+use crate::infer::sink::{InferenceSink, InferredBatch, InferredRow, SinkFactory};
 use crate::infer::state_table::{EnvSlot, LeaseId};
 use crate::model::weights::PolicyVersion;
+use crate::replay::{DType, FieldRef, ItemLayout, ReplayBuffer, ReplayError, Values};
 
 /// Field names of an unroll in the replay buffer (and of the collated
 /// training batch).

@@ -8,22 +8,34 @@
 //! mid-update is off by at most the updates in flight.
 //!
 //! Figures that other parts already keep (live slots, the batcher's queue,
-//! the training side) are not copied here: their owners are attached once
-//! and read at snapshot time, so nothing is counted twice.
+//! the training side) are not copied here: their owners attach a probe once
+//! (a closure over their own state) that is read at snapshot time, so nothing
+//! is counted twice.
+//!
+//! This module is a leaf: it imports no stage. Stages push into the counters
+//! below or attach probes; every report reads a snapshot.
 //!
 //! Cost per step request: a handful of uncontended `fetch_add`s and one
 //! histogram record; per inference batch, one more histogram record.
 pub mod log_histogram;
+pub mod snapshot;
+pub mod training;
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::infer::batcher::DynamicBatcher;
-use self::log_histogram::{HistogramSnapshot, LogHistogram};
-use crate::infer::state_table::StateTable;
-use crate::infer::step_request::StepRequest;
-use crate::learn::training::{TrainingProbe, TrainingSnapshot};
+use self::log_histogram::LogHistogram;
+
+pub use snapshot::{IntervalStats, MetricsSnapshot};
+pub use training::TrainingSnapshot;
+
+/// A figure a stage keeps itself, read at snapshot time (must be cheap: a
+/// few atomic loads).
+pub type Gauge = Box<dyn Fn() -> usize + Send + Sync>;
+
+/// Reads the training side's figures at snapshot time.
+pub type TrainingGauge = Box<dyn Fn() -> TrainingSnapshot + Send + Sync>;
 
 /// Episodes whose returns make up the reported mean.
 pub const RETURN_WINDOW: usize = 100;
@@ -41,7 +53,7 @@ pub struct Metrics {
     /// Inference batches run. Written by inference.
     pub inference_batches: AtomicU64,
     /// Of those, the batches a stream task ran itself
-    /// ([`crate::infer::inference::InlineInference`]). Written by inference.
+    /// (the inline path of inference). Written by inference.
     pub inline_batches: AtomicU64,
     /// Env rows in those batches (reset rows included). Written by inference.
     pub inference_rows: AtomicU64,
@@ -67,12 +79,12 @@ pub struct Metrics {
     returns: Box<[AtomicU32]>,
     /// Returns recorded so far; indexes the ring.
     returns_written: AtomicU64,
-    /// Source of the live-slot gauge, attached when the server starts.
-    state_table: OnceLock<Arc<StateTable>>,
-    /// Source of the queued-requests gauge, attached when the server starts.
-    batcher: OnceLock<Arc<DynamicBatcher<StepRequest>>>,
+    /// Source of the live-slot gauge, attached by the state table's owner.
+    live_slots: OnceLock<Gauge>,
+    /// Source of the queued-requests gauge, attached by the batcher's owner.
+    batcher_queued: OnceLock<Gauge>,
     /// The training side, attached when training starts (absent with `--no-train`).
-    training: OnceLock<Arc<TrainingProbe>>,
+    training: OnceLock<TrainingGauge>,
 }
 
 impl Default for Metrics {
@@ -101,8 +113,8 @@ impl Metrics {
             step_latency: LogHistogram::new(),
             returns: (0..RETURN_WINDOW).map(|_| AtomicU32::new(0)).collect(),
             returns_written: AtomicU64::new(0),
-            state_table: OnceLock::new(),
-            batcher: OnceLock::new(),
+            live_slots: OnceLock::new(),
+            batcher_queued: OnceLock::new(),
             training: OnceLock::new(),
         }
     }
@@ -133,19 +145,19 @@ impl Metrics {
         sum / n as f64
     }
 
-    /// Makes snapshots report the table's live slots (first call wins).
-    pub fn attach_state_table(&self, table: Arc<StateTable>) {
-        let _ = self.state_table.set(table);
+    /// Makes snapshots report the env slots leased to streams (first call wins).
+    pub fn attach_live_slots(&self, gauge: Gauge) {
+        let _ = self.live_slots.set(gauge);
     }
 
-    /// Makes snapshots report the batcher's queued requests (first call wins).
-    pub fn attach_batcher(&self, batcher: Arc<DynamicBatcher<StepRequest>>) {
-        let _ = self.batcher.set(batcher);
+    /// Makes snapshots report the step requests queued for inference (first call wins).
+    pub fn attach_batcher_queued(&self, gauge: Gauge) {
+        let _ = self.batcher_queued.set(gauge);
     }
 
     /// Makes snapshots report the training side (first call wins).
-    pub fn attach_training(&self, training: Arc<TrainingProbe>) {
-        let _ = self.training.set(training);
+    pub fn attach_training(&self, probe: TrainingGauge) {
+        let _ = self.training.set(probe);
     }
 
     /// Every figure at once.
@@ -162,108 +174,17 @@ impl Metrics {
             inference_rows: rows,
             inference_batch_rows: self.inference_batch_rows.snapshot(),
             connected_actors: self.connected_actors.load(Ordering::Relaxed),
-            live_slots: self.state_table.get().map_or(0, |t| t.live_slots()),
-            batcher_queued: self.batcher.get().map_or(0, |b| b.queued()),
+            live_slots: self.live_slots.get().map_or(0, |g| g()),
+            batcher_queued: self.batcher_queued.get().map_or(0, |g| g()),
             stream_errors: self.stream_errors.load(Ordering::Relaxed),
             episodes: self.episodes.load(Ordering::Relaxed),
             mean_return_last_100: self.mean_return(),
             policy_version: self.policy_version.load(Ordering::Relaxed),
             learner_steps: self.learner_steps.load(Ordering::Relaxed),
             step_latency: self.step_latency.snapshot(),
-            training: self.training.get().map(|t| t.snapshot()),
+            training: self.training.get().map(|probe| probe()),
         }
     }
-}
-
-/// A copy of every figure, taken at one moment; fields mirror [`Metrics`].
-#[derive(Debug, Clone, Default)]
-pub struct MetricsSnapshot {
-    /// Time since the server started.
-    pub uptime: Duration,
-    /// Env steps answered.
-    pub env_steps: u64,
-    /// Step batches accepted.
-    pub step_batches: u64,
-    /// Action batches sent.
-    pub action_batches: u64,
-    /// Inference batches run.
-    pub inference_batches: u64,
-    /// Of those, run inline by a stream task.
-    pub inline_batches: u64,
-    /// Env rows in those batches.
-    pub inference_rows: u64,
-    /// Env rows per inference batch.
-    pub inference_batch_rows: HistogramSnapshot,
-    /// Streams that completed the hello.
-    pub connected_actors: u32,
-    /// Env slots leased to streams.
-    pub live_slots: usize,
-    /// Step requests waiting in the batcher (approximate).
-    pub batcher_queued: usize,
-    /// Streams ended with an error status.
-    pub stream_errors: u64,
-    /// Episodes reported by actors.
-    pub episodes: u64,
-    /// Mean return of the last [`RETURN_WINDOW`] episodes.
-    pub mean_return_last_100: f64,
-    /// Policy version used by the latest inference batch.
-    pub policy_version: u64,
-    /// Training steps, skipped ones included.
-    pub learner_steps: u64,
-    /// Cumulative step latency histogram, in microseconds.
-    pub step_latency: HistogramSnapshot,
-    /// The training side; `None` when not training.
-    pub training: Option<TrainingSnapshot>,
-}
-
-impl MetricsSnapshot {
-    /// Mean env rows per inference batch (0 before any batch).
-    pub fn mean_batch_size(&self) -> f64 {
-        if self.inference_batches == 0 {
-            0.0
-        } else {
-            self.inference_rows as f64 / self.inference_batches as f64
-        }
-    }
-
-    /// Rates and latencies between `earlier` and `self`.
-    pub fn since(&self, earlier: &MetricsSnapshot) -> IntervalStats {
-        let secs = self.uptime.saturating_sub(earlier.uptime).as_secs_f64();
-        let batches =
-            self.inference_batches - earlier.inference_batches.min(self.inference_batches);
-        let rows = self.inference_rows - earlier.inference_rows.min(self.inference_rows);
-        let latency = self.step_latency.since(&earlier.step_latency);
-        IntervalStats {
-            seconds: secs,
-            env_steps_per_second: if secs > 0.0 {
-                self.env_steps.saturating_sub(earlier.env_steps) as f64 / secs
-            } else {
-                0.0
-            },
-            mean_batch_size: if batches == 0 {
-                0.0
-            } else {
-                rows as f64 / batches as f64
-            },
-            step_latency_p50_us: latency.quantile(0.5),
-            step_latency_p99_us: latency.quantile(0.99),
-        }
-    }
-}
-
-/// Figures over an interval (progress lines).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct IntervalStats {
-    /// Length of the interval.
-    pub seconds: f64,
-    /// Env steps answered per second.
-    pub env_steps_per_second: f64,
-    /// Mean env rows per inference batch.
-    pub mean_batch_size: f64,
-    /// Median step latency, microseconds.
-    pub step_latency_p50_us: f64,
-    /// 99th percentile step latency, microseconds.
-    pub step_latency_p99_us: f64,
 }
 
 #[cfg(test)]

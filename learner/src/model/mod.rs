@@ -40,7 +40,40 @@ pub struct ModelConfig {
     pub lstm_size: Option<usize>,
 }
 
+/// The network's shape beyond what the env spec fixes (`--hidden-sizes`,
+/// `--conv-features`, `--lstm`, `--lstm-size`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ModelShape {
+    /// MLP torso widths (vector observations).
+    pub hidden_sizes: Vec<usize>,
+    /// Conv torso output width (image observations).
+    pub conv_features: usize,
+    /// LSTM core size; `None`: feed-forward.
+    pub lstm_size: Option<usize>,
+}
+
+impl Default for ModelShape {
+    /// Two hidden layers of 64, a 256-wide conv torso, no LSTM.
+    fn default() -> Self {
+        ModelShape {
+            hidden_sizes: vec![64, 64],
+            conv_features: 256,
+            lstm_size: None,
+        }
+    }
+}
+
 impl ModelConfig {
+    /// The architecture for envs of `spec` with `shape`.
+    pub fn new(spec: &EnvSpec, shape: &ModelShape) -> Self {
+        ModelConfig {
+            hidden_sizes: shape.hidden_sizes.clone(),
+            conv_features: shape.conv_features,
+            lstm_size: shape.lstm_size,
+            ..ModelConfig::for_spec(spec)
+        }
+    }
+
     /// The default architecture for an env: MLP 64x64 for vectors, conv for images.
     pub fn for_spec(spec: &EnvSpec) -> Self {
         ModelConfig {

@@ -65,7 +65,7 @@ pub struct TrainingSummary {
 
 impl TrainingSummary {
     pub fn new(
-        t: &crate::learn::training::TrainingSnapshot,
+        t: &crate::metrics::TrainingSnapshot,
         train_seconds: f64,
         target_return: f64,
         solved: Option<(u64, f64)>,

@@ -27,14 +27,12 @@
 //! unbounded work or memory. (Rejecting beats stalling the reader: a stalled
 //! reader would also stop seeing the client's disconnect.)
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use candle_core::Device;
 use seed_shared::pb::learner_server::{Learner, LearnerServer};
 use seed_shared::{pb, EnvSpec, ProtocolError};
 use tokio::sync::{mpsc, watch};
@@ -45,105 +43,39 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
-use crate::infer::batcher::{BatcherConfig, DynamicBatcher};
-use crate::error::{LearnerError, StreamError};
-use crate::infer::inference::{spawn_inference_threads, InferenceShared, InlineInference, SinkFactory};
-use crate::metrics::{Metrics, MetricsSnapshot};
-use crate::report::metrics_endpoint::MetricsEndpoint;
-use crate::model::{ModelConfig, TrainableModel};
+use crate::error::LearnerError;
+use crate::infer::batcher::DynamicBatcher;
+use crate::infer::inference::InlineInference;
 use crate::infer::state_table::{SlotLease, StateTable};
 use crate::infer::step_request::{ReplySender, StepRequest};
-use crate::serve::transport::{self, BoundListener, ListenAddr};
-use crate::model::weights::{PolicyVersion, WeightsHandle};
+use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::model::weights::WeightsHandle;
+use crate::serve::stream_error::StreamError;
+use crate::serve::transport::{BoundListener, ListenAddr};
 
 /// Step batches a stream may have awaiting actions (see module docs).
 pub const MAX_STEP_BATCHES_IN_FLIGHT: usize = 8;
 
-/// Default of [`ServerConfig::inline_max_rows`] (`--inline-max-rows`): a
-/// CartPole MLP forward of 32 rows takes tens of microseconds on a CPU, short
-/// enough to run on a tokio worker.
-pub const DEFAULT_INLINE_MAX_ROWS: usize = 32;
-
-/// The only mapping from stream errors to gRPC codes.
-impl From<StreamError> for Status {
-    fn from(e: StreamError) -> Status {
-        use StreamError::*;
-        match e {
-            Transport(status) => status,
-            MissingToken | WrongToken => Status::unauthenticated(e.to_string()),
-            TooManyInFlight { .. } | SlotsExhausted { .. } | MessageTooLarge { .. } => {
-                Status::resource_exhausted(e.to_string())
-            }
-            ShuttingDown => Status::unavailable(e.to_string()),
-            FirstNotHello { .. }
-            | SecondHello
-            | EmptyMessage
-            | InvalidHello { .. }
-            | SpecMismatch { .. }
-            | Protocol(_)
-            | EnvBusy { .. } => Status::invalid_argument(e.to_string()),
-        }
-    }
-}
-
-/// Everything needed to start a learner server.
-pub struct ServerConfig {
-    /// Where to listen.
-    pub listen: ListenAddr,
-    /// With a busy TCP port, listen on an ephemeral one instead (embedded default).
-    pub fallback_to_ephemeral: bool,
+/// The service's own settings (the stages it forwards to come apart, in
+/// [`ServiceStages`]).
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
     /// The env spec every actor must declare.
     pub spec: EnvSpec,
-    /// Shared secret actors must send in their hello.
+    /// Shared secret actors must send in their hello; `None` or empty: none.
     pub token: Option<String>,
     /// Largest message accepted (and sent) on a stream.
     pub max_message_bytes: usize,
-    pub batcher: BatcherConfig,
-    pub max_env_slots: usize,
-    pub inference_threads: usize,
-    /// A step batch of at most this many rows that holds every live env slot
-    /// runs on its stream task instead of through the batcher
-    /// ([`crate::infer::inference::InlineInference`]); 0 turns this off, and so
-    /// does a `sink` (training).
-    pub inline_max_rows: usize,
-    pub device: Device,
-    pub seed: u64,
-    /// Network architecture; default `ModelConfig::for_spec(&spec)`. Ignored
-    /// when `weights` is given.
-    pub model: Option<ModelConfig>,
-    /// Weights published by a trainer; default: a fresh network from `seed`.
-    pub weights: Option<Arc<WeightsHandle>>,
-    /// The unroll builder hook (see [`crate::infer::inference::InferenceSink`]).
-    pub sink: Option<SinkFactory>,
-    /// Serve `GET /metrics` (Prometheus) here (`--metrics-addr`); port 0
-    /// picks a free one ([`ServerHandle::metrics_addr`] tells which).
-    pub metrics_addr: Option<SocketAddr>,
 }
 
-impl ServerConfig {
-    /// Defaults for `spec` on `listen`: matches the CLI defaults.
-    pub fn new(listen: ListenAddr, spec: EnvSpec) -> Self {
-        ServerConfig {
-            listen,
-            fallback_to_ephemeral: false,
-            spec,
-            token: None,
-            max_message_bytes: seed_shared::DEFAULT_MAX_MESSAGE_BYTES,
-            batcher: BatcherConfig {
-                max_rows: 256,
-                flush_after: Duration::from_micros(500),
-            },
-            max_env_slots: 65_536,
-            inference_threads: 1,
-            inline_max_rows: DEFAULT_INLINE_MAX_ROWS,
-            device: Device::Cpu,
-            seed: 0,
-            model: None,
-            weights: None,
-            sink: None,
-            metrics_addr: None,
-        }
-    }
+/// The stages a stream task hands its work to, built by the composition
+/// root ([`crate::app::Learner::start`]).
+pub struct ServiceStages {
+    pub table: Arc<StateTable>,
+    pub batcher: Arc<DynamicBatcher<StepRequest>>,
+    pub inline: InlineInference,
+    pub metrics: Arc<Metrics>,
+    pub weights: Arc<WeightsHandle>,
 }
 
 /// The live streams, so shutdown can end each with UNAVAILABLE. Touched at
@@ -223,70 +155,26 @@ pub struct ActorService {
 pub struct Server;
 
 impl Server {
-    /// Binds, starts the inference threads and serves until
-    /// [`ServerHandle::shutdown`]. Must run inside a tokio runtime.
-    pub async fn bind(config: ServerConfig) -> Result<ServerHandle, LearnerError> {
-        let weights = match config.weights {
-            Some(w) => w,
-            None => {
-                let model_cfg = config
-                    .model
-                    .unwrap_or_else(|| ModelConfig::for_spec(&config.spec));
-                let model = TrainableModel::new(&model_cfg, &config.device, config.seed)?;
-                Arc::new(WeightsHandle::new(model.snapshot()?, PolicyVersion(0)))
-            }
-        };
-        let state_size = weights.load().model.state_size();
-        let table = StateTable::new(config.max_env_slots, state_size);
-        let batcher = Arc::new(DynamicBatcher::new(
-            config.batcher,
-            config.inference_threads.max(1),
-        ));
-        {
-            let batcher = Arc::clone(&batcher);
-            table.set_release_hook(Box::new(move || batcher.wake()));
-        }
-        let metrics = Arc::new(Metrics::new());
-        metrics.attach_state_table(Arc::clone(&table));
-        metrics.attach_batcher(Arc::clone(&batcher));
-        metrics
-            .policy_version
-            .store(weights.version().0, Ordering::Relaxed);
-
-        let (listener, local) =
-            transport::bind(&config.listen, config.fallback_to_ephemeral).await?;
-        // Before any thread starts, so a busy metrics port leaves nothing behind.
-        let metrics_endpoint = match config.metrics_addr {
-            Some(addr) => Some(MetricsEndpoint::bind(addr, Arc::clone(&metrics)).await?),
-            None => None,
-        };
-
-        let (threads, inline) = spawn_inference_threads(
-            Arc::new(InferenceShared {
-                batcher: Arc::clone(&batcher),
-                table: Arc::clone(&table),
-                weights: Arc::clone(&weights),
-                metrics: Arc::clone(&metrics),
-                spec: config.spec.clone(),
-                device: config.device.clone(),
-                seed: config.seed,
-                sink: config.sink,
-            }),
-            config.inference_threads,
-            config.inline_max_rows,
-        )?;
-
+    /// Serves the `Learner` service and gRPC health checking on `listener`
+    /// (bound at `local`) until [`ServerHandle::shutdown`]. Must run inside
+    /// a tokio runtime.
+    pub async fn serve(
+        listener: BoundListener,
+        local: ListenAddr,
+        config: ServiceConfig,
+        stages: ServiceStages,
+    ) -> ServerHandle {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let service = ActorService {
             ctx: Arc::new(ServiceContext {
                 spec: config.spec,
                 token: config.token.filter(|t| !t.is_empty()),
                 max_message_bytes: config.max_message_bytes,
-                table: Arc::clone(&table),
-                batcher: Arc::clone(&batcher),
-                inline,
-                metrics: Arc::clone(&metrics),
-                weights: Arc::clone(&weights),
+                table: stages.table,
+                batcher: stages.batcher,
+                inline: stages.inline,
+                metrics: stages.metrics,
+                weights: stages.weights,
                 streams: StreamRegistry::default(),
             }),
         };
@@ -316,31 +204,21 @@ impl Server {
             ),
         };
         info!(addr = %local, "learner listening");
-        Ok(ServerHandle {
+        ServerHandle {
             addr: local,
-            metrics_endpoint,
-            metrics,
-            weights,
-            batcher,
             ctx,
             shutdown: shutdown_tx,
             serve,
-            threads,
-        })
+        }
     }
 }
 
-/// A running learner server.
+/// A running `Learner` service.
 pub struct ServerHandle {
     addr: ListenAddr,
-    metrics_endpoint: Option<MetricsEndpoint>,
-    metrics: Arc<Metrics>,
-    weights: Arc<WeightsHandle>,
-    batcher: Arc<DynamicBatcher<StepRequest>>,
     ctx: Arc<ServiceContext>,
     shutdown: watch::Sender<bool>,
     serve: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
-    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl ServerHandle {
@@ -349,34 +227,9 @@ impl ServerHandle {
         &self.addr
     }
 
-    /// A URI for a tonic client: `http://IP:PORT` (TCP only).
-    pub fn http_uri(&self) -> Option<String> {
-        match &self.addr {
-            ListenAddr::Tcp(a) => Some(format!("http://{a}")),
-            ListenAddr::Unix(_) => None,
-        }
-    }
-
-    /// Where `GET /metrics` is served, when [`ServerConfig::metrics_addr`] was set.
-    pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.metrics_endpoint
-            .as_ref()
-            .map(MetricsEndpoint::local_addr)
-    }
-
-    /// The learner's counters.
-    pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.metrics
-    }
-
-    /// The weights inference uses.
-    pub fn weights(&self) -> &Arc<WeightsHandle> {
-        &self.weights
-    }
-
-    /// Ends every stream with UNAVAILABLE, stops serving (the port or socket
-    /// is free when this returns, the metrics port too) and joins the
-    /// inference threads.
+    /// Ends every stream with UNAVAILABLE and stops serving: the port or
+    /// socket is free when this returns. Request still queued in the batcher
+    /// are answered into closed channels, which is harmless.
     pub async fn shutdown(self) -> Result<(), LearnerError> {
         self.ctx.streams.close();
         let _ = self.shutdown.send(true);
@@ -390,17 +243,6 @@ impl ServerHandle {
                 Ok(Ok(()))
             }
         };
-        if let Some(endpoint) = self.metrics_endpoint {
-            endpoint.shutdown().await;
-        }
-        self.batcher.close();
-        let threads = self.threads;
-        let _ = tokio::task::spawn_blocking(move || {
-            for t in threads {
-                let _ = t.join();
-            }
-        })
-        .await;
         if let ListenAddr::Unix(path) = &self.addr {
             let _ = std::fs::remove_file(path);
         }
@@ -741,37 +583,6 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn each_error_maps_to_its_code() {
-        let cases: Vec<(StreamError, tonic::Code)> = vec![
-            (StreamError::MissingToken, tonic::Code::Unauthenticated),
-            (StreamError::WrongToken, tonic::Code::Unauthenticated),
-            (StreamError::SecondHello, tonic::Code::InvalidArgument),
-            (
-                StreamError::FirstNotHello { got: "steps" },
-                tonic::Code::InvalidArgument,
-            ),
-            (
-                StreamError::TooManyInFlight { limit: 8, seq: 3 },
-                tonic::Code::ResourceExhausted,
-            ),
-            (
-                StreamError::MessageTooLarge {
-                    limit: 10,
-                    detail: String::new(),
-                },
-                tonic::Code::ResourceExhausted,
-            ),
-            (StreamError::ShuttingDown, tonic::Code::Unavailable),
-        ];
-        for (err, code) in cases {
-            let msg = err.to_string();
-            let status = Status::from(err);
-            assert_eq!(status.code(), code, "{msg}");
-            assert_eq!(status.message(), msg);
-        }
-    }
 
     #[test]
     fn token_comparison() {

@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
-use seed_learner::serve::server::{Server, ServerConfig, ServerHandle};
+use seed_learner::app::{Learner, LearnerConfig};
+use seed_learner::infer::sink::SinkFactory;
 use seed_learner::serve::transport::ListenAddr;
 use seed_shared::pb::learner_client::LearnerClient;
 use seed_shared::pb::{self, actor_message, learner_message};
@@ -29,7 +30,7 @@ pub const DEADLINE: Duration = Duration::from_secs(30);
 pub fn init() {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
-        seed_learner::app::run::configure_candle_threads(Some(1));
+        seed_learner::app::threads::configure_candle_threads(Some(1));
         let _ = tracing_subscriber::fmt()
             .with_env_filter("warn")
             .with_test_writer()
@@ -37,17 +38,34 @@ pub fn init() {
     });
 }
 
-/// A CartPole learner on `127.0.0.1:0`, adjusted by `tweak`.
-pub async fn start_learner(tweak: impl FnOnce(&mut ServerConfig)) -> ServerHandle {
+/// A serving (not training) CartPole learner on `127.0.0.1:0`, adjusted by `tweak`.
+pub async fn start_learner(tweak: impl FnOnce(&mut LearnerConfig)) -> Learner {
     init();
-    let mut cfg = ServerConfig::new(
+    Learner::start(&serving_config(tweak))
+        .await
+        .expect("learner starts")
+}
+
+/// Like [`start_learner`], with `sink` receiving every inferred batch.
+pub async fn start_learner_with_sink(
+    tweak: impl FnOnce(&mut LearnerConfig),
+    sink: SinkFactory,
+) -> Learner {
+    init();
+    Learner::start_with_sink(&serving_config(tweak), sink)
+        .await
+        .expect("learner starts")
+}
+
+fn serving_config(tweak: impl FnOnce(&mut LearnerConfig)) -> LearnerConfig {
+    let mut cfg = LearnerConfig::serving(
         "127.0.0.1:0"
             .parse::<ListenAddr>()
             .expect("literal address"),
-        EnvSpec::cartpole(),
+        seed_actor::EnvConfig::CartPole,
     );
     tweak(&mut cfg);
-    Server::bind(cfg).await.expect("learner starts")
+    cfg
 }
 
 /// Fails the test if `fut` does not finish within [`DEADLINE`].
@@ -69,7 +87,7 @@ pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     .await
 }
 
-pub async fn client(server: &ServerHandle) -> LearnerClient<Channel> {
+pub async fn client(server: &Learner) -> LearnerClient<Channel> {
     let uri = server.http_uri().expect("tcp learner");
     LearnerClient::connect(uri)
         .await
@@ -85,7 +103,7 @@ pub struct RawStream {
 }
 
 impl RawStream {
-    pub async fn open(server: &ServerHandle) -> RawStream {
+    pub async fn open(server: &Learner) -> RawStream {
         let mut c = client(server).await;
         let (tx, out) = mpsc::channel(64);
         let rx = c
@@ -174,7 +192,7 @@ pub struct GoodActor {
 }
 
 impl GoodActor {
-    pub async fn start(server: &ServerHandle, num_envs: u32, token: &str) -> GoodActor {
+    pub async fn start(server: &Learner, num_envs: u32, token: &str) -> GoodActor {
         let mut s = RawStream::open(server).await;
         s.hello(num_envs, token).await;
         let answered = Arc::new(AtomicU64::new(0));

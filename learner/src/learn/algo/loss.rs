@@ -28,7 +28,7 @@ use super::transitions::Transitions;
 use super::vtrace::{vtrace, VTraceClip, VTraceInputs};
 
 /// Hyperparameters of [`impala_loss`].
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct ImpalaLossConfig {
     /// γ, the per-step discount. Default 0.99.
     pub discount: f32,

@@ -67,7 +67,7 @@ pub struct VTraceInputs<'a> {
 }
 
 /// Truncation levels of the importance weights. `f32::INFINITY` disables a clip.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct VTraceClip {
     /// ρ̄: clips the `rhos` in `δ_t`; sets the fixed point the values converge to
     /// (π at ρ̄ = ∞, nearer μ below). IMPALA default 1.0.

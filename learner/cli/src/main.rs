@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use seed_learner::cli::{Cli, Command};
+use seed_learner_cli::flags::{Cli, Command};
 use tracing::error;
 use tracing_subscriber::EnvFilter;
 
@@ -23,17 +23,23 @@ fn main() -> ExitCode {
         Some(Command::Actor(args)) => seed_actor::cli::run(args)
             .map(|_| ())
             .map_err(anyhow::Error::from),
-        Some(Command::Eval(args)) => {
-            seed_learner::app::eval::evaluate(&args.checkpoint, args.episodes, args.seed, args.max_steps)
-                .map(|r| {
-                    println!(
-                        "{} episodes: mean return {:.1}, min {:.1}, max {:.1} (policy v{})",
-                        r.episodes, r.mean_return, r.min_return, r.max_return, r.policy_version
-                    )
-                })
-                .map_err(anyhow::Error::from)
-        }
-        None => seed_learner::app::run::run(&cli.train)
+        Some(Command::Eval(args)) => seed_learner::app::eval::evaluate(
+            &args.checkpoint,
+            args.episodes,
+            args.seed,
+            args.max_steps,
+        )
+        .map(|r| {
+            println!(
+                "{} episodes: mean return {:.1}, min {:.1}, max {:.1} (policy v{})",
+                r.episodes, r.mean_return, r.min_return, r.max_return, r.policy_version
+            )
+        })
+        .map_err(anyhow::Error::from),
+        None => cli
+            .train
+            .to_config()
+            .and_then(|config| seed_learner::app::run::run(&config))
             .map(|_| ())
             .map_err(anyhow::Error::from),
     };

@@ -1,19 +1,33 @@
-//! The `learner` command line.
+//! The `learner` command line, and its one translation into a
+//! [`LearnerConfig`] ([`TrainArgs::to_config`]).
 //!
 //! `learner [FLAGS]` (no subcommand) serves actors and runs the embedded
 //! default: local actor processes on CartPole over loopback. Subcommands:
 //! `learner actor ...` (hidden) runs one actor, so the embedded default needs
-//! no second binary; `learner eval ...` will join later.
+//! no second binary; `learner eval ...` runs greedy episodes of a checkpoint.
 //!
 //! Each doc comment states its flag's default; clap's own `[default: ...]`
-//! is hidden so help does not print it twice.
+//! is hidden so help does not print it twice. The defaults themselves are
+//! [`LearnerConfig::default`]'s: a test below parses no flags and compares.
 use std::path::PathBuf;
+use std::time::Duration;
 
-use crate::serve::server::DEFAULT_INLINE_MAX_ROWS;
 use clap::{Parser, Subcommand};
 #[cfg(test)]
 use seed_actor::cli::EnvKind;
 use seed_actor::cli::{ActorArgs, EnvArgs};
+use seed_learner::app::config::{InferenceConfig, RunConfig, ServeConfig, DEFAULT_INLINE_MAX_ROWS};
+use seed_learner::app::LearnerConfig;
+use seed_learner::error::LearnerError;
+use seed_learner::infer::batcher::BatcherConfig;
+use seed_learner::learn::algo::{ImpalaLossConfig, VTraceClip};
+use seed_learner::learn::config::{CheckpointSettings, ReplaySettings, TrainConfig};
+use seed_learner::learn::optimizer::{
+    AdamConfig, Algorithm, LrSchedule, OptimizerConfig, RmsPropConfig,
+};
+use seed_learner::learn::train::TrainerConfig;
+use seed_learner::model::ModelShape;
+use seed_learner::serve::transport::ListenAddr;
 use seed_shared::{DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
 
 /// Central-inference learner: serves actors, batches inference, reports metrics.
@@ -237,6 +251,116 @@ pub enum OptimizerKind {
 impl TrainArgs {
     /// The default listen address (used when `--listen` is not given).
     pub const DEFAULT_LISTEN: &'static str = DEFAULT_LEARNER_ADDR;
+
+    /// The run these flags describe, validated: the one place flags become
+    /// a [`LearnerConfig`].
+    pub fn to_config(&self) -> Result<LearnerConfig, LearnerError> {
+        let (listen, fallback_to_ephemeral) = match &self.listen {
+            Some(l) => (l.parse::<ListenAddr>()?, false),
+            None => (Self::DEFAULT_LISTEN.parse::<ListenAddr>()?, true),
+        };
+        if !self.checkpoint_secs.is_finite() {
+            return Err(LearnerError::Config(
+                "--checkpoint-secs must be a finite number".into(),
+            ));
+        }
+        if !self.progress_secs.is_finite() {
+            return Err(LearnerError::Config(
+                "--progress-secs must be a finite number".into(),
+            ));
+        }
+        let algorithm = match self.optimizer {
+            OptimizerKind::Adam => Algorithm::Adam(AdamConfig::default()),
+            OptimizerKind::Rmsprop => Algorithm::RmsProp(RmsPropConfig::default()),
+        };
+        let schedule = if self.lr_decay_steps > 0 {
+            LrSchedule::LinearDecay {
+                initial: self.learning_rate,
+                decay_steps: self.lr_decay_steps,
+            }
+        } else {
+            LrSchedule::Constant {
+                lr: self.learning_rate,
+            }
+        };
+        let train = (!self.no_train).then(|| TrainConfig {
+            unroll_length: self.unroll_length,
+            batch_size: self.batch_size,
+            trainer: TrainerConfig {
+                loss: ImpalaLossConfig {
+                    discount: self.discount,
+                    baseline_cost: self.baseline_cost,
+                    entropy_cost: self.entropy_cost,
+                    clip: VTraceClip {
+                        rho: self.vtrace_clip,
+                        c: self.vtrace_clip,
+                        pg_rho: self.vtrace_clip,
+                    },
+                },
+                optimizer: OptimizerConfig {
+                    algorithm,
+                    schedule,
+                },
+                max_grad_norm: self.max_grad_norm,
+            },
+            replay: ReplaySettings {
+                ratio: self.replay_ratio,
+                capacity: self.replay_capacity,
+                insert_timeout: Duration::from_millis(self.insert_timeout_ms),
+                max_policy_lag: self.max_policy_lag,
+            },
+            prefetch_threads: self.prefetch_threads,
+            prefetch_depth: self.prefetch_depth,
+            checkpoints: CheckpointSettings {
+                every: Duration::from_secs_f64(self.checkpoint_secs.max(0.0)),
+                resume: self.resume.clone(),
+            },
+        });
+        let config = LearnerConfig {
+            env: self.environment.env_config(),
+            seed: self.seed,
+            model: ModelShape {
+                hidden_sizes: self.hidden_sizes.clone(),
+                conv_features: self.conv_features,
+                lstm_size: self.lstm.then_some(self.lstm_size),
+            },
+            serve: ServeConfig {
+                listen,
+                fallback_to_ephemeral,
+                token: self.token.clone().filter(|t| !t.is_empty()),
+                max_message_bytes: self.max_message_bytes,
+                max_env_slots: self.max_env_slots,
+                io_threads: self.io_threads,
+                metrics_addr: self.metrics_addr,
+            },
+            inference: InferenceConfig {
+                batcher: BatcherConfig {
+                    max_rows: self.max_batch,
+                    flush_after: Duration::from_micros(self.flush_us),
+                },
+                threads: self.inference_threads,
+                inline_max_rows: self.inline_max_rows,
+                device: self.device.parse()?,
+                candle_threads: self.threads,
+            },
+            train,
+            run: RunConfig {
+                local_actors: self.local_actors,
+                envs_per_actor: self.envs_per_actor,
+                actor_bin: self.actor_bin.clone(),
+                max_seconds: self.max_seconds,
+                max_env_steps: self.max_env_steps,
+                progress_every: (self.progress_secs > 0.0)
+                    .then(|| Duration::from_secs_f64(self.progress_secs)),
+                summary_json: self.summary_json.clone(),
+                target_return: self.target_return,
+                stop_when_solved: self.stop_when_solved,
+                run_dir: self.run_dir.clone(),
+            },
+        };
+        config.validate()?;
+        Ok(config)
+    }
 }
 
 #[cfg(test)]
@@ -265,6 +389,86 @@ mod tests {
         assert_eq!(t.target_return, 475.0);
         assert_eq!(t.hidden_sizes, vec![64, 64]);
         assert_eq!(t.metrics_addr, None);
+    }
+
+    #[test]
+    fn no_flags_give_the_library_defaults() {
+        let config = parse(&[]).unwrap().train.to_config().unwrap();
+        assert_eq!(config, LearnerConfig::default());
+        let serving = parse(&[
+            "--no-train",
+            "--local-actors",
+            "0",
+            "--listen",
+            "127.0.0.1:50051",
+        ])
+        .unwrap()
+        .train
+        .to_config()
+        .unwrap();
+        assert_eq!(
+            serving,
+            LearnerConfig::serving(
+                "127.0.0.1:50051".parse().unwrap(),
+                LearnerConfig::default().env
+            )
+        );
+    }
+
+    #[test]
+    fn flags_reach_the_config_and_bad_ones_are_refused() {
+        let c = parse(&[
+            "--lstm",
+            "--lstm-size",
+            "32",
+            "--lr-decay-steps",
+            "100",
+            "--optimizer",
+            "rmsprop",
+            "--device",
+            "cuda:1",
+            "--run-dir",
+            "/tmp/r",
+            "--flush-us",
+            "7",
+        ])
+        .unwrap()
+        .train
+        .to_config()
+        .unwrap();
+        let t = c.train.as_ref().unwrap();
+        assert_eq!(c.model.lstm_size, Some(32));
+        assert!(matches!(
+            t.trainer.optimizer.schedule,
+            LrSchedule::LinearDecay {
+                decay_steps: 100,
+                ..
+            }
+        ));
+        assert!(matches!(
+            t.trainer.optimizer.algorithm,
+            Algorithm::RmsProp(_)
+        ));
+        assert_eq!(
+            c.inference.device,
+            seed_learner::device::DeviceSpec::Cuda(1)
+        );
+        assert_eq!(c.run_dir(), Some(&PathBuf::from("/tmp/r")));
+        assert_eq!(c.inference.batcher.flush_after, Duration::from_micros(7));
+        for (flags, named) in [
+            (&["--max-batch", "0"][..], "--max-batch"),
+            (&["--unroll-length", "0"][..], "--unroll-length"),
+            (&["--device", "tpu"][..], "--device"),
+            (&["--listen", "nowhere"][..], "--listen"),
+        ] {
+            let e = parse(flags)
+                .unwrap()
+                .train
+                .to_config()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(named), "{flags:?}: {e}");
+        }
     }
 
     #[test]

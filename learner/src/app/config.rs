@@ -1,0 +1,269 @@
+//! [`LearnerConfig`]: everything a learner run is, typed, with every default
+//! and every check in one place.
+//!
+//! The `learner` binary turns its flags into one of these at the edge (the
+//! library never sees clap types); tests and embedders build one directly,
+//! starting from [`LearnerConfig::default`] (exactly the CLI's defaults: a
+//! test in the CLI crate holds the two together). [`LearnerConfig::validate`]
+//! is the one place a configuration is refused; its messages name the flag
+//! that sets the field, since that is what a user can change.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::seed_env_shim::EnvConfig;
+use seed_shared::{DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
+
+use crate::device::DeviceSpec;
+use crate::error::LearnerError;
+use crate::infer::batcher::BatcherConfig;
+use crate::learn::config::TrainConfig;
+use crate::model::ModelShape;
+use crate::serve::transport::ListenAddr;
+
+/// A learner run: what to serve, how to infer, how (and whether) to train,
+/// and when to stop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LearnerConfig {
+    /// The environment actors must run (also what local actors run).
+    pub env: EnvConfig,
+    /// Seed of the initial weights, action sampling, replay and local actors.
+    pub seed: u64,
+    /// The network's shape beyond what the env spec fixes.
+    pub model: ModelShape,
+    pub serve: ServeConfig,
+    pub inference: InferenceConfig,
+    /// `None`: serve and infer only (`--no-train`).
+    pub train: Option<TrainConfig>,
+    pub run: RunConfig,
+}
+
+/// The gRPC side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeConfig {
+    /// `--listen`.
+    pub listen: ListenAddr,
+    /// With a busy TCP port, listen on an ephemeral one instead (true only
+    /// when `--listen` was not given).
+    pub fallback_to_ephemeral: bool,
+    /// `--token`: the shared secret actors must send; `None`: no check.
+    pub token: Option<String>,
+    /// `--max-message-bytes`.
+    pub max_message_bytes: usize,
+    /// `--max-env-slots`: env slots served at once over all actors.
+    pub max_env_slots: usize,
+    /// `--io-threads`: tokio workers; `None`: 1 per 4 cores, 1 to 4.
+    pub io_threads: Option<usize>,
+    /// `--metrics-addr`: serve Prometheus `GET /metrics` here.
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// Batching and inference.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InferenceConfig {
+    /// `--max-batch` and `--flush-us`.
+    pub batcher: BatcherConfig,
+    /// `--inference-threads`.
+    pub threads: usize,
+    /// `--inline-max-rows`: a step batch of at most this many rows that
+    /// holds every live env slot runs on its stream task; 0 turns this off,
+    /// and so does training (see `crate::infer::inference::InlineInference`).
+    pub inline_max_rows: usize,
+    /// `--device`.
+    pub device: DeviceSpec,
+    /// `--threads`: candle's CPU pool; `None`: `$RAYON_NUM_THREADS` if set,
+    /// else 1 per 4 cores, at most 8.
+    pub candle_threads: Option<usize>,
+}
+
+/// The run loop: local actors, stop conditions, reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    /// `--local-actors`: actor processes to spawn; 0 serves remote actors only.
+    pub local_actors: usize,
+    /// `--envs-per-actor`.
+    pub envs_per_actor: usize,
+    /// `--actor-bin`: run local actors from this binary; `None`: this
+    /// executable's `actor` subcommand.
+    pub actor_bin: Option<PathBuf>,
+    /// `--max-seconds`.
+    pub max_seconds: Option<f64>,
+    /// `--max-env-steps`.
+    pub max_env_steps: Option<u64>,
+    /// `--progress-secs`; `None`: no progress lines.
+    pub progress_every: Option<Duration>,
+    /// `--summary-json`.
+    pub summary_json: Option<PathBuf>,
+    /// `--target-return`: the mean return (last 100 episodes) that counts as solved.
+    pub target_return: f64,
+    /// `--stop-when-solved`.
+    pub stop_when_solved: bool,
+    /// `--run-dir`: checkpoints, metrics.jsonl and learning_curve.png.
+    pub run_dir: Option<PathBuf>,
+}
+
+/// Default of `--inline-max-rows`: a CartPole MLP forward of 32 rows takes
+/// tens of microseconds on a CPU, short enough to run on a tokio worker.
+pub const DEFAULT_INLINE_MAX_ROWS: usize = 32;
+
+impl Default for LearnerConfig {
+    /// The CLI's defaults: CartPole, 2 local actors of 32 envs, training on.
+    fn default() -> Self {
+        LearnerConfig {
+            env: EnvConfig::CartPole,
+            seed: 0,
+            model: ModelShape::default(),
+            serve: ServeConfig::default(),
+            inference: InferenceConfig::default(),
+            train: Some(TrainConfig::default()),
+            run: RunConfig::default(),
+        }
+    }
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            listen: default_listen(),
+            fallback_to_ephemeral: true,
+            token: None,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_env_slots: 65_536,
+            io_threads: None,
+            metrics_addr: None,
+        }
+    }
+}
+
+/// `127.0.0.1:50051`, the address actors try by default.
+pub fn default_listen() -> ListenAddr {
+    ListenAddr::Tcp(
+        DEFAULT_LEARNER_ADDR
+            .parse()
+            .expect("DEFAULT_LEARNER_ADDR is a socket address literal"),
+    )
+}
+
+impl Default for InferenceConfig {
+    fn default() -> Self {
+        InferenceConfig {
+            batcher: BatcherConfig {
+                max_rows: 256,
+                flush_after: Duration::from_micros(500),
+            },
+            threads: 1,
+            inline_max_rows: DEFAULT_INLINE_MAX_ROWS,
+            device: DeviceSpec::Cpu,
+            candle_threads: None,
+        }
+    }
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            local_actors: 2,
+            envs_per_actor: 32,
+            actor_bin: None,
+            max_seconds: None,
+            max_env_steps: None,
+            progress_every: Some(Duration::from_secs(5)),
+            summary_json: None,
+            target_return: 475.0,
+            stop_when_solved: false,
+            run_dir: None,
+        }
+    }
+}
+
+impl LearnerConfig {
+    /// Serving only, on `listen`, for `env`: no training and no local actors
+    /// (what tests and embedders that bring their own actors start from).
+    pub fn serving(listen: ListenAddr, env: EnvConfig) -> Self {
+        LearnerConfig {
+            env,
+            serve: ServeConfig {
+                listen,
+                fallback_to_ephemeral: false,
+                ..ServeConfig::default()
+            },
+            train: None,
+            run: RunConfig {
+                local_actors: 0,
+                ..RunConfig::default()
+            },
+            ..LearnerConfig::default()
+        }
+    }
+
+    /// The run directory: `--run-dir`, else the `--resume` directory.
+    pub fn run_dir(&self) -> Option<&PathBuf> {
+        let resume = self
+            .train
+            .as_ref()
+            .and_then(|t| t.checkpoints.resume.as_ref());
+        self.run.run_dir.as_ref().or(resume)
+    }
+
+    /// Refuses configurations that cannot run, naming the flag.
+    pub fn validate(&self) -> Result<(), LearnerError> {
+        let bad = |m: &str| Err(LearnerError::Config(m.into()));
+        if self.inference.batcher.max_rows == 0 {
+            return bad("--max-batch must be at least 1");
+        }
+        if self.serve.max_env_slots == 0 {
+            return bad("--max-env-slots must be at least 1");
+        }
+        if self.run.max_seconds.is_some_and(|s| !s.is_finite()) {
+            return bad("--max-seconds must be a finite number");
+        }
+        if self.model.hidden_sizes.is_empty() || self.model.hidden_sizes.contains(&0) {
+            return bad("--hidden-sizes needs at least one positive width");
+        }
+        if self.model.lstm_size == Some(0) {
+            return bad("--lstm-size must be at least 1");
+        }
+        if let Some(t) = &self.train {
+            t.validate()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::learn::optimizer::LrSchedule;
+
+    #[test]
+    fn defaults_validate() {
+        LearnerConfig::default().validate().unwrap();
+        let serving = LearnerConfig::serving(default_listen(), EnvConfig::CartPole);
+        serving.validate().unwrap();
+        assert!(serving.train.is_none() && serving.run.local_actors == 0);
+    }
+
+    #[test]
+    fn each_check_names_its_flag() {
+        let with = |f: &dyn Fn(&mut LearnerConfig)| {
+            let mut c = LearnerConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err().to_string()
+        };
+        fn train(c: &mut LearnerConfig) -> &mut TrainConfig {
+            c.train.as_mut().expect("training by default")
+        }
+        assert!(with(&|c| c.inference.batcher.max_rows = 0).contains("--max-batch"));
+        assert!(with(&|c| train(c).unroll_length = 0).contains("--unroll-length"));
+        assert!(with(&|c| train(c).batch_size = 0).contains("--batch-size"));
+        assert!(with(&|c| train(c).replay.ratio = 0).contains("--replay-ratio"));
+        assert!(
+            with(&|c| train(c).trainer.optimizer.schedule = LrSchedule::Constant { lr: -1.0 })
+                .contains("--learning-rate")
+        );
+        assert!(with(&|c| train(c).trainer.max_grad_norm = f32::NAN).contains("--max-grad-norm"));
+        assert!(with(&|c| train(c).trainer.loss.discount = 1.5).contains("--discount"));
+        assert!(with(&|c| c.model.hidden_sizes = vec![]).contains("--hidden-sizes"));
+        assert!(with(&|c| c.model.lstm_size = Some(0)).contains("--lstm-size"));
+    }
+}

@@ -1,0 +1,287 @@
+//! [`Learner::start`]: the composition root. The one place the stages are
+//! built, wired to each other and started; the returned [`Learner`] owns
+//! their lifecycle and stops them in the right order.
+//!
+//! # Order
+//! Stages are built along the data flow (server → batcher → inference →
+//! unroll → replay → prefetch → train → weights), with one rule on top: a
+//! stage is started only once everything it pushes into exists. So:
+//! 1. the learning side's objects ([`TrainingSetup`]: model and weights,
+//!    replay buffer, unroll builder), since inference pushes into the unroll
+//!    builder and reads the weights (a fresh network when not training);
+//! 2. the state table and the batcher (what stream tasks push into);
+//! 3. the listener and the metrics endpoint, bound before any thread starts
+//!    so that a busy port leaves nothing behind;
+//! 4. the inference threads, then the service (streams are accepted from
+//!    here on);
+//! 5. prefetch and the training thread.
+//!
+//! Stopping runs the other way: training first (closing the replay buffer
+//! frees an inference thread blocked on backpressure), then the service, the
+//! metrics endpoint, and the inference threads once the batcher is drained.
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::seed_env_shim::{EnvConfig, SyntheticConfig};
+
+use crate::app::config::LearnerConfig;
+use crate::error::LearnerError;
+use crate::infer::batcher::DynamicBatcher;
+use crate::infer::inference::{spawn_inference_threads, InferenceShared};
+use crate::infer::sink::SinkFactory;
+use crate::infer::state_table::StateTable;
+use crate::infer::step_request::StepRequest;
+use crate::learn::checkpoint::EnvDescription;
+use crate::learn::training::{Training, TrainingSetup};
+use crate::metrics::Metrics;
+use crate::model::weights::{PolicyVersion, WeightsHandle};
+use crate::model::{ModelConfig, TrainableModel};
+use crate::report::metrics_endpoint::MetricsEndpoint;
+use crate::serve::server::{Server, ServerHandle, ServiceConfig, ServiceStages};
+use crate::serve::transport::{self, ListenAddr};
+
+/// A running learner: serving, inferring and (unless `--no-train`) training.
+pub struct Learner {
+    server: Option<ServerHandle>,
+    addr: ListenAddr,
+    metrics: Arc<Metrics>,
+    weights: Arc<WeightsHandle>,
+    batcher: Arc<DynamicBatcher<StepRequest>>,
+    inference_threads: Vec<JoinHandle<()>>,
+    metrics_endpoint: Option<MetricsEndpoint>,
+    training: Option<Training>,
+}
+
+impl Learner {
+    /// Builds and starts every stage `config` describes (see the module
+    /// docs for the order). Must run inside a tokio runtime.
+    pub async fn start(config: &LearnerConfig) -> Result<Learner, LearnerError> {
+        Self::build(config, None).await
+    }
+
+    /// Serves with the caller's inference sink instead of the trainer: for
+    /// embedding (and tests) that consume inferred batches themselves.
+    /// `config.train` must be `None`.
+    pub async fn start_with_sink(
+        config: &LearnerConfig,
+        sink: SinkFactory,
+    ) -> Result<Learner, LearnerError> {
+        if config.train.is_some() {
+            return Err(LearnerError::Config(
+                "a caller's inference sink replaces training: set `train` to None (--no-train)"
+                    .into(),
+            ));
+        }
+        Self::build(config, Some(sink)).await
+    }
+
+    async fn build(
+        config: &LearnerConfig,
+        external_sink: Option<SinkFactory>,
+    ) -> Result<Learner, LearnerError> {
+        config.validate()?;
+        let spec = config.env.spec();
+        let device = config.inference.device.open()?;
+        let model = ModelConfig::new(&spec, &config.model);
+
+        // 1. The learning side (or a fresh network to serve).
+        let setup = match &config.train {
+            Some(train) => Some(TrainingSetup::new(
+                train,
+                model.clone(),
+                &spec,
+                env_description(&config.env),
+                &device,
+                config.seed,
+                config.serve.max_env_slots,
+                config.run_dir().cloned(),
+            )?),
+            None => None,
+        };
+        let (weights, sink) = match &setup {
+            Some(s) => (Arc::clone(&s.weights), Some(Arc::clone(&s.sink))),
+            None => {
+                let model = TrainableModel::new(&model, &device, config.seed)?;
+                let weights = Arc::new(WeightsHandle::new(model.snapshot()?, PolicyVersion(0)));
+                (weights, external_sink)
+            }
+        };
+
+        // 2. What stream tasks push into.
+        let state_size = weights.load().model.state_size();
+        let table = StateTable::new(config.serve.max_env_slots, state_size);
+        let batcher = Arc::new(DynamicBatcher::new(
+            config.inference.batcher,
+            config.inference.threads.max(1),
+        ));
+        {
+            let batcher = Arc::clone(&batcher);
+            table.set_release_hook(Box::new(move || batcher.wake()));
+        }
+        let metrics = Arc::new(Metrics::new());
+        {
+            let table = Arc::clone(&table);
+            metrics.attach_live_slots(Box::new(move || table.live_slots()));
+            let batcher = Arc::clone(&batcher);
+            metrics.attach_batcher_queued(Box::new(move || batcher.queued()));
+        }
+        metrics
+            .policy_version
+            .store(weights.version().0, Ordering::Relaxed);
+
+        // 3. The sockets, before any thread starts.
+        let (listener, local) =
+            transport::bind(&config.serve.listen, config.serve.fallback_to_ephemeral).await?;
+        let metrics_endpoint = match config.serve.metrics_addr {
+            Some(addr) => Some(MetricsEndpoint::bind(addr, Arc::clone(&metrics)).await?),
+            None => None,
+        };
+
+        // 4. Inference, then the service.
+        let (inference_threads, inline) = spawn_inference_threads(
+            Arc::new(InferenceShared {
+                batcher: Arc::clone(&batcher),
+                table: Arc::clone(&table),
+                weights: Arc::clone(&weights),
+                metrics: Arc::clone(&metrics),
+                spec: spec.clone(),
+                device: device.clone(),
+                seed: config.seed,
+                sink,
+            }),
+            config.inference.threads,
+            config.inference.inline_max_rows,
+        )?;
+        let server = Server::serve(
+            listener,
+            local.clone(),
+            ServiceConfig {
+                spec,
+                token: config.serve.token.clone(),
+                max_message_bytes: config.serve.max_message_bytes,
+            },
+            ServiceStages {
+                table,
+                batcher: Arc::clone(&batcher),
+                inline,
+                metrics: Arc::clone(&metrics),
+                weights: Arc::clone(&weights),
+            },
+        )
+        .await;
+
+        // 5. Prefetch and training, counting on from a resumed run.
+        let training = match setup {
+            Some(s) => {
+                let resumed = s.resumed;
+                metrics
+                    .env_steps
+                    .store(resumed.env_steps, Ordering::Relaxed);
+                metrics.episodes.store(resumed.episodes, Ordering::Relaxed);
+                Some(s.start(Arc::clone(&metrics))?)
+            }
+            None => None,
+        };
+        Ok(Learner {
+            server: Some(server),
+            addr: local,
+            metrics,
+            weights,
+            batcher,
+            inference_threads,
+            metrics_endpoint,
+            training,
+        })
+    }
+
+    /// The address actually listened on (ephemeral port resolved).
+    pub fn local_addr(&self) -> &ListenAddr {
+        &self.addr
+    }
+
+    /// A URI for a tonic client: `http://IP:PORT` (TCP only).
+    pub fn http_uri(&self) -> Option<String> {
+        match &self.addr {
+            ListenAddr::Tcp(a) => Some(format!("http://{a}")),
+            ListenAddr::Unix(_) => None,
+        }
+    }
+
+    /// Where `GET /metrics` is served, when `--metrics-addr` was set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_endpoint
+            .as_ref()
+            .map(MetricsEndpoint::local_addr)
+    }
+
+    /// The learner's counters.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The weights inference uses.
+    pub fn weights(&self) -> &Arc<WeightsHandle> {
+        &self.weights
+    }
+
+    /// How long training has run; `None` when not training.
+    pub fn training_elapsed(&self) -> Option<Duration> {
+        self.training.as_ref().map(Training::elapsed)
+    }
+
+    /// Stops training: joins its threads and writes the final checkpoint
+    /// (with a run directory). Serving goes on. Does nothing when not
+    /// training or already stopped.
+    pub async fn stop_training(&mut self) -> Result<(), LearnerError> {
+        let Some(training) = self.training.take() else {
+            return Ok(());
+        };
+        tokio::task::spawn_blocking(move || training.stop())
+            .await
+            .map_err(|e| LearnerError::Config(format!("the training stop panicked: {e}")))?
+    }
+
+    /// Stops everything (see the module docs for the order): the port or
+    /// socket is free and every thread joined when this returns. An error
+    /// (training's first, the final checkpoint included, then the server's)
+    /// is returned after everything has stopped.
+    pub async fn shutdown(mut self) -> Result<(), LearnerError> {
+        let trained = self.stop_training().await;
+        let served = match self.server.take() {
+            Some(server) => server.shutdown().await,
+            None => Ok(()),
+        };
+        if let Some(endpoint) = self.metrics_endpoint.take() {
+            endpoint.shutdown().await;
+        }
+        self.batcher.close();
+        let threads = std::mem::take(&mut self.inference_threads);
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await;
+        trained.and(served)
+    }
+}
+
+/// What a checkpoint records of the env, so `learner eval` can rebuild it.
+fn env_description(env: &EnvConfig) -> EnvDescription {
+    let spec = env.spec();
+    let (kind, synthetic) = match env {
+        EnvConfig::CartPole => ("cartpole", SyntheticConfig::default()),
+        EnvConfig::Synthetic(s) => ("synthetic", s.clone()),
+    };
+    EnvDescription {
+        kind: kind.into(),
+        obs_shape: spec.obs_shape.clone(),
+        obs_dtype: spec.obs_dtype.to_string(),
+        num_actions: spec.num_actions,
+        episode_len: synthetic.episode_len,
+        step_cost_us: synthetic.step_cost_us,
+    }
+}
