@@ -19,7 +19,7 @@ fi
 source "$TOOLCHAIN/cuda-env.sh"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/cuda}
 echo "building with CUDA_HOME=$CUDA_HOME CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP (first build ~10 min: candle's kernels)" >&2
-cargo build --release --features seed-benches/cuda -p seed-learner -p seed-actor -p seed-benches \
+cargo build --release --features seed-benches/cuda -p seed-learner-cli -p seed-actor -p seed-benches \
   --bin learner --bin actor --bin inference_bench --bin latency
 mkdir -p .gpu
 for b in learner actor inference_bench latency; do

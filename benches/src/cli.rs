@@ -172,7 +172,7 @@ impl LatencyCli {
         ] {
             if !path.is_file() {
                 return Err(HarnessError::Config(format!(
-                    "{} not found (build it with `cargo build --release -p seed-learner -p seed-actor`, or pass {flag})",
+                    "{} not found (build it with `cargo build --release -p seed-learner-cli -p seed-actor`, or pass {flag})",
                     path.display()
                 )));
             }
