@@ -25,7 +25,6 @@ pub mod optimizer;
 pub mod plot_font;
 pub mod prefetch;
 pub mod prometheus;
-pub mod replay;
 pub mod run;
 pub mod server;
 pub mod state_table;

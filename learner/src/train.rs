@@ -27,8 +27,8 @@ use crate::error::LearnerError;
 use crate::model::TrainableModel;
 use crate::optimizer::{Optimizer, OptimizerConfig, OptimizerError};
 use crate::prefetch::{NextBatchError, Prefetcher, TrainBatch};
-use crate::replay::ReplayBuffer;
 use crate::weights::{PolicyVersion, WeightsHandle};
+use seed_replay::ReplayBuffer;
 
 /// What the trainer needs besides the model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -273,9 +273,9 @@ mod tests {
     use crate::model::ModelConfig;
     use crate::optimizer::{AdamConfig, Algorithm, LrSchedule};
     use crate::prefetch::Collator;
-    use crate::replay::{ReplayConfig, SamplerConfig};
     use crate::unroll::{PushOutcome, UnrollBuilder, UnrollSpec};
     use candle_core::{Device, Tensor};
+    use seed_replay::{ReplayConfig, SamplerConfig};
     use seed_shared::{EnvSpec, ObsDType};
 
     /// A few training steps on u8 image observations through the conv torso

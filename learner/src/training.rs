@@ -31,12 +31,12 @@ use crate::metrics::Metrics;
 use crate::model::{ModelConfig, TrainableModel};
 use crate::optimizer::{AdamConfig, Algorithm, LrSchedule, OptimizerConfig, RmsPropConfig};
 use crate::prefetch::{PrefetchConfig, Prefetcher};
-use crate::replay::{
-    LagAction, PolicyLagCap, ReplayBuffer, ReplayConfig, SamplerConfig, WriterPolicy,
-};
 use crate::train::{spawn_training_thread, TrainError, Trainer, TrainerConfig, TrainerStats};
 use crate::unroll::{UnrollAssembler, UnrollSpec};
 use crate::weights::{PolicyVersion, WeightsHandle};
+use seed_replay::{
+    LagAction, PolicyLagCap, ReplayBuffer, ReplayConfig, SamplerConfig, WriterPolicy,
+};
 
 /// The model architecture the flags ask for.
 pub fn model_config(args: &TrainArgs, spec: &EnvSpec) -> ModelConfig {

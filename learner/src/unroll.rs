@@ -42,9 +42,9 @@ use seed_shared::ObsDType;
 use tracing::warn;
 
 use crate::inference::{InferenceSink, InferredBatch, InferredRow, SinkFactory};
-use crate::replay::{DType, FieldRef, ItemLayout, ReplayBuffer, ReplayError, Values};
 use crate::state_table::{EnvSlot, LeaseId};
 use crate::weights::PolicyVersion;
+use seed_replay::{DType, FieldRef, ItemLayout, ReplayBuffer, ReplayError, Values};
 
 /// Field names of an unroll in the replay buffer (and of the collated
 /// training batch).
@@ -536,7 +536,7 @@ impl InferenceSink for UnrollSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::{ReplayConfig, SamplerConfig};
+    use seed_replay::{ReplayConfig, SamplerConfig};
 
     fn spec(t: usize, h: usize) -> UnrollSpec {
         UnrollSpec {

@@ -34,7 +34,7 @@
 //!
 //! # Example
 //! ```
-//! use seed_learner::replay::*;
+//! use seed_replay::*;
 //! # fn main() -> Result<(), ReplayError> {
 //! let (t, obs, a) = (4, 3, 2);
 //! let layout = ItemLayout::builder()
@@ -78,6 +78,7 @@ mod error;
 mod item;
 mod layout;
 mod lazy;
+mod loom;
 mod notifier;
 mod policy_lag;
 mod rate_limiter;

@@ -228,8 +228,8 @@ pub(crate) fn copy_out(words: &[AtomicU64], dst: &mut [u8]) {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::replay::layout::{DType, ItemLayout};
-    use crate::replay::storage::{Storage, StorageOrder};
+    use crate::layout::{DType, ItemLayout};
+    use crate::storage::{Storage, StorageOrder};
 
     /// The sequence word must only grow (`read` trusts an unchanged word):
     /// a write of the key already in the slot, or an older one, is refused

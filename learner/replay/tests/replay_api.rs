@@ -2,7 +2,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use seed_learner::replay::*;
+use seed_replay::*;
 
 /// Items of one `x: [3] f32` field holding `[v, v + 1, v + 2]` and a
 /// `policy_version` scalar.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use seed_learner::replay::*;
+use seed_replay::*;
 
 mod checksummed;
 use checksummed::{payload, WORDS};

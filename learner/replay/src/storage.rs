@@ -655,7 +655,7 @@ impl Storage {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::replay::layout::DType;
+    use crate::layout::DType;
 
     /// Word ranges of every row, sequence word and cold-column word, for
     /// both orders: they must tile without overlap inside the storage,

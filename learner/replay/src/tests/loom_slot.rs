@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use loom::thread;
 
+use crate::layout::{DType, ItemLayout};
 use crate::loom::atomic::Ordering;
-use crate::replay::layout::{DType, ItemLayout};
-use crate::replay::sampler::NO_GROUP;
-use crate::replay::slot::{self, ReadOutcome, WriteOutcome};
-use crate::replay::storage::{Storage, StorageOrder};
+use crate::sampler::NO_GROUP;
+use crate::slot::{self, ReadOutcome, WriteOutcome};
+use crate::storage::{Storage, StorageOrder};
 
 fn storage() -> Arc<Storage> {
     let layout = ItemLayout::builder()

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-use seed_learner::replay::*;
+use seed_replay::*;
 
 mod checksummed;
 use checksummed::{payload, WORDS as PAYLOAD_WORDS};

@@ -233,10 +233,8 @@ impl MaxTimesSampled {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::replay::sampler::Sampler;
-    use crate::replay::{
-        DType, FieldRef, ItemLayout, ReplayBuffer, ReplayConfig, SamplerConfig, Values,
-    };
+    use crate::sampler::Sampler;
+    use crate::{DType, FieldRef, ItemLayout, ReplayBuffer, ReplayConfig, SamplerConfig, Values};
 
     /// `save` lets inserts run between its chunks (an insert's
     /// `on_publish` takes the lock `save` holds), and when nothing runs
