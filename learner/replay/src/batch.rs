@@ -5,11 +5,12 @@
 //! with a single copy (`[B, ...shape]`, e.g. with candle's
 //! `Tensor::from_raw_buffer`), so sampling allocates nothing.
 //! Cost: `max_rows * item_bytes` bytes, allocated and first-touched once.
-use super::layout::{DType, ItemLayout};
-use super::slot;
-use super::storage::{FieldGeometry, Slots};
-use super::ItemKey;
+use crate::dtype::DType;
+use crate::item_key::ItemKey;
+use crate::layout::ItemLayout;
 use crate::loom::atomic::Ordering;
+use crate::slot;
+use crate::storage::{FieldGeometry, Slots};
 
 /// Rows gathered by one sample call, plus per-row keys, importance weights
 /// and policy versions.

@@ -22,18 +22,20 @@
 //! header are validated as they are read.
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
+use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
 
-use super::buffer::{CounterValues, ReplayBuffer, ReplayConfig, Resume};
-use super::error::ReplayError;
-use super::layout::ItemLayout;
-use super::rate_limiter::RateLimiterCounters;
-use super::sampler::{Sampler, SamplerConfig, SamplerState, NO_GROUP};
-use super::slot::{self, ReadOutcome};
-use super::storage::Storage;
+use crate::atomic_file::{create_temp, with_temp_file};
+use crate::buffer::{ReplayBuffer, ReplayConfig, Resume};
+use crate::counters::CounterValues;
+use crate::error::ReplayError;
+use crate::layout::ItemLayout;
+use crate::rate_limiter::RateLimiterCounters;
+use crate::sampler::{Sampler, SamplerConfig, SamplerState};
+use crate::slot::{self, ReadOutcome};
+use crate::storage::Storage;
 
 const MAGIC: &[u8; 8] = b"SEEDRPL1";
 /// Written now: the header holds `sampler_config`.
@@ -106,109 +108,6 @@ impl Checksum {
             self.word(u64::from(x));
         }
     }
-}
-
-/// Writes `bytes` to `path` atomically: temp file, fsync, rename.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReplayError> {
-    with_temp_file(path, |tmp| {
-        let mut f = create_temp(tmp)?;
-        f.write_all(bytes)
-            .map_err(|e| ReplayError::io("write", tmp, e))?;
-        f.sync_all().map_err(|e| ReplayError::io("fsync", tmp, e))
-    })
-}
-
-/// Runs `write` on a fresh temporary file beside `path`, then renames it
-/// over `path`. On any failure the temporary file is removed, so failed
-/// checkpoints do not pile up beside the real one.
-fn with_temp_file(
-    path: &Path,
-    write: impl FnOnce(&Path) -> Result<(), ReplayError>,
-) -> Result<(), ReplayError> {
-    let tmp = temp_path(path);
-    let result = write(&tmp).and_then(|()| finish_rename(&tmp, path));
-    if result.is_err() {
-        // Best effort: the write's own error is the one to report.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// Creates `tmp`, refusing to reuse an existing file: a name that exists
-/// belongs to another writer (or a crashed one), never to us.
-fn create_temp(tmp: &Path) -> Result<File, ReplayError> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(tmp)
-        .map_err(|e| ReplayError::io("create", tmp, e))
-}
-
-/// `path` with `.<pid>.<n>.tmp` appended, `n` counting this process's
-/// temp files: two checkpoints to the same path at once (threads or
-/// processes) each write their own file, and the last rename wins whole.
-fn temp_path(path: &Path) -> PathBuf {
-    // Relaxed: only the counter's own atomicity matters (distinct values).
-    static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT_TEMP.fetch_add(1, Ordering::Relaxed);
-    let mut name = path
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    name.push(format!(".{}.{n}.tmp", std::process::id()));
-    path.with_file_name(name)
-}
-
-fn finish_rename(tmp: &Path, path: &Path) -> Result<(), ReplayError> {
-    std::fs::rename(tmp, path).map_err(|e| ReplayError::io("rename", path, e))?;
-    // Make the rename durable; failing to open a directory is not fatal on
-    // platforms that do not allow it.
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
-}
-
-/// Result of scanning a reopened mapped storage.
-#[derive(Debug, Default)]
-pub(crate) struct Recovered {
-    pub claimed: u64,
-    pub stored: u64,
-    pub retired: u64,
-}
-
-/// Empties slots a crash left mid-write, finds the next key and notes
-/// whether any item was stored in a group. Runs before the storage is
-/// shared.
-pub(crate) fn recover_slots(storage: &Storage) -> Recovered {
-    use crate::loom::atomic::Ordering as O;
-    let mut r = Recovered::default();
-    let slots = storage.slots();
-    for slot in 0..storage.capacity() {
-        let seq = slots.seq(slot);
-        let s = seq.load(O::Relaxed);
-        if s & 1 == 1 {
-            // Caught mid-write: the contents are not trustworthy.
-            seq.store(0, O::Relaxed);
-            slots.retired(slot).store(0, O::Relaxed);
-            tracing::warn!(slot, "replay: slot caught mid-write, emptied on reopen");
-            continue;
-        }
-        let published = s >> 1;
-        if published != 0 {
-            r.claimed = r.claimed.max(published);
-            r.stored += 1;
-            if slots.retired(slot).load(O::Relaxed) == published {
-                r.retired += 1;
-            }
-            if slots.group(slot).load(O::Relaxed) != NO_GROUP {
-                slots.record_groups();
-            }
-        }
-    }
-    r
 }
 
 impl ReplayBuffer {
@@ -471,27 +370,5 @@ impl ReplayBuffer {
         }
         tracing::info!(path = %path.display(), items = header.records, "replay: restored");
         Ok(buffer)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Two checkpoints to one path at once must not share a temporary
-    /// file (the second `create` would truncate the first's half-written
-    /// bytes, and one rename would find its file gone).
-    #[test]
-    fn temp_paths_are_unique_per_call() {
-        let path = Path::new("/some/dir/replay.ckpt");
-        let a = temp_path(path);
-        let b = temp_path(path);
-        assert_ne!(a, b);
-        for t in [&a, &b] {
-            assert_eq!(t.parent(), path.parent());
-            let name = t.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            assert!(name.starts_with("replay.ckpt."), "{name}");
-            assert!(name.ends_with(".tmp"), "{name}");
-        }
     }
 }

@@ -4,7 +4,7 @@
 //! can retry or drop it deliberately.
 use std::path::PathBuf;
 
-use super::layout::DType;
+use crate::dtype::DType;
 
 /// Why a replay-buffer operation did not happen.
 #[derive(Debug, thiserror::Error)]

@@ -6,8 +6,9 @@
 //! observations arrive off the wire) are accepted too via [`Values::Raw`].
 //! Cost: values are packed into 64-bit words while being copied into the
 //! slot, one pass over the data.
-use super::error::ReplayError;
-use super::layout::{DType, FieldSpec, ItemLayout};
+use crate::dtype::DType;
+use crate::error::ReplayError;
+use crate::layout::{FieldSpec, ItemLayout};
 
 /// Borrowed values of one field (or of `rows` stacked items of one field).
 #[derive(Debug, Clone, Copy)]

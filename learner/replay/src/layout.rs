@@ -14,31 +14,8 @@
 //! whose sizes overflow or whose policy-version index points nowhere.
 use serde::{Deserialize, Serialize};
 
-use super::error::ReplayError;
-
-/// Element type of a field. Bools are stored as one byte, 0 or 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum DType {
-    U8,
-    Bool,
-    U32,
-    I32,
-    F32,
-    U64,
-    I64,
-    F64,
-}
-
-impl DType {
-    /// Bytes per element.
-    pub const fn size(self) -> usize {
-        match self {
-            DType::U8 | DType::Bool => 1,
-            DType::U32 | DType::I32 | DType::F32 => 4,
-            DType::U64 | DType::I64 | DType::F64 => 8,
-        }
-    }
-}
+use crate::dtype::DType;
+use crate::error::ReplayError;
 
 /// One named field: dtype and the fixed shape of a single item (no batch dim).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,11 +5,11 @@
 //! Cost: one `OnceLock` load per call; storage is allocated on first insert.
 use std::sync::OnceLock;
 
-use super::batch::SampleBatch;
-use super::buffer::{ReplayBuffer, ReplayConfig};
-use super::error::{InsertError, ReplayError};
-use super::item::Item;
-use super::ItemKey;
+use crate::batch::SampleBatch;
+use crate::buffer::{ReplayBuffer, ReplayConfig};
+use crate::error::{InsertError, ReplayError};
+use crate::item::Item;
+use crate::item_key::ItemKey;
 
 #[derive(Debug)]
 pub struct LazyReplayBuffer {

@@ -32,6 +32,26 @@
 //! first-touched at construction. Insert and sample are a bounds check plus
 //! a copy of the item's bytes; see `benches/` for figures.
 //!
+//! # Layering
+//! A file imports only files of its own layer or lower ones, and no files
+//! import each other in a loop (`tests/layering.rs` checks both, and fails
+//! for a file it has no layer for). Bottom first:
+//! 1. Leaves, importing nothing of the crate: `loom` (the atomics shim),
+//!    `dtype`, `item_key`, `group_id` (`NO_GROUP`), `counters`,
+//!    `policy_lag`, `writer_policy`, `rng`.
+//! 2. `error`.
+//! 3. `layout`, `atomic_file`, `notifier`, `rate_limiter`.
+//! 4. `item`, `storage`.
+//! 5. `slot` (the slot protocol), `recovery` (the reopen scan).
+//! 6. `batch`.
+//! 7. `shared` (what samplers see of the buffer).
+//! 8. The samplers and their index structures, `sampler/*.rs`
+//!    (`sampler/state.rs`: their checkpoint record).
+//! 9. `sampler` (`sampler/mod.rs`: `SamplerConfig` and the dispatcher).
+//! 10. `buffer`.
+//! 11. `checkpoint`, `lazy` (methods and wrappers on the buffer).
+//! 12. `lib` (re-exports only).
+//!
 //! # Example
 //! ```
 //! use seed_replay::*;
@@ -71,19 +91,26 @@
 // unused.
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 
+mod atomic_file;
 mod batch;
 mod buffer;
 mod checkpoint;
+mod counters;
+mod dtype;
 mod error;
+mod group_id;
 mod item;
+mod item_key;
 mod layout;
 mod lazy;
 mod loom;
 mod notifier;
 mod policy_lag;
 mod rate_limiter;
+mod recovery;
 mod rng;
 mod sampler;
+mod shared;
 mod slot;
 mod storage;
 mod writer_policy;
@@ -91,23 +118,17 @@ mod writer_policy;
 #[cfg(all(test, loom))]
 mod tests;
 
-use serde::{Deserialize, Serialize};
-
 pub use batch::SampleBatch;
 pub use buffer::{InsertedKeys, ReplayBuffer, ReplayConfig, ReplayStats};
 pub use checkpoint::CheckpointInfo;
+pub use dtype::DType;
 pub use error::{InsertError, ReplayError};
 pub use item::{FieldRef, Item, ItemField, Values};
-pub use layout::{DType, FieldSpec, ItemLayout, ItemLayoutBuilder};
+pub use item_key::ItemKey;
+pub use layout::{FieldSpec, ItemLayout, ItemLayoutBuilder};
 pub use lazy::LazyReplayBuffer;
 pub use policy_lag::{LagAction, PolicyLagCap};
 pub use rate_limiter::{RateLimiterConfig, RateLimiterCounters};
 pub use sampler::{PrioritizedConfig, PriorityUpdate, SamplerConfig};
 pub use storage::{StorageKind, StorageOrder};
 pub use writer_policy::WriterPolicy;
-
-/// Stable identity of an inserted item: keys are consecutive in insertion
-/// order and never reused, so an update naming an overwritten item is
-/// recognisably stale.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ItemKey(pub u64);

@@ -16,7 +16,7 @@
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::error::ReplayError;
+use crate::error::ReplayError;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 
 #[derive(Debug, Default)]

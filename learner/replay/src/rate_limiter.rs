@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use serde::{Deserialize, Serialize};
 
-use super::error::ReplayError;
+use crate::error::ReplayError;
 
 /// Configuration of the rate limiter.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

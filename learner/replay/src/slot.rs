@@ -17,9 +17,9 @@
 //! loads, one Acquire fence and the copy (plus a retry if it raced a write).
 //!
 //! The full protocol and its proof sketch are in `README.md`.
-use super::sampler::NO_GROUP;
-use super::storage::Slots;
+use crate::group_id::NO_GROUP;
 use crate::loom::atomic::{fence, AtomicU64, Ordering};
+use crate::storage::Slots;
 
 /// Metadata of an item that was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,7 +228,8 @@ pub(crate) fn copy_out(words: &[AtomicU64], dst: &mut [u8]) {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::layout::{DType, ItemLayout};
+    use crate::dtype::DType;
+    use crate::layout::ItemLayout;
     use crate::storage::{Storage, StorageOrder};
 
     /// The sequence word must only grow (`read` trusts an unchanged word):

@@ -38,8 +38,8 @@
 //! time.
 use std::path::{Path, PathBuf};
 
-use super::error::ReplayError;
-use super::layout::ItemLayout;
+use crate::error::ReplayError;
+use crate::layout::ItemLayout;
 use crate::loom::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Words per cache line.
@@ -464,7 +464,7 @@ impl Storage {
             path: header_path.clone(),
             reason: e.to_string(),
         })?;
-        super::checkpoint::write_atomically(&header_path, &json)?;
+        crate::atomic_file::write_atomically(&header_path, &json)?;
         let data_path = dir.join("storage.bin");
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -655,7 +655,7 @@ impl Storage {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::layout::DType;
+    use crate::dtype::DType;
 
     /// Word ranges of every row, sequence word and cold-column word, for
     /// both orders: they must tile without overlap inside the storage,

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-use super::super::batch::SampleBatch;
-use super::super::buffer::Shared;
-use super::super::error::ReplayError;
-use super::super::slot::ReadOutcome;
+use crate::batch::SampleBatch;
+use crate::error::ReplayError;
+use crate::shared::Shared;
+use crate::slot::ReadOutcome;
 
 #[derive(Debug)]
 pub(crate) struct Fifo {

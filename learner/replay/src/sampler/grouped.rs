@@ -15,11 +15,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::super::batch::SampleBatch;
-use super::super::buffer::Shared;
-use super::super::error::ReplayError;
-use super::super::slot::ReadOutcome;
-use super::SamplerState;
+use super::state::SamplerState;
+use crate::batch::SampleBatch;
+use crate::error::ReplayError;
+use crate::group_id::NO_GROUP;
+use crate::shared::Shared;
+use crate::slot::ReadOutcome;
 
 #[derive(Debug, Default)]
 struct OpenGroup {
@@ -41,9 +42,6 @@ struct Table {
 pub(crate) struct Grouped {
     table: Mutex<Table>,
 }
-
-/// Group id used for items inserted without one.
-pub(crate) const NO_GROUP: u64 = u64::MAX;
 
 impl Grouped {
     pub(crate) fn new() -> Self {

@@ -6,12 +6,12 @@
 //! O(1) per item.
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::super::batch::SampleBatch;
-use super::super::buffer::Shared;
-use super::super::error::ReplayError;
-use super::super::rng::WyRand;
-use super::super::slot::ReadOutcome;
-use super::SamplerState;
+use super::state::SamplerState;
+use crate::batch::SampleBatch;
+use crate::error::ReplayError;
+use crate::rng::WyRand;
+use crate::shared::Shared;
+use crate::slot::ReadOutcome;
 
 const NONE: u32 = u32::MAX;
 

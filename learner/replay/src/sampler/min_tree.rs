@@ -15,7 +15,7 @@
 //! favours large priorities, and the priorities that are updated are the
 //! sampled ones.
 
-use super::super::storage::prefetch;
+use crate::storage::prefetch;
 
 /// Leaves per group: 8 leaf blocks of the sum tree.
 const GROUP: usize = 64;
@@ -152,7 +152,7 @@ mod tests {
                 tree: MinTree::new(len),
             };
             assert_eq!(m.tree.min_positive(), f32::INFINITY);
-            let mut rng = super::super::super::rng::WyRand::new(len as u64);
+            let mut rng = crate::rng::WyRand::new(len as u64);
             for step in 0..20_000 {
                 let leaf = rng.below(len as u64) as usize;
                 // Few distinct values, so ties for the minimum are common.

@@ -24,25 +24,27 @@ mod min_tree;
 mod power;
 mod prioritized;
 mod recent;
-pub(crate) mod sum_tree;
+mod state;
+mod sum_tree;
 mod uniform;
 mod without_replacement;
 
 use serde::{Deserialize, Serialize};
 
 pub(crate) use fifo::Fifo;
-pub(crate) use grouped::{Grouped, NO_GROUP};
+pub(crate) use grouped::Grouped;
 pub(crate) use max_times::MaxTimesSampled;
 pub(crate) use prioritized::Prioritized;
 pub use prioritized::{PrioritizedConfig, PriorityUpdate};
 pub(crate) use recent::Recent;
+pub(crate) use state::SamplerState;
 pub(crate) use uniform::Uniform;
 pub(crate) use without_replacement::UniformWithoutReplacement;
 
-use super::batch::SampleBatch;
-use super::buffer::Shared;
-use super::error::ReplayError;
-use super::rng::WyRand;
+use crate::batch::SampleBatch;
+use crate::error::ReplayError;
+use crate::rng::WyRand;
+use crate::shared::Shared;
 
 /// Which sampler a buffer uses.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -159,26 +161,6 @@ pub(crate) enum Sampler {
     Recent(Recent),
     Prioritized(Prioritized),
     Grouped(Grouped),
-}
-
-/// Serializable sampler state for checkpoints.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct SamplerState {
-    /// FIFO: next key to hand out.
-    pub cursor: u64,
-    /// max_times_sampled: times each slot's item was sampled (0 when not live).
-    pub times_sampled: Vec<u32>,
-    /// Live slots (max_times_sampled) in set order.
-    pub live: Vec<u32>,
-    /// Without replacement: current permutation and position.
-    pub permutation: Vec<u32>,
-    pub position: usize,
-    /// Prioritized: leaf values (`priority^alpha`) per slot and max priority.
-    pub priorities: Vec<f64>,
-    pub max_priority: f64,
-    /// Grouped: open groups (id, keys) and ready groups in order.
-    pub open_groups: Vec<(u64, Vec<u64>, bool)>,
-    pub ready_groups: Vec<(u64, Vec<u64>)>,
 }
 
 impl Sampler {

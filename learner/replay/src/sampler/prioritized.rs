@@ -15,14 +15,14 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use super::super::batch::SampleBatch;
-use super::super::buffer::Shared;
-use super::super::error::ReplayError;
-use super::super::rng::WyRand;
-use super::super::ItemKey;
 use super::power::pow_in_place;
+use super::state::SamplerState;
 use super::sum_tree::{Found, SumTree};
-use super::SamplerState;
+use crate::batch::SampleBatch;
+use crate::error::ReplayError;
+use crate::item_key::ItemKey;
+use crate::rng::WyRand;
+use crate::shared::Shared;
 
 /// Parameters of prioritized sampling.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -1,12 +1,12 @@
 //! [`Recent`]: uniform over the `window` most recently claimed keys.
 //! Lock-free; a key not yet published (or already lapped) is redrawn.
 //! Cost O(1) per item.
-use super::super::batch::SampleBatch;
-use super::super::buffer::Shared;
-use super::super::error::ReplayError;
-use super::super::rng::WyRand;
-use super::super::slot::ReadOutcome;
 use super::uniform::MAX_REDRAWS_PER_ITEM;
+use crate::batch::SampleBatch;
+use crate::error::ReplayError;
+use crate::rng::WyRand;
+use crate::shared::Shared;
+use crate::slot::ReadOutcome;
 
 #[derive(Debug)]
 pub(crate) struct Recent {

@@ -25,8 +25,8 @@
 //! about a millisecond at 1M leaves).
 //! Cost: update and search O(log8 N) lines touched; memory about
 //! `4 N + 8 N / 7` bytes, plus the min tree's `N / 16`.
-use super::super::storage::prefetch;
 use super::min_tree::MinTree;
+use crate::storage::prefetch;
 
 /// Children per node.
 const K: usize = 8;
@@ -422,7 +422,7 @@ mod tests {
         let n = 5000;
         let mut t = SumTree::new(n);
         let mut vals = vec![0.0f64; n];
-        let mut rng = super::super::super::rng::WyRand::new(9);
+        let mut rng = crate::rng::WyRand::new(9);
         let (mut nodes, mut out) = (Vec::new(), Vec::new());
         for round in 0..200 {
             let spread = if round % 2 == 0 { n } else { 200 };

@@ -1,10 +1,10 @@
 //! [`Uniform`]: uniform with replacement over all stored items. Lock-free:
 //! draws a slot below `min(claimed, capacity)` and copies it; a slot not
 //! yet written is redrawn. Cost O(1) per item.
-use super::super::batch::SampleBatch;
-use super::super::buffer::Shared;
-use super::super::error::ReplayError;
-use super::super::rng::WyRand;
+use crate::batch::SampleBatch;
+use crate::error::ReplayError;
+use crate::rng::WyRand;
+use crate::shared::Shared;
 
 #[derive(Debug)]
 pub(crate) struct Uniform;

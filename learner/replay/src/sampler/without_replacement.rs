@@ -6,13 +6,13 @@
 //! per pass.
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::super::batch::SampleBatch;
-use super::super::buffer::Shared;
-use super::super::error::ReplayError;
-use super::super::rng::WyRand;
-use super::super::slot::ReadOutcome;
+use super::state::SamplerState;
 use super::uniform::MAX_REDRAWS_PER_ITEM;
-use super::SamplerState;
+use crate::batch::SampleBatch;
+use crate::error::ReplayError;
+use crate::rng::WyRand;
+use crate::shared::Shared;
+use crate::slot::ReadOutcome;
 
 #[derive(Debug, Default)]
 struct Pass {

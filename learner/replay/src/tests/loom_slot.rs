@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use loom::thread;
 
-use crate::layout::{DType, ItemLayout};
+use crate::dtype::DType;
+use crate::group_id::NO_GROUP;
+use crate::layout::ItemLayout;
 use crate::loom::atomic::Ordering;
-use crate::sampler::NO_GROUP;
 use crate::slot::{self, ReadOutcome, WriteOutcome};
 use crate::storage::{Storage, StorageOrder};
 
