@@ -25,7 +25,8 @@
 //! max_times_sampled, without-replacement and grouped samplers keep their
 //! index under a short mutex that never covers a copy. Blocking waits use a
 //! condvar touched only when someone waits. The protocol and its orderings
-//! are in `replay/README.md`.
+//! are in `src/README.md` (`learner/replay/src/README.md`), with the loom
+//! command that model-checks the slot protocol.
 //!
 //! # Cost
 //! Memory: `capacity * (item bytes, rows rounded to 8, + 64)`, allocated and

@@ -7,7 +7,8 @@
 //!   sample copies every field of a random slot, so what it pays is cache
 //!   lines per slot. One metadata word makes a 3x4 f32 item (48 bytes) one
 //!   line and three such fields two; the six-word record this replaced made
-//!   them two and three (measured in `replay_bench`, README "Fourth pass").
+//!   them two and three (measured in `replay_bench`, README "One metadata
+//!   word per slot").
 //! - [`StorageOrder::Columns`]: one column of rows per field and one of
 //!   sequence words, so each field of consecutive slots is contiguous (a
 //!   field can be scanned alone).
