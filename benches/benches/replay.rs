@@ -8,7 +8,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use seed_benches::replay_workload;
-use seed_learner::replay::{
+use seed_replay::{
     FieldRef, ItemKey, ItemLayout, PrioritizedConfig, ReplayBuffer, ReplayConfig, SamplerConfig,
     Values,
 };

@@ -2,7 +2,7 @@
 //! (`benches/benches/replay.rs`) and `replay_bench`, so the two always
 //! measure the same items: a 3x4 f32 item, and a dict item
 //! `{a: 3x4 f32, b: 3x4 f32, c: bool}`.
-use seed_learner::replay::{DType, FieldRef, ItemLayout, ReplayBuffer, ReplayError, Values};
+use seed_replay::{DType, FieldRef, ItemLayout, ReplayBuffer, ReplayError, Values};
 
 /// Items of one field `x`: 3x4 f32.
 pub fn layout_3x4() -> Result<ItemLayout, ReplayError> {

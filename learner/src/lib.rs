@@ -39,7 +39,6 @@ pub mod learn;
 pub mod loom;
 pub mod metrics;
 pub mod model;
-pub mod replay;
 pub mod report;
 pub mod serve;
 #[doc(hidden)]

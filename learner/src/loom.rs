@@ -1,5 +1,8 @@
 //! Atomics and cells, swapped for loom's under `cfg(loom)` so the replay
 //! buffer's slot protocol can be model-checked.
+// Unused since the replay buffer moved to `seed-replay` (which has its own
+// copy); kept for the learner's other modules.
+#![allow(dead_code, unused_imports)]
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic;
 #[cfg(not(loom))]

@@ -21,7 +21,7 @@ use anyhow::Result;
 use clap::Parser;
 use seed_benches::gather_floor::GatherFloor;
 use seed_benches::replay_workload::{fill, layout_3x4, layout_dict};
-use seed_learner::replay::{
+use seed_replay::{
     FieldRef, ItemKey, ItemLayout, PrioritizedConfig, ReplayBuffer, ReplayConfig, SamplerConfig,
     StorageOrder, Values,
 };

@@ -26,7 +26,7 @@ use tracing::{debug, error};
 use crate::error::LearnerError;
 use crate::learn::unroll::{fields, UnrollSpec};
 use crate::model::RecurrentState;
-use crate::replay::{DType, ReplayBuffer, ReplayError, SampleBatch};
+use seed_replay::{DType, ReplayBuffer, ReplayError, SampleBatch};
 
 /// How often blocked prefetch threads re-check the stop flag.
 const POLL: Duration = Duration::from_millis(50);
@@ -383,7 +383,7 @@ impl PrefetchWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::{FieldRef, ReplayConfig, SamplerConfig, Values};
+    use seed_replay::{FieldRef, ReplayConfig, SamplerConfig, Values};
     use seed_shared::ObsDType;
 
     #[test]

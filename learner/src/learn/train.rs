@@ -28,7 +28,7 @@ use crate::learn::optimizer::{Optimizer, OptimizerConfig, OptimizerError};
 use crate::learn::prefetch::{NextBatchError, Prefetcher, TrainBatch};
 use crate::model::weights::{PolicyVersion, WeightsHandle};
 use crate::model::TrainableModel;
-use crate::replay::ReplayBuffer;
+use seed_replay::ReplayBuffer;
 
 /// What the trainer needs besides the model.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -280,7 +280,7 @@ mod tests {
     use crate::learn::prefetch::Collator;
     use crate::learn::unroll::{PushOutcome, UnrollBuilder, UnrollSpec};
     use crate::model::ModelConfig;
-    use crate::replay::{ReplayConfig, SamplerConfig};
+    use seed_replay::{ReplayConfig, SamplerConfig};
     use candle_core::{Device, Tensor};
     use seed_shared::{EnvSpec, ObsDType};
 

@@ -30,7 +30,7 @@ use crate::learn::unroll::{UnrollAssembler, UnrollSpec};
 use crate::metrics::{Metrics, TrainingSnapshot};
 use crate::model::weights::{PolicyVersion, WeightsHandle};
 use crate::model::{ModelConfig, TrainableModel};
-use crate::replay::{
+use seed_replay::{
     LagAction, PolicyLagCap, ReplayBuffer, ReplayConfig, SamplerConfig, WriterPolicy,
 };
 

@@ -44,7 +44,7 @@ use tracing::warn;
 use crate::infer::sink::{InferenceSink, InferredBatch, InferredRow, SinkFactory};
 use crate::infer::state_table::{EnvSlot, LeaseId};
 use crate::model::weights::PolicyVersion;
-use crate::replay::{DType, FieldRef, ItemLayout, ReplayBuffer, ReplayError, Values};
+use seed_replay::{DType, FieldRef, ItemLayout, ReplayBuffer, ReplayError, Values};
 
 /// Field names of an unroll in the replay buffer (and of the collated
 /// training batch).
@@ -536,7 +536,7 @@ impl InferenceSink for UnrollSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::{ReplayConfig, SamplerConfig};
+    use seed_replay::{ReplayConfig, SamplerConfig};
 
     fn spec(t: usize, h: usize) -> UnrollSpec {
         UnrollSpec {

@@ -1,0 +1,5 @@
+//! Model-checked tests of the slot protocol (loom). Built only with
+//! `--cfg loom`:
+//! `RUSTFLAGS="--cfg loom" cargo test -p seed-replay --release --lib loom`
+//! (with its own `CARGO_TARGET_DIR`; see `src/README.md`, "Loom tests").
+mod loom_slot;
