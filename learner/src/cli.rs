@@ -11,9 +11,10 @@ use std::path::PathBuf;
 
 use crate::server::DEFAULT_INLINE_MAX_ROWS;
 use clap::{Parser, Subcommand};
+use seed_actor::cli::ActorArgs;
+use seed_env::EnvArgs;
 #[cfg(test)]
-use seed_actor::cli::EnvKind;
-use seed_actor::cli::{ActorArgs, EnvArgs};
+use seed_env::EnvKind;
 use seed_shared::{DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
 
 /// Central-inference learner: serves actors, batches inference, reports metrics.

@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use candle_core::Device;
-use seed_actor::cli::EnvKind;
+use seed_env::EnvKind;
 use seed_shared::EnvSpec;
 use serde::Serialize;
 use tracing::{info, warn};

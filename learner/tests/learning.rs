@@ -14,7 +14,8 @@ mod support;
 use std::time::Duration;
 
 use clap::Parser;
-use seed_actor::{run_actor, ActorConfig, EnvConfig};
+use seed_actor::{run_actor, ActorConfig};
+use seed_env::EnvConfig;
 use seed_learner::checkpoint::LoadedCheckpoint;
 use seed_learner::cli::Cli;
 use seed_learner::run::run_until;
