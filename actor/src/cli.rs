@@ -1,7 +1,8 @@
 //! The actor's command line: [`ActorArgs`] (a `clap::Args` struct, so the
 //! learner can embed it as its hidden `learner actor ...` subcommand with
 //! `#[command(flatten)]`) and [`run`], which builds a current-thread tokio
-//! runtime, stops cleanly on SIGINT/SIGTERM and runs [`run_actor`].
+//! runtime, stops cleanly on SIGINT/SIGTERM and runs [`run_actor`]. The
+//! environment's flags are `seed_env`'s [`EnvArgs`], flattened in.
 //!
 //! Why current-thread: an actor's work is stepping envs, which is
 //! synchronous; the network side is one stream. A single thread per actor
@@ -11,99 +12,13 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::ValueEnum;
-use seed_shared::{ObsDType, DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
+use seed_env::EnvArgs;
+use seed_shared::{DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
 use tracing::info;
 
 use crate::client::{run_actor, ActorReport};
 use crate::config::{default_actor_id, ActorConfig, ReconnectPolicy};
-use crate::env::{EnvConfig, SyntheticConfig};
 use crate::error::ActorError;
-
-/// Which environment to run (`--env`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EnvKind {
-    /// Gymnasium's CartPole-v1.
-    Cartpole,
-    /// Configurable benchmark env (`--obs-shape`, `--obs-dtype`, ...).
-    Synthetic,
-}
-
-/// Which environment to run and how the synthetic one looks: one set of
-/// flags shared by `actor`, `learner` (which passes them on to its local
-/// actors) and the latency harness.
-#[derive(clap::Args, Debug, Clone, PartialEq)]
-pub struct EnvArgs {
-    /// Environment: `cartpole` (Gymnasium CartPole-v1) or `synthetic` [default: cartpole].
-    #[arg(long, value_enum, hide_default_value = true, default_value_t = EnvKind::Cartpole)]
-    pub env: EnvKind,
-    /// Synthetic env: observation shape, comma-separated [default: 84,84,4].
-    #[arg(
-        long,
-        value_delimiter = ',',
-        hide_default_value = true,
-        default_value = "84,84,4"
-    )]
-    pub obs_shape: Vec<usize>,
-    /// Synthetic env: observation dtype, `f32` or `u8` [default: u8].
-    #[arg(long, hide_default_value = true, default_value = "u8")]
-    pub obs_dtype: ObsDType,
-    /// Synthetic env: number of discrete actions [default: 6].
-    #[arg(long, hide_default_value = true, default_value_t = 6)]
-    pub num_actions: u32,
-    /// Synthetic env: CPU busy work per env step, in microseconds [default: 0].
-    #[arg(long, hide_default_value = true, default_value_t = 0)]
-    pub step_cost_us: u64,
-    /// Synthetic env: steps per episode (the last one terminates) [default: 1000].
-    #[arg(long, hide_default_value = true, default_value_t = 1000)]
-    pub episode_len: u32,
-}
-
-impl EnvArgs {
-    /// The env these flags describe.
-    pub fn env_config(&self) -> EnvConfig {
-        match self.env {
-            EnvKind::Cartpole => EnvConfig::CartPole,
-            EnvKind::Synthetic => EnvConfig::Synthetic(SyntheticConfig {
-                obs_shape: self.obs_shape.clone(),
-                obs_dtype: self.obs_dtype,
-                num_actions: self.num_actions,
-                step_cost_us: self.step_cost_us,
-                episode_len: self.episode_len,
-            }),
-        }
-    }
-
-    /// The same flags as command-line arguments, to start an actor that
-    /// runs exactly this env.
-    pub fn to_flags(&self) -> Vec<String> {
-        env_flags(&self.env_config())
-    }
-}
-
-/// `--env ...` arguments that make an `actor` (or `learner`) run `env`.
-pub fn env_flags(env: &EnvConfig) -> Vec<String> {
-    match env {
-        EnvConfig::CartPole => vec!["--env".into(), "cartpole".into()],
-        EnvConfig::Synthetic(s) => {
-            let shape: Vec<String> = s.obs_shape.iter().map(|d| d.to_string()).collect();
-            vec![
-                "--env".into(),
-                "synthetic".into(),
-                "--obs-shape".into(),
-                shape.join(","),
-                "--obs-dtype".into(),
-                s.obs_dtype.to_string(),
-                "--num-actions".into(),
-                s.num_actions.to_string(),
-                "--step-cost-us".into(),
-                s.step_cost_us.to_string(),
-                "--episode-len".into(),
-                s.episode_len.to_string(),
-            ]
-        }
-    }
-}
 
 /// Flags of the `actor` binary (and of `learner actor`).
 ///
@@ -237,6 +152,8 @@ fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send> {
 mod tests {
     use super::*;
     use clap::Parser;
+    use seed_env::{EnvConfig, SyntheticConfig};
+    use seed_shared::ObsDType;
 
     #[derive(Parser, Debug)]
     struct Cli {

@@ -456,7 +456,7 @@ fn check_actions(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::EnvConfig;
+    use seed_env::EnvConfig;
 
     fn batch(seq: u64, actions: &[u32]) -> pb::ActionBatch {
         pb::ActionBatch {

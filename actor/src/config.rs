@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
+use seed_env::EnvConfig;
 use seed_shared::{EnvSpec, DEFAULT_MAX_MESSAGE_BYTES};
 
-use crate::env::EnvConfig;
 use crate::error::ActorError;
 
 /// How the actor reconnects when the learner is unreachable or the stream breaks.
@@ -139,7 +139,7 @@ pub fn default_actor_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::SyntheticConfig;
+    use seed_env::SyntheticConfig;
 
     #[test]
     fn defaults_validate() {

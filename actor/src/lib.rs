@@ -1,16 +1,16 @@
 //! The actor side of a SEED-style central-inference RL system.
 //!
-//! An actor process runs K environments ([`env`]) in an [`EnvPool`], streams
-//! their observations to the learner over one persistent bidirectional gRPC
-//! stream and applies the actions the learner returns ([`run_actor`]). It
-//! never holds model weights. [`cli`] is its command line, shared by the
-//! `actor` binary and the learner's embedded `learner actor` subcommand.
+//! An actor process runs K environments (from the `seed_env` crate) in an
+//! [`EnvPool`], streams their observations to the learner over one
+//! persistent bidirectional gRPC stream and applies the actions the learner
+//! returns ([`run_actor`]). It never holds model weights. [`cli`] is its
+//! command line, shared by the `actor` binary and the learner's embedded
+//! `learner actor` subcommand.
 
 pub mod backoff;
 pub mod cli;
 pub mod client;
 pub mod config;
-pub mod env;
 pub mod error;
 pub mod learner_address;
 pub mod pool;
@@ -18,7 +18,6 @@ pub mod round_trip;
 
 pub use client::{run_actor, ActorReport};
 pub use config::{ActorConfig, ReconnectPolicy};
-pub use env::{Env, EnvConfig, SyntheticConfig};
 pub use error::{ActorError, ProtocolViolation};
 pub use pool::EnvPool;
 pub use round_trip::{RoundTripHistogram, RoundTripPercentiles};

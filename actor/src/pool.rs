@@ -35,9 +35,8 @@ use std::ops::Range;
 use bytes::BytesMut;
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
+use seed_env::{Env, EnvConfig};
 use seed_shared::{pb, EnvSpec};
-
-use crate::env::{Env, EnvConfig};
 
 /// One half of the pool: its env index range and the batch being assembled.
 #[derive(Debug)]
@@ -253,7 +252,7 @@ impl EnvPool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::Transition;
+    use seed_env::Transition;
     use seed_shared::ObsDType;
     use std::sync::{Arc, Mutex};
 

@@ -7,10 +7,8 @@ mod support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use seed_actor::{
-    run_actor, ActorConfig, ActorError, EnvConfig, ProtocolViolation, ReconnectPolicy,
-    SyntheticConfig,
-};
+use seed_actor::{run_actor, ActorConfig, ActorError, ProtocolViolation, ReconnectPolicy};
+use seed_env::{EnvConfig, SyntheticConfig};
 use seed_shared::{pb, EnvSpec, ObsDType};
 use support::{guarded, policy_version_for, Corruption, Event, FakeServer, Script};
 use tokio::sync::oneshot;

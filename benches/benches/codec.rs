@@ -12,7 +12,8 @@ use std::hint::black_box;
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use prost::Message;
-use seed_actor::{EnvConfig, EnvPool, SyntheticConfig};
+use seed_actor::EnvPool;
+use seed_env::{EnvConfig, SyntheticConfig};
 use seed_shared::pb::actor_message::Kind;
 use seed_shared::{codec, pb, ObsDType};
 

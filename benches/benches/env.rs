@@ -14,8 +14,8 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use seed_actor::env::CartPole;
-use seed_actor::{Env, EnvConfig, EnvPool, SyntheticConfig};
+use seed_actor::EnvPool;
+use seed_env::{CartPole, Env, EnvConfig, SyntheticConfig};
 use seed_shared::ObsDType;
 
 fn bench_cartpole(c: &mut Criterion) {

@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use seed_actor::cli::EnvArgs;
-use seed_actor::EnvConfig;
+use seed_env::{EnvArgs, EnvConfig};
 use serde::Serialize;
 use tracing::info;
 

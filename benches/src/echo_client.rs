@@ -18,7 +18,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use seed_actor::learner_address::LearnerAddress;
-use seed_actor::{EnvConfig, EnvPool, RoundTripHistogram, RoundTripPercentiles};
+use seed_actor::{EnvPool, RoundTripHistogram, RoundTripPercentiles};
+use seed_env::EnvConfig;
 use seed_shared::pb;
 use seed_shared::pb::actor_message::Kind as ActorKind;
 use seed_shared::pb::learner_client::LearnerClient;

@@ -23,7 +23,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use seed_actor::learner_address::LearnerAddress;
-use seed_actor::{EnvConfig, RoundTripPercentiles};
+use seed_actor::RoundTripPercentiles;
+use seed_env::EnvConfig;
 use seed_shared::pb;
 use seed_shared::pb::learner_client::LearnerClient;
 use serde::{Deserialize, Serialize};
@@ -89,7 +90,7 @@ impl Scenario {
 
     /// `--env ...` flags describing the env, as both binaries take them.
     fn env_flags(&self) -> Vec<String> {
-        seed_actor::cli::env_flags(&self.env)
+        seed_env::env_flags(&self.env)
     }
 }
 

@@ -152,7 +152,7 @@ pub fn write_outputs(report: &SweepReport, out_dir: &Path) -> Result<Vec<PathBuf
 #[cfg(test)]
 mod tests {
     use super::*;
-    use seed_actor::EnvConfig;
+    use seed_env::EnvConfig;
     use std::time::Duration;
 
     #[test]

@@ -2,10 +2,11 @@
 //! it, and the echo client's round trips add up to the rows it sent.
 use std::time::Duration;
 
-use seed_actor::{run_actor, ActorConfig, EnvConfig, SyntheticConfig};
+use seed_actor::{run_actor, ActorConfig};
 use seed_benches::echo_client::{run_echo_clients, EchoLoad};
 use seed_benches::echo_server::bind_echo;
 use seed_benches::transport::Transport;
+use seed_env::{EnvConfig, SyntheticConfig};
 use seed_shared::ObsDType;
 use tokio::sync::oneshot;
 

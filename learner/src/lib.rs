@@ -41,8 +41,3 @@ pub mod metrics;
 pub mod model;
 pub mod report;
 pub mod serve;
-#[doc(hidden)]
-pub mod seed_env_shim {
-    pub use seed_actor::cli::env_flags;
-    pub use seed_actor::{EnvConfig, SyntheticConfig};
-}

@@ -13,7 +13,8 @@ mod support;
 
 use std::time::Duration;
 
-use seed_actor::{run_actor, ActorConfig, EnvConfig};
+use seed_actor::{run_actor, ActorConfig};
+use seed_env::EnvConfig;
 use seed_learner::app::run::run_until;
 use seed_learner::app::LearnerConfig;
 use seed_learner::learn::checkpoint::LoadedCheckpoint;

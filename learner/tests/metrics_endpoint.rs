@@ -226,7 +226,7 @@ async fn a_busy_metrics_port_is_an_error_naming_it() {
     let addr = busy.local_addr().expect("local addr");
     let mut config = LearnerConfig::serving(
         "127.0.0.1:0".parse().expect("literal address"),
-        seed_actor::EnvConfig::CartPole,
+        seed_env::EnvConfig::CartPole,
     );
     config.serve.metrics_addr = Some(addr);
     let err = seed_learner::app::run::run_until(&config, std::future::pending())

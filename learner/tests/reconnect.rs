@@ -3,7 +3,8 @@ mod support;
 
 use std::sync::atomic::Ordering;
 
-use seed_actor::{run_actor, ActorConfig, EnvConfig, ReconnectPolicy};
+use seed_actor::{run_actor, ActorConfig, ReconnectPolicy};
+use seed_env::EnvConfig;
 use seed_learner::serve::transport::ListenAddr;
 use std::time::Duration;
 

@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use seed_actor::{run_actor, ActorConfig, EnvConfig};
+use seed_actor::{run_actor, ActorConfig};
+use seed_env::EnvConfig;
 use seed_learner::infer::sink::{InferenceSink, InferredBatch};
 use seed_learner::infer::state_table::{EnvSlot, LeaseId};
 use seed_learner::serve::transport::ListenAddr;

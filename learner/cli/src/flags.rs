@@ -13,9 +13,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use seed_actor::cli::ActorArgs;
+use seed_env::EnvArgs;
 #[cfg(test)]
-use seed_actor::cli::EnvKind;
-use seed_actor::cli::{ActorArgs, EnvArgs};
+use seed_env::EnvKind;
 use seed_learner::app::config::{InferenceConfig, RunConfig, ServeConfig, DEFAULT_INLINE_MAX_ROWS};
 use seed_learner::app::LearnerConfig;
 use seed_learner::error::LearnerError;

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::seed_env_shim::EnvConfig;
+use seed_env::EnvConfig;
 use seed_shared::{DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
 
 use crate::device::DeviceSpec;

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use candle_core::{Device, Tensor};
-use seed_actor::{EnvConfig, SyntheticConfig};
+use seed_env::{EnvConfig, SyntheticConfig};
 use seed_shared::codec::read_f32_le_into;
 use seed_shared::ObsDType;
 use serde::Serialize;

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::seed_env_shim::{EnvConfig, SyntheticConfig};
+use seed_env::{EnvConfig, SyntheticConfig};
 
 use crate::app::config::LearnerConfig;
 use crate::error::LearnerError;

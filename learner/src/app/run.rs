@@ -54,7 +54,7 @@ fn actor_flags(config: &LearnerConfig) -> Vec<String> {
         "--max-message-bytes".into(),
         config.serve.max_message_bytes.to_string(),
     ];
-    flags.extend(crate::seed_env_shim::env_flags(&config.env));
+    flags.extend(seed_env::env_flags(&config.env));
     flags
 }
 

@@ -280,8 +280,8 @@ mod tests {
     use crate::learn::prefetch::Collator;
     use crate::learn::unroll::{PushOutcome, UnrollBuilder, UnrollSpec};
     use crate::model::ModelConfig;
-    use seed_replay::{ReplayConfig, SamplerConfig};
     use candle_core::{Device, Tensor};
+    use seed_replay::{ReplayConfig, SamplerConfig};
     use seed_shared::{EnvSpec, ObsDType};
 
     /// A few training steps on u8 image observations through the conv torso

@@ -62,7 +62,7 @@ fn serving_config(tweak: impl FnOnce(&mut LearnerConfig)) -> LearnerConfig {
         "127.0.0.1:0"
             .parse::<ListenAddr>()
             .expect("literal address"),
-        seed_actor::EnvConfig::CartPole,
+        seed_env::EnvConfig::CartPole,
     );
     tweak(&mut cfg);
     cfg

@@ -6,7 +6,7 @@
 //! the reward and the flags. Two states terminate (x past 2.4; θ past -12°),
 //! and the time limit truncates exactly at step 500.
 
-use seed_actor::env::{CartPole, Env, CARTPOLE_MAX_EPISODE_STEPS};
+use seed_env::{CartPole, Env, CARTPOLE_MAX_EPISODE_STEPS};
 use seed_shared::codec::read_f32_le_into;
 
 struct Case {

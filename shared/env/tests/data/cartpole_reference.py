@@ -1,9 +1,9 @@
 """Reference CartPole-v1 transitions from the real Gymnasium, for
-`actor/tests/cartpole_reference.rs`.
+`shared/env/tests/cartpole_reference.rs`.
 
 Regenerate with:
     python3 -m venv /tmp/gymvenv && /tmp/gymvenv/bin/pip install gymnasium
-    /tmp/gymvenv/bin/python actor/tests/data/cartpole_reference.py
+    /tmp/gymvenv/bin/python shared/env/tests/data/cartpole_reference.py
 
 It sets the (float64) state explicitly, takes one step with each action and
 prints the float32 observation Gymnasium returns, the float64 state it keeps,

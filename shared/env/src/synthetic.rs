@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use seed_shared::{EnvSpec, ObsDType};
 
-use super::{Env, Transition};
+use crate::env::{Env, Transition};
 
 /// Parameters of the synthetic env.
 #[derive(Debug, Clone, PartialEq, Eq)]

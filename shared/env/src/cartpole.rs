@@ -5,7 +5,7 @@
 //! step including the terminating one, termination when |x| > 2.4 or
 //! |θ| > 12°, reset uniform in ±0.05 on all four state variables, and the
 //! `TimeLimit` wrapper of `gym.make("CartPole-v1")` truncating at 500 steps.
-//! `actor/tests/cartpole_reference.rs` checks transitions against the real
+//! `shared/env/tests/cartpole_reference.rs` checks transitions against the real
 //! Gymnasium to 1e-6.
 //!
 //! Cost: one `sin`, one `cos` and about twenty flops per step.
@@ -13,7 +13,7 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::{Env, Transition};
+use crate::env::{Env, Transition};
 
 const GRAVITY: f64 = 9.8;
 const MASSCART: f64 = 1.0;
