@@ -35,7 +35,7 @@ use crate::infer::sink::SinkFactory;
 use crate::infer::state_table::StateTable;
 use crate::infer::step_request::StepRequest;
 use crate::learn::checkpoint::EnvDescription;
-use crate::learn::training::{Training, TrainingSetup};
+use crate::learn::training::{Training, TrainingSetup, TrainingTarget};
 use crate::metrics::Metrics;
 use crate::model::weights::{PolicyVersion, WeightsHandle};
 use crate::model::{ModelConfig, TrainableModel};
@@ -91,13 +91,15 @@ impl Learner {
         let setup = match &config.train {
             Some(train) => Some(TrainingSetup::new(
                 train,
-                model.clone(),
-                &spec,
-                env_description(&config.env),
-                &device,
-                config.seed,
-                config.serve.max_env_slots,
-                config.run_dir().cloned(),
+                TrainingTarget {
+                    model: model.clone(),
+                    spec: spec.clone(),
+                    env: env_description(&config.env),
+                    device: device.clone(),
+                    seed: config.seed,
+                    max_env_slots: config.serve.max_env_slots,
+                    run_dir: config.run_dir().cloned(),
+                },
             )?),
             None => None,
         };

@@ -34,6 +34,22 @@ use seed_replay::{
     LagAction, PolicyLagCap, ReplayBuffer, ReplayConfig, SamplerConfig, WriterPolicy,
 };
 
+/// What the learning side is built for, besides its own settings.
+pub struct TrainingTarget {
+    /// The architecture to train, unless `--resume` brings its own.
+    pub model: ModelConfig,
+    /// The envs' spec (observation and action shapes of the unrolls).
+    pub spec: EnvSpec,
+    /// The env as recorded in checkpoints (for `learner eval`).
+    pub env: EnvDescription,
+    pub device: Device,
+    pub seed: u64,
+    /// Env slots inference may serve (the unroll builder keeps one per slot).
+    pub max_env_slots: usize,
+    /// Save checkpoints here when given.
+    pub run_dir: Option<PathBuf>,
+}
+
 /// Built before the server starts.
 pub struct TrainingSetup {
     pub model_config: ModelConfig,
@@ -53,20 +69,19 @@ pub struct TrainingSetup {
 }
 
 impl TrainingSetup {
-    /// Builds the learning side for a `model` (unless `--resume` brings its
-    /// own) on envs of `spec` (described by `env` in
-    /// checkpoints), serving at most `max_env_slots` env slots, saving into
-    /// `run_dir` when given.
-    pub fn new(
-        train: &TrainConfig,
-        model: ModelConfig,
-        spec: &EnvSpec,
-        env: EnvDescription,
-        device: &Device,
-        seed: u64,
-        max_env_slots: usize,
-        run_dir: Option<PathBuf>,
-    ) -> Result<Self, LearnerError> {
+    /// Builds the learning side `train` describes, for `target` (see
+    /// [`TrainingTarget`]).
+    pub fn new(train: &TrainConfig, target: TrainingTarget) -> Result<Self, LearnerError> {
+        let TrainingTarget {
+            model,
+            spec,
+            env,
+            device,
+            seed,
+            max_env_slots,
+            run_dir,
+        } = target;
+        let (spec, device) = (&spec, &device);
         train.validate()?;
         let loaded = match &train.checkpoints.resume {
             Some(dir) => Some(
