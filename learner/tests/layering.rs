@@ -1,0 +1,56 @@
+//! The learner's floor plan, enforced: every file under `src/` may import
+//! only its own layer or a lower one (the table in `lib.rs`'s docs), and no
+//! files import each other in a loop.
+//!
+//! Why: the learner's files once formed a 13-file import cycle held together
+//! by upward imports (metrics importing the trainer, the error type
+//! importing the trainer's error, the CLI importing the server's constants),
+//! so no stage could be read, tested or replaced alone. A new file lands in
+//! its folder's layer; a new top-level module must be added below, or this
+//! test fails. The checker is the replay crate's (`learner/replay/tests/
+//! layering_check/`), included by path so both crates share one.
+use std::path::Path;
+
+#[path = "../replay/tests/layering_check/mod.rs"]
+mod layering_check;
+
+use layering_check::Layers;
+
+/// The layers, bottom first. A folder's entry covers every file in it.
+const LAYERS: Layers = &[
+    (
+        "leaves: import nothing of the crate",
+        &["metrics", "error", "device", "heap", "loom"],
+    ),
+    ("the networks and the weights inference reads", &["model"]),
+    (
+        "inference: batcher, state table, step requests, the sink interface",
+        &["infer"],
+    ),
+    (
+        "learning: unrolls (the inference sink), prefetch, training, checkpoints",
+        &["learn"],
+    ),
+    ("serving: the tonic service and its transports", &["serve"]),
+    (
+        "reports: Prometheus, metrics log, summary, curve, progress",
+        &["report"],
+    ),
+    (
+        "the application: config, composition root, run loop, local actors, eval",
+        &["app"],
+    ),
+    ("re-exports", &["lib"]),
+];
+
+#[test]
+fn every_file_imports_only_its_own_or_lower_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    // `src/infer/tests/`: the loom tests, built only under `cfg(loom)`.
+    let failures = layering_check::check(&src, LAYERS, &["infer/tests"]);
+    assert!(
+        failures.is_empty(),
+        "layering broken:\n{}",
+        failures.join("\n")
+    );
+}
