@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use seed_env::EnvArgs;
+use seed_shared::logging::LogFormat;
 use seed_shared::{DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
 use tracing::info;
 
@@ -36,6 +37,10 @@ pub struct ActorArgs {
     /// The environment these envs run.
     #[command(flatten)]
     pub environment: EnvArgs,
+    /// Log lines as `text` (colour only on a terminal without NO_COLOR) or
+    /// `json` (one object per line, for log shippers) [default: text].
+    #[arg(long, value_enum, hide_default_value = true, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// Actor id sent in the hello [default: `hostname-pid`].
     #[arg(long)]
     pub actor_id: Option<String>,

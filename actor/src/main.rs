@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use clap::Parser;
 use seed_actor::cli::{self, ActorArgs};
 use tracing::{error, info};
-use tracing_subscriber::EnvFilter;
 
 /// Steps environments and streams them to a SEED-style learner.
 #[derive(Parser, Debug)]
@@ -18,11 +17,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .init();
+    seed_shared::logging::init_logging(cli.actor.log_format);
     match cli::run(&cli.actor) {
         Ok(r) => {
             info!(

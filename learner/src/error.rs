@@ -9,18 +9,16 @@ use std::path::PathBuf;
 /// Failures to start or run the learner.
 #[derive(Debug, thiserror::Error)]
 pub enum LearnerError {
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The `--listen` address could not be bound. One line: the address,
+    /// the OS's reason and what to do (the reason is part of the message,
+    /// not a `source`, so a report that prints the chain says it once).
+    #[error("cannot listen on {addr} (--listen): {cause}{hint}", hint = bind_hint(cause))]
+    Bind { addr: String, cause: std::io::Error },
     /// The `--metrics-addr` endpoint could not listen.
-    #[error("cannot serve metrics on {addr} (--metrics-addr): {source}")]
+    #[error("cannot serve metrics on {addr} (--metrics-addr): {cause}{hint}", hint = bind_hint(cause))]
     MetricsBind {
         addr: std::net::SocketAddr,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("`--listen {value}`: {reason}")]
     ListenAddr { value: String, reason: String },
@@ -53,4 +51,48 @@ pub enum LearnerError {
     },
     #[error("server: {0}")]
     Serve(String),
+}
+
+/// What to do about a failed bind, by its cause ("" when there is no advice).
+fn bind_hint(cause: &std::io::Error) -> &'static str {
+    use std::io::ErrorKind::*;
+    match cause.kind() {
+        AddrInUse => {
+            "; another process holds this port: stop it, or pass another port (port 0 picks a free one)"
+        }
+        AddrNotAvailable => "; no interface has this address: use 0.0.0.0 (all) or 127.0.0.1 (this host)",
+        PermissionDenied => "; ports below 1024 need privileges: use a port above 1023",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    #[test]
+    fn a_bind_error_is_one_line_saying_the_cause_once_with_advice() {
+        let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = busy.local_addr().unwrap();
+        let cause = std::net::TcpListener::bind(addr).unwrap_err();
+        let os = cause.to_string();
+        let e = LearnerError::Bind {
+            addr: addr.to_string(),
+            cause,
+        };
+        // What `anyhow`'s `{:#}` prints: the message and every source.
+        let mut chain = e.to_string();
+        let mut source = e.source();
+        while let Some(s) = source {
+            chain.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        assert_eq!(chain.matches(os.as_str()).count(), 1, "{chain}");
+        assert!(!chain.contains('\n'), "{chain}");
+        assert!(
+            chain.contains(&addr.to_string()) && chain.contains("another port"),
+            "{chain}"
+        );
+    }
 }

@@ -20,7 +20,7 @@
 //! | 3 | `learn` | infer's sink interface, model, metrics, `seed_replay` |
 //! | 2 | `infer` | model, metrics |
 //! | 1 | `model` (networks, weights) | leaves |
-//! | 0 | `metrics`, `error`, `device`, `heap`, `loom` | nothing of the crate |
+//! | 0 | `metrics`, `error`, `device`, `heap`, `loom`, `log_throttle` | nothing of the crate |
 //!
 //! Two arrows of the data flow point "back" and are inverted on purpose:
 //! inference pushes into the learning side through
@@ -36,6 +36,7 @@ pub mod error;
 pub mod heap;
 pub mod infer;
 pub mod learn;
+pub mod log_throttle;
 pub mod loom;
 pub mod metrics;
 pub mod model;

@@ -20,7 +20,7 @@ use layering_check::Layers;
 const LAYERS: Layers = &[
     (
         "leaves: import nothing of the crate",
-        &["metrics", "error", "device", "heap", "loom"],
+        &["metrics", "error", "device", "heap", "loom", "log_throttle"],
     ),
     ("the networks and the weights inference reads", &["model"]),
     (

@@ -81,6 +81,14 @@ async fn cartpole_return_rises_far_above_random_and_resumes() {
     a.run.run_dir = Some(run_dir.clone());
     let s = train(a, &socket, 2, 32).await;
     let t = s.training.as_ref().expect("training summary");
+    // One clock for both figures, and the end state beside `solved`.
+    assert!(
+        t.seconds_to_solve.is_some_and(|at| at <= s.wall_seconds),
+        "solved at {:?} s of a {} s run",
+        t.seconds_to_solve,
+        s.wall_seconds
+    );
+    assert_eq!(t.final_mean_return, s.mean_return_last_100);
     assert!(
         t.solved && s.mean_return_last_100 >= 150.0,
         "mean return {} after {} env steps ({} learner steps)",

@@ -1,8 +1,10 @@
 //! What the actor and the learner both need: the generated wire types
 //! ([`pb`]), observation/action specs with their validation ([`spec`]), and
-//! the observation byte codec ([`codec`]).
+//! the observation byte codec ([`codec`]), and the logging setup of both
+//! binaries ([`logging`]).
 pub mod codec;
 pub mod error;
+pub mod logging;
 pub mod pb;
 pub mod spec;
 

@@ -29,6 +29,7 @@ use seed_learner::learn::optimizer::{
 use seed_learner::learn::train::TrainerConfig;
 use seed_learner::model::ModelShape;
 use seed_learner::serve::transport::ListenAddr;
+use seed_shared::logging::LogFormat;
 use seed_shared::{DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
 
 /// Central-inference learner: serves actors, batches inference, reports metrics.
@@ -71,57 +72,113 @@ pub struct EvalArgs {
 /// Flags of `learner` (serve + local actors).
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct TrainArgs {
-    /// Listen address: `IP:PORT` (`0.0.0.0:PORT` for clusters) or `unix:/path`
+    /// Listen address: `IP:PORT` (`0.0.0.0:PORT` for clusters), `HOST:PORT`
+    /// (resolved once; the first IPv4 address is bound) or `unix:/path`
     /// [default: 127.0.0.1:50051, or an ephemeral port if that one is busy].
-    #[arg(long)]
+    #[arg(help_heading = "Serving", long)]
     pub listen: Option<String>,
     /// Shared secret actors must send in their hello [default: none].
-    #[arg(long, env = "SEED_TOKEN", hide_env_values = true)]
+    #[arg(
+        help_heading = "Serving",
+        long,
+        env = "SEED_TOKEN",
+        hide_env_values = true
+    )]
     pub token: Option<String>,
     /// Actor processes to spawn on this host; 0 serves remote actors only [default: 2].
-    #[arg(long, hide_default_value = true, default_value_t = 2)]
+    #[arg(
+        help_heading = "Local actors and environment",
+        long,
+        hide_default_value = true,
+        default_value_t = 2
+    )]
     pub local_actors: usize,
     /// Environments per local actor [default: 32].
-    #[arg(long, hide_default_value = true, default_value_t = 32)]
+    #[arg(
+        help_heading = "Local actors and environment",
+        long,
+        hide_default_value = true,
+        default_value_t = 32
+    )]
     pub envs_per_actor: usize,
     /// The environment actors must run (also passed to local actors).
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Local actors and environment")]
     pub environment: EnvArgs,
+    /// Log lines as `text` (colour only on a terminal without NO_COLOR) or
+    /// `json` (one object per line, for log shippers); local actors log the
+    /// same way [default: text].
+    #[arg(help_heading = "Stopping, reports and metrics", long, value_enum, hide_default_value = true, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// Stop after this many seconds [default: run until Ctrl-C/SIGTERM].
-    #[arg(long)]
+    #[arg(help_heading = "Stopping, reports and metrics", long)]
     pub max_seconds: Option<f64>,
     /// Stop after this many env steps [default: unlimited].
-    #[arg(long)]
+    #[arg(help_heading = "Stopping, reports and metrics", long)]
     pub max_env_steps: Option<u64>,
     /// Seconds between progress lines; 0 disables them [default: 5].
-    #[arg(long, hide_default_value = true, default_value_t = 5.0)]
+    #[arg(
+        help_heading = "Stopping, reports and metrics",
+        long,
+        hide_default_value = true,
+        default_value_t = 5.0
+    )]
     pub progress_secs: f64,
     /// Write a JSON summary of the run here at exit [default: none].
-    #[arg(long)]
+    #[arg(help_heading = "Stopping, reports and metrics", long)]
     pub summary_json: Option<PathBuf>,
     /// Flush an inference batch at this many env rows [default: 256].
-    #[arg(long, hide_default_value = true, default_value_t = 256)]
+    #[arg(
+        help_heading = "Inference",
+        long,
+        hide_default_value = true,
+        default_value_t = 256
+    )]
     pub max_batch: usize,
     /// Flush an inference batch this many microseconds after its first
     /// request, even if not full. A batch also flushes as soon as every live
     /// env is in it, so this only bounds the wait for slow actors; 500 us is
     /// a few loopback round trips [default: 500].
-    #[arg(long, hide_default_value = true, default_value_t = 500)]
+    #[arg(
+        help_heading = "Inference",
+        long,
+        hide_default_value = true,
+        default_value_t = 500
+    )]
     pub flush_us: u64,
     /// Largest gRPC message accepted or sent, in bytes [default: 67108864 (64 MiB)].
-    #[arg(long, hide_default_value = true, default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
+    #[arg(help_heading = "Serving", long, hide_default_value = true, default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
     pub max_message_bytes: usize,
     /// Inference device: `cpu`, or `cuda:N` when built with `--features cuda` [default: cpu].
-    #[arg(long, hide_default_value = true, default_value = "cpu")]
+    #[arg(
+        help_heading = "Inference",
+        long,
+        hide_default_value = true,
+        default_value = "cpu"
+    )]
     pub device: String,
     /// Seed of the network's initial weights, action sampling and local actors [default: 0].
-    #[arg(long, hide_default_value = true, default_value_t = 0)]
+    #[arg(
+        help_heading = "Inference",
+        long,
+        hide_default_value = true,
+        default_value_t = 0
+    )]
     pub seed: u64,
     /// Env slots the learner can serve at once, over all actors [default: 65536].
-    #[arg(long, hide_default_value = true, default_value_t = 65_536)]
+    #[arg(
+        help_heading = "Serving",
+        long,
+        hide_default_value = true,
+        default_value_t = 65_536
+    )]
     pub max_env_slots: usize,
     /// Inference threads taking batches [default: 1].
-    #[arg(long, hide_default_value = true, default_value_t = 1)]
+    #[arg(
+        help_heading = "Inference",
+        long,
+        hide_default_value = true,
+        default_value_t = 1
+    )]
     pub inference_threads: usize,
     /// A step batch with at most this many envs that holds every connected
     /// env (one actor) is inferred on its stream's I/O thread instead of
@@ -129,79 +186,144 @@ pub struct TrainArgs {
     /// step; 0 turns this off. Serving only: with training on, the unroll
     /// builder may wait on a full replay buffer, which must not hold an I/O
     /// thread, so this applies with `--no-train` [default: 32].
-    #[arg(long, hide_default_value = true, default_value_t = DEFAULT_INLINE_MAX_ROWS)]
+    #[arg(help_heading = "Inference", long, hide_default_value = true, default_value_t = DEFAULT_INLINE_MAX_ROWS)]
     pub inline_max_rows: usize,
     /// Size of candle's CPU thread pool (sets RAYON_NUM_THREADS) [default:
     /// $RAYON_NUM_THREADS if set, else 1 per 4 cores, at most 8].
-    #[arg(long)]
+    #[arg(help_heading = "Inference", long)]
     pub threads: Option<usize>,
     /// Tokio worker threads for the gRPC server [default: 1 per 4 cores, 1 to 4].
-    #[arg(long)]
+    #[arg(help_heading = "Serving", long)]
     pub io_threads: Option<usize>,
     /// Serve live Prometheus metrics at `GET http://ADDR/metrics` (OpenMetrics
     /// text); ADDR is `IP:PORT`, e.g. `127.0.0.1:9100` (`0.0.0.0:9100` for a
     /// remote Prometheus); port 0 picks a free port, logged at start [default: off].
-    #[arg(long, value_name = "ADDR")]
+    #[arg(
+        help_heading = "Stopping, reports and metrics",
+        long,
+        value_name = "ADDR"
+    )]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Run local actors from this `actor` binary instead of `learner actor` [default: this executable].
-    #[arg(long)]
+    #[arg(help_heading = "Local actors and environment", long)]
     pub actor_bin: Option<PathBuf>,
 
     // ---- Training -------------------------------------------------------
     /// Serve and infer only; no unrolls, replay or training [default: off].
-    #[arg(long)]
+    #[arg(help_heading = "Training", long)]
     pub no_train: bool,
     /// T: transitions per unroll; unrolls hold T+1 steps and overlap by one [default: 16].
-    #[arg(long, hide_default_value = true, default_value_t = 16)]
+    #[arg(
+        help_heading = "Training",
+        long,
+        hide_default_value = true,
+        default_value_t = 16
+    )]
     pub unroll_length: usize,
     /// B: unrolls per training batch [default: 16].
-    #[arg(long, hide_default_value = true, default_value_t = 16)]
+    #[arg(
+        help_heading = "Training",
+        long,
+        hide_default_value = true,
+        default_value_t = 16
+    )]
     pub batch_size: usize,
     /// Optimizer: `adam` or `rmsprop` [default: adam].
-    #[arg(long, hide_default_value = true, default_value = "adam")]
+    #[arg(
+        help_heading = "Training",
+        long,
+        hide_default_value = true,
+        default_value = "adam"
+    )]
     pub optimizer: OptimizerKind,
     /// Learning rate (initial one with --lr-decay-steps) [default: 0.002].
-    #[arg(long, hide_default_value = true, default_value_t = 2e-3)]
+    #[arg(
+        help_heading = "Training",
+        long,
+        hide_default_value = true,
+        default_value_t = 2e-3
+    )]
     pub learning_rate: f64,
     /// Decay the learning rate linearly to 0 over this many learner steps; 0 keeps it constant [default: 0].
-    #[arg(long, hide_default_value = true, default_value_t = 0)]
+    #[arg(
+        help_heading = "Training",
+        long,
+        hide_default_value = true,
+        default_value_t = 0
+    )]
     pub lr_decay_steps: u64,
     /// Discount γ per step [default: 0.99].
-    #[arg(long, hide_default_value = true, default_value_t = 0.99)]
+    #[arg(
+        help_heading = "Training",
+        long,
+        hide_default_value = true,
+        default_value_t = 0.99
+    )]
     pub discount: f32,
     /// Weight of the entropy bonus [default: 0.01].
-    #[arg(long, hide_default_value = true, default_value_t = 0.01)]
+    #[arg(
+        help_heading = "Training",
+        long,
+        hide_default_value = true,
+        default_value_t = 0.01
+    )]
     pub entropy_cost: f32,
     /// Weight of the value loss [default: 0.5].
-    #[arg(long, hide_default_value = true, default_value_t = 0.5)]
+    #[arg(
+        help_heading = "Training",
+        long,
+        hide_default_value = true,
+        default_value_t = 0.5
+    )]
     pub baseline_cost: f32,
     /// Global gradient-norm clip [default: 40].
-    #[arg(long, hide_default_value = true, default_value_t = 40.0)]
+    #[arg(
+        help_heading = "Training",
+        long,
+        hide_default_value = true,
+        default_value_t = 40.0
+    )]
     pub max_grad_norm: f32,
     /// V-trace clip thresholds ρ̄ and c̄ [default: 1].
-    #[arg(long, hide_default_value = true, default_value_t = 1.0)]
+    #[arg(
+        help_heading = "Training",
+        long,
+        hide_default_value = true,
+        default_value_t = 1.0
+    )]
     pub vtrace_clip: f32,
     /// Times each unroll is trained on: every collated batch feeds N
     /// consecutive updates (V-trace corrects for the newer policy); 1 is
     /// consume-once. Reuse buys sample efficiency for a little policy lag
     /// (CartPole: 4 halves the env steps to solve versus 1) [default: 4].
-    #[arg(long, hide_default_value = true, default_value_t = 4)]
+    #[arg(
+        help_heading = "Replay and prefetch",
+        long,
+        hide_default_value = true,
+        default_value_t = 4
+    )]
     pub replay_ratio: u32,
     /// Replay capacity in unrolls; when full, inference waits (backpressure
     /// slows the actors to the trainer's pace). Small keeps the policy lag
     /// low [default: --batch-size, one batch].
-    #[arg(long)]
+    #[arg(help_heading = "Replay and prefetch", long)]
     pub replay_capacity: Option<usize>,
     /// How long inference waits on a full replay buffer before dropping the
     /// unroll, in milliseconds [default: 5000].
-    #[arg(long, hide_default_value = true, default_value_t = 5000)]
+    #[arg(
+        help_heading = "Replay and prefetch",
+        long,
+        hide_default_value = true,
+        default_value_t = 5000
+    )]
     pub insert_timeout_ms: u64,
     /// Drop sampled unrolls whose oldest step is more than this many policy
     /// versions behind the trainer [default: no cap].
-    #[arg(long)]
+    #[arg(help_heading = "Replay and prefetch", long)]
     pub max_policy_lag: Option<u64>,
     /// MLP torso hidden widths, comma-separated [default: 64,64].
     #[arg(
+        help_heading = "Training",
         long,
         value_delimiter = ',',
         hide_default_value = true,
@@ -209,35 +331,65 @@ pub struct TrainArgs {
     )]
     pub hidden_sizes: Vec<usize>,
     /// Conv torso output width (image observations) [default: 256].
-    #[arg(long, hide_default_value = true, default_value_t = 256)]
+    #[arg(
+        help_heading = "Training",
+        long,
+        hide_default_value = true,
+        default_value_t = 256
+    )]
     pub conv_features: usize,
     /// Add an LSTM core (state kept per env slot at inference) [default: off].
-    #[arg(long)]
+    #[arg(help_heading = "Training", long)]
     pub lstm: bool,
     /// LSTM hidden size with --lstm [default: 64].
-    #[arg(long, hide_default_value = true, default_value_t = 64)]
+    #[arg(
+        help_heading = "Training",
+        long,
+        hide_default_value = true,
+        default_value_t = 64
+    )]
     pub lstm_size: usize,
     /// Prefetch threads collating batches for the trainer [default: 1].
-    #[arg(long, hide_default_value = true, default_value_t = 1)]
+    #[arg(
+        help_heading = "Replay and prefetch",
+        long,
+        hide_default_value = true,
+        default_value_t = 1
+    )]
     pub prefetch_threads: usize,
     /// Collated batches kept ready ahead of the trainer [default: 1].
-    #[arg(long, hide_default_value = true, default_value_t = 1)]
+    #[arg(
+        help_heading = "Replay and prefetch",
+        long,
+        hide_default_value = true,
+        default_value_t = 1
+    )]
     pub prefetch_depth: usize,
     /// Keep checkpoints, metrics.jsonl and learning_curve.png here [default: none].
-    #[arg(long)]
+    #[arg(help_heading = "Checkpoints", long)]
     pub run_dir: Option<PathBuf>,
     /// Seconds between checkpoints with --run-dir (one is also written at exit) [default: 60].
-    #[arg(long, hide_default_value = true, default_value_t = 60.0)]
+    #[arg(
+        help_heading = "Checkpoints",
+        long,
+        hide_default_value = true,
+        default_value_t = 60.0
+    )]
     pub checkpoint_secs: f64,
     /// Continue from the newest checkpoint in this run directory (weights,
     /// optimizer, counters, policy version); implies --run-dir DIR unless given [default: none].
-    #[arg(long)]
+    #[arg(help_heading = "Checkpoints", long)]
     pub resume: Option<PathBuf>,
     /// Mean return over the last 100 episodes that counts as solved [default: 475, CartPole-v1's threshold].
-    #[arg(long, hide_default_value = true, default_value_t = 475.0)]
+    #[arg(
+        help_heading = "Stopping, reports and metrics",
+        long,
+        hide_default_value = true,
+        default_value_t = 475.0
+    )]
     pub target_return: f64,
     /// Stop as soon as the target return is reached [default: off].
-    #[arg(long)]
+    #[arg(help_heading = "Stopping, reports and metrics", long)]
     pub stop_when_solved: bool,
 }
 
@@ -357,6 +509,10 @@ impl TrainArgs {
                 target_return: self.target_return,
                 stop_when_solved: self.stop_when_solved,
                 run_dir: self.run_dir.clone(),
+                local_actor_flags: match self.log_format {
+                    LogFormat::Text => Vec::new(),
+                    LogFormat::Json => vec!["--log-format".into(), "json".into()],
+                },
             },
         };
         config.validate()?;
@@ -501,6 +657,22 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn every_flag_sits_under_a_topic_heading() {
+        use clap::CommandFactory;
+        let mut headings = Vec::new();
+        for arg in Cli::command().get_arguments() {
+            if arg.get_id() == "help" || arg.get_id() == "version" {
+                continue;
+            }
+            let heading = arg.get_help_heading();
+            assert!(heading.is_some(), "--{} has no help heading", arg.get_id());
+            headings.extend(heading.map(str::to_owned));
+        }
+        headings.dedup();
+        assert!(headings.len() >= 6, "topics: {headings:?}");
     }
 
     #[test]

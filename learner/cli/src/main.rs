@@ -5,17 +5,16 @@ use std::process::ExitCode;
 use clap::Parser;
 use seed_learner_cli::flags::{Cli, Command};
 use tracing::error;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     // Before any thread starts; see `heap` for why and the measured gain.
     let heap_tuned = seed_learner::heap::keep_large_buffers_on_the_heap();
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .init();
+    let log_format = match &cli.command {
+        Some(Command::Actor(a)) => a.log_format,
+        _ => cli.train.log_format,
+    };
+    seed_shared::logging::init_logging(log_format);
     if !heap_tuned {
         tracing::debug!("heap settings not applied (not glibc)");
     }

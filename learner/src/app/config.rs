@@ -100,6 +100,8 @@ pub struct RunConfig {
     pub stop_when_solved: bool,
     /// `--run-dir`: checkpoints, metrics.jsonl and learning_curve.png.
     pub run_dir: Option<PathBuf>,
+    /// Extra flags for every local actor (the CLI passes `--log-format`).
+    pub local_actor_flags: Vec<String>,
 }
 
 /// Default of `--inline-max-rows`: a CartPole MLP forward of 32 rows takes
@@ -172,6 +174,7 @@ impl Default for RunConfig {
             target_return: 475.0,
             stop_when_solved: false,
             run_dir: None,
+            local_actor_flags: Vec::new(),
         }
     }
 }

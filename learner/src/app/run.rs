@@ -55,6 +55,7 @@ fn actor_flags(config: &LearnerConfig) -> Vec<String> {
         config.serve.max_message_bytes.to_string(),
     ];
     flags.extend(seed_env::env_flags(&config.env));
+    flags.extend(config.run.local_actor_flags.iter().cloned());
     flags
 }
 
@@ -63,11 +64,12 @@ pub async fn run_until(
     config: &LearnerConfig,
     interrupt: impl Future<Output = ()>,
 ) -> Result<RunSummary, LearnerError> {
+    // The run's one clock: `wall_seconds`, `seconds_to_solve`, the curve and
+    // metrics.jsonl all count from here.
     let t0 = Instant::now();
     let args = &config.run;
     let mut learner = Learner::start(config).await?;
     let addr = learner.local_addr().clone();
-    let started = Instant::now();
     let metrics = std::sync::Arc::clone(learner.metrics());
     let resumed_episodes = metrics.episodes.load(std::sync::atomic::Ordering::Relaxed);
     let training = config.train.is_some();
@@ -183,7 +185,7 @@ pub async fn run_until(
         }
     };
 
-    let wall = started.elapsed();
+    let wall = t0.elapsed();
     let snap = metrics.snapshot();
     let train_snap = snap.training;
     let train_secs = learner.training_elapsed().map_or(0.0, |t| t.as_secs_f64());
@@ -209,6 +211,7 @@ pub async fn run_until(
             train_secs,
             args.target_return,
             solved,
+            snap.mean_return_last_100,
         ));
     }
     if let Some(dir) = &run_dir {

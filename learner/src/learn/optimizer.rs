@@ -444,7 +444,9 @@ pub fn clip_grad_norm<'a>(
         .sqrt()?
         .to_scalar::<f32>()?;
     if !norm.is_finite() {
-        tracing::warn!(norm, "non-finite gradient norm; gradients left unclipped");
+        // The trainer skips the step and reports it (rate-limited); one line here
+        // per step would flood the log.
+        tracing::debug!(norm, "non-finite gradient norm; gradients left unclipped");
         return Ok(norm);
     }
     if norm > max_norm {

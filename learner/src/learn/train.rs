@@ -26,6 +26,7 @@ use crate::error::LearnerError;
 use crate::learn::algo::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
 use crate::learn::optimizer::{Optimizer, OptimizerConfig, OptimizerError};
 use crate::learn::prefetch::{NextBatchError, Prefetcher, TrainBatch};
+use crate::log_throttle::{LogThrottle, WARN_INTERVAL};
 use crate::model::weights::{PolicyVersion, WeightsHandle};
 use crate::model::TrainableModel;
 use seed_replay::ReplayBuffer;
@@ -237,6 +238,7 @@ pub fn spawn_training_thread(
     mut between_steps: Option<BetweenSteps>,
     on_step: Arc<dyn Fn(&TrainStep) + Send + Sync>,
 ) -> Result<JoinHandle<Result<Trainer, TrainError>>, LearnerError> {
+    let skipped_log = LogThrottle::new(WARN_INTERVAL);
     std::thread::Builder::new()
         .name("trainer".into())
         .spawn(move || {
@@ -253,10 +255,15 @@ pub fn spawn_training_thread(
                     error!(error = %e, "training step failed; training stops");
                 })?;
                 if step.skipped {
-                    warn!(
-                        grad_norm = step.grad_norm,
-                        "non-finite gradients; step skipped"
-                    );
+                    if let Some(steps) = skipped_log.hit() {
+                        warn!(
+                            grad_norm = step.grad_norm,
+                            steps,
+                            "non-finite gradients; steps skipped since the last such line \
+                             (at most one line per {} s)",
+                            WARN_INTERVAL.as_secs()
+                        );
+                    }
                 }
                 stats.record(&step, batch.len(), started.elapsed());
                 on_step(&step);

@@ -48,7 +48,7 @@ impl MetricsEndpoint {
     /// [`local_addr`](Self::local_addr)) and serves `metrics` until
     /// [`shutdown`](Self::shutdown). Must run inside a tokio runtime.
     pub async fn bind(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<Self, LearnerError> {
-        let bind_err = |source| LearnerError::MetricsBind { addr, source };
+        let bind_err = |cause| LearnerError::MetricsBind { addr, cause };
         let listener = TcpListener::bind(addr).await.map_err(bind_err)?;
         let local = listener.local_addr().map_err(bind_err)?;
         let exposition = Arc::new(MetricsExposition::new(metrics));

@@ -44,12 +44,17 @@ pub struct RunSummary {
 /// What training adds to the summary.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TrainingSummary {
-    /// The mean return over the last 100 episodes reached `target_return`.
+    /// The mean return over the last 100 episodes reached `target_return`
+    /// at some point (not necessarily still at the end: see
+    /// `final_mean_return`).
     pub solved: bool,
     pub target_return: f64,
-    /// Env steps and seconds (from learner start) when it was first reached.
+    /// Env steps and seconds (from the run's start, the clock of
+    /// `wall_seconds`) when it was first reached.
     pub env_steps_to_solve: Option<u64>,
     pub seconds_to_solve: Option<f64>,
+    /// The mean return over the last 100 episodes when the run ended.
+    pub final_mean_return: f64,
     pub learner_steps: u64,
     pub learner_steps_per_second: f64,
     /// Fraction of the trainer's time spent waiting for a batch.
@@ -69,12 +74,14 @@ impl TrainingSummary {
         train_seconds: f64,
         target_return: f64,
         solved: Option<(u64, f64)>,
+        final_mean_return: f64,
     ) -> Self {
         TrainingSummary {
             solved: solved.is_some(),
             target_return,
             env_steps_to_solve: solved.map(|s| s.0),
             seconds_to_solve: solved.map(|s| s.1),
+            final_mean_return,
             learner_steps: t.learner_steps,
             learner_steps_per_second: if train_seconds > 0.0 {
                 t.learner_steps as f64 / train_seconds

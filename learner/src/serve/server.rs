@@ -48,6 +48,7 @@ use crate::infer::batcher::DynamicBatcher;
 use crate::infer::inference::InlineInference;
 use crate::infer::state_table::{SlotLease, StateTable};
 use crate::infer::step_request::{ReplySender, StepRequest};
+use crate::log_throttle::{LogThrottle, WARN_INTERVAL};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::model::weights::WeightsHandle;
 use crate::serve::stream_error::StreamError;
@@ -143,6 +144,9 @@ struct ServiceContext {
     metrics: Arc<Metrics>,
     weights: Arc<WeightsHandle>,
     streams: StreamRegistry,
+    /// Rate limit of the "ending actor stream" warning (a misbehaving actor
+    /// that reconnects at once would otherwise write one line per stream).
+    ended_log: LogThrottle,
 }
 
 /// The `seed.v1.Learner` service implementation.
@@ -176,6 +180,7 @@ impl Server {
                 metrics: stages.metrics,
                 weights: stages.weights,
                 streams: StreamRegistry::default(),
+                ended_log: LogThrottle::new(WARN_INTERVAL),
             }),
         };
         let ctx = Arc::clone(&service.ctx);
@@ -375,7 +380,12 @@ impl StreamTask {
             Ok(()) => debug!(actor = %self.actor_id, "actor stream closed"),
             Err(e) => {
                 if !matches!(e, StreamError::ShuttingDown | StreamError::Transport(_)) {
-                    warn!(actor = %self.actor_id, error = %e, "ending actor stream");
+                    if let Some(streams) = self.ctx.ended_log.hit() {
+                        warn!(actor = %self.actor_id, error = %e, streams,
+                            "ending actor stream (streams ended for bad input since the last such \
+                             line, at most one line per {} s; all are counted in Status)",
+                            WARN_INTERVAL.as_secs());
+                    }
                 } else {
                     debug!(actor = %self.actor_id, error = %e, "actor stream ended");
                 }

@@ -34,13 +34,43 @@ impl FromStr for ListenAddr {
             }
             return Ok(ListenAddr::Unix(PathBuf::from(path)));
         }
-        s.parse::<SocketAddr>()
-            .map(ListenAddr::Tcp)
-            .map_err(|e| LearnerError::ListenAddr {
-                value: s.into(),
-                reason: format!("{e} (expected IP:PORT or unix:/path)"),
-            })
+        if let Ok(a) = s.parse::<SocketAddr>() {
+            return Ok(ListenAddr::Tcp(a));
+        }
+        resolve_host(s).map(ListenAddr::Tcp)
     }
+}
+
+/// `HOST:PORT` with a host name: resolved once, here at the edge. Binds the
+/// first IPv4 address it resolves to (actors connect to 127.0.0.1 by
+/// default, and `localhost` often resolves to `::1` first), else the first;
+/// says which when there was a choice.
+fn resolve_host(s: &str) -> Result<SocketAddr, LearnerError> {
+    use std::net::ToSocketAddrs;
+    let err = |reason: String| LearnerError::ListenAddr {
+        value: s.into(),
+        reason,
+    };
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(err("expected IP:PORT, HOST:PORT or unix:/path".into()));
+    };
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(err("expected IP:PORT, HOST:PORT or unix:/path".into()));
+    }
+    let all: Vec<SocketAddr> = s
+        .to_socket_addrs()
+        .map_err(|e| err(format!("cannot resolve host `{host}`: {e}")))?
+        .collect();
+    let chosen = all
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| all.first())
+        .copied()
+        .ok_or_else(|| err(format!("host `{host}` resolves to no address")))?;
+    if all.len() > 1 {
+        info!(host, addresses = ?all, listening = %chosen, "--listen host resolved; listening on one address");
+    }
+    Ok(chosen)
 }
 
 impl fmt::Display for ListenAddr {
@@ -74,9 +104,9 @@ pub async fn bind(
                     let any = SocketAddr::new(a.ip(), 0);
                     let l = TcpListener::bind(any)
                         .await
-                        .map_err(|source| LearnerError::Bind {
+                        .map_err(|cause| LearnerError::Bind {
                             addr: any.to_string(),
-                            source,
+                            cause,
                         })?;
                     warn!(
                         busy = %a,
@@ -85,24 +115,24 @@ pub async fn bind(
                     );
                     l
                 }
-                Err(source) => {
+                Err(cause) => {
                     return Err(LearnerError::Bind {
                         addr: a.to_string(),
-                        source,
+                        cause,
                     })
                 }
             };
-            let local = listener.local_addr().map_err(|source| LearnerError::Bind {
+            let local = listener.local_addr().map_err(|cause| LearnerError::Bind {
                 addr: a.to_string(),
-                source,
+                cause,
             })?;
             Ok((BoundListener::Tcp(listener), ListenAddr::Tcp(local)))
         }
         ListenAddr::Unix(path) => {
             remove_stale_socket(path)?;
-            let listener = UnixListener::bind(path).map_err(|source| LearnerError::Bind {
+            let listener = UnixListener::bind(path).map_err(|cause| LearnerError::Bind {
                 addr: addr.to_string(),
-                source,
+                cause,
             })?;
             Ok((BoundListener::Unix(listener), addr.clone()))
         }
@@ -164,6 +194,23 @@ mod tests {
         let e = "nonsense".parse::<ListenAddr>().unwrap_err().to_string();
         assert!(e.contains("--listen nonsense"), "{e}");
         assert!("unix:".parse::<ListenAddr>().is_err());
+    }
+
+    #[tokio::test]
+    async fn host_names_resolve_and_bind() {
+        let addr = "localhost:0"
+            .parse::<ListenAddr>()
+            .expect("localhost resolves");
+        match &addr {
+            ListenAddr::Tcp(a) => assert!(a.ip().is_loopback(), "{a}"),
+            other => panic!("{other:?}"),
+        }
+        let (_listener, local) = bind(&addr, false).await.expect("binds");
+        assert!(matches!(local, ListenAddr::Tcp(a) if a.port() != 0));
+        for bad in ["localhost", "localhost:", ":50051", "localhost:http"] {
+            let e = bad.parse::<ListenAddr>().unwrap_err().to_string();
+            assert!(e.contains("--listen"), "{bad}: {e}");
+        }
     }
 
     #[tokio::test]

@@ -1,0 +1,56 @@
+//! Logging setup for both binaries: `tracing` to stderr, as text or JSON
+//! lines (`--log-format`), filtered by `RUST_LOG` (default `info`).
+//!
+//! Colour codes only where a person reads them: when stderr is a terminal
+//! and `NO_COLOR` (<https://no-color.org>) is unset or empty. A log file
+//! (`learner > run.log 2>&1`) or a log shipper gets plain text.
+use std::ffi::OsStr;
+use std::io::IsTerminal;
+
+use tracing_subscriber::EnvFilter;
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    #[default]
+    Text,
+    /// One JSON object per line (for log shippers).
+    Json,
+}
+
+/// Whether to write ANSI colour codes: only to a terminal, and only when
+/// `NO_COLOR` is unset or empty.
+pub fn use_color(stderr_is_terminal: bool, no_color: Option<&OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+/// Installs the global subscriber (once, before anything logs).
+pub fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = use_color(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(use_color(true, None));
+        assert!(use_color(true, Some(OsStr::new(""))));
+        assert!(!use_color(true, Some(OsStr::new("1"))));
+        assert!(!use_color(false, None));
+    }
+}
