@@ -79,6 +79,10 @@ pub async fn run_until(
         _ => None,
     };
     let mut curve = LearningCurve::new(Some(args.target_return));
+    // Episode returns for the curve (those of a resumed run's past are not
+    // in memory: start from what is recorded now).
+    let mut returns_seen = metrics.returns_since(u64::MAX, &mut Vec::new());
+    let mut new_returns = Vec::new();
     let mut next_curve = tokio::time::Instant::now();
     let mut solved: Option<(u64, f64)> = None;
 
@@ -162,11 +166,15 @@ pub async fn run_until(
                 }
                 if now >= next_curve {
                     next_curve = now + CURVE_EVERY;
-                    curve.push(CurvePoint {
+                    let point = CurvePoint {
                         env_steps: snap.env_steps,
                         seconds,
                         mean_return: snap.mean_return_last_100,
-                    });
+                    };
+                    new_returns.clear();
+                    returns_seen = metrics.returns_since(returns_seen, &mut new_returns);
+                    curve.push_episodes(point, &new_returns);
+                    curve.push(point);
                 }
                 if let (Some(at), Some(every)) = (next_progress, progress_every) {
                     if now >= at {

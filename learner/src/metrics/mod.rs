@@ -132,6 +132,21 @@ impl Metrics {
             .store(episode_return.to_bits(), Ordering::Relaxed);
     }
 
+    /// Appends to `out` the returns recorded after the first `seen` ones (at
+    /// most the last [`RETURN_WINDOW`]: older ones are overwritten) and
+    /// returns the count to pass next time. For plots: a return being
+    /// recorded at this moment may read as its slot's previous value.
+    pub fn returns_since(&self, seen: u64, out: &mut Vec<f32>) -> u64 {
+        let written = self.returns_written.load(Ordering::Relaxed);
+        let from = seen.max(written.saturating_sub(RETURN_WINDOW as u64));
+        out.extend((from..written).map(|i| {
+            f32::from_bits(
+                self.returns[(i % RETURN_WINDOW as u64) as usize].load(Ordering::Relaxed),
+            )
+        }));
+        written
+    }
+
     /// Mean of the last [`RETURN_WINDOW`] returns; 0 before any episode.
     pub fn mean_return(&self) -> f64 {
         let n = (self.returns_written.load(Ordering::Relaxed) as usize).min(RETURN_WINDOW);
@@ -203,6 +218,17 @@ mod tests {
         }
         assert_eq!(m.mean_return(), 10.0);
         assert_eq!(m.snapshot().episodes, 150);
+        let mut out = Vec::new();
+        assert_eq!(m.returns_since(0, &mut out), 150);
+        assert_eq!(
+            out,
+            vec![10.0; RETURN_WINDOW],
+            "only the last hundred are kept"
+        );
+        m.record_episode(7.0);
+        out.clear();
+        assert_eq!(m.returns_since(150, &mut out), 151);
+        assert_eq!(out, vec![7.0]);
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! The learning curve: mean episode return (last 100 episodes) against env
 //! steps and against wall seconds, sampled during the run and drawn at exit
-//! as `learning_curve.png` (two panels) with plotters' bitmap backend.
+//! as `learning_curve.png` (two panels) with plotters' bitmap backend. The
+//! episode returns themselves are drawn faintly under the mean, and the
+//! target as a dashed line, so a reader sees at a glance whether a run
+//! stayed solved. Axis ticks read 500k / 1M env steps and whole seconds.
 //!
 //! Text uses the font compiled into the binary ([`crate::report::plot_font`]); if
 //! drawing text fails anyway, the panels are drawn without labels rather
@@ -21,10 +24,19 @@ pub struct CurvePoint {
     pub mean_return: f64,
 }
 
+/// One finished episode, placed where the run was when it was read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EpisodePoint {
+    pub env_steps: f64,
+    pub seconds: f64,
+    pub episode_return: f32,
+}
+
 /// Samples collected during a run.
 #[derive(Debug, Clone, Default)]
 pub struct LearningCurve {
     points: Vec<CurvePoint>,
+    episodes: Vec<EpisodePoint>,
     /// A horizontal line at the target return, if any.
     target: Option<f64>,
 }
@@ -33,12 +45,32 @@ impl LearningCurve {
     pub fn new(target: Option<f64>) -> Self {
         LearningCurve {
             points: Vec::new(),
+            episodes: Vec::new(),
             target,
         }
     }
 
     pub fn push(&mut self, p: CurvePoint) {
         self.points.push(p);
+    }
+
+    /// Adds the returns of episodes that finished since the previous
+    /// sample, spread evenly between that sample and `now` (the run reads
+    /// them in batches, so their exact step is not known).
+    pub fn push_episodes(&mut self, now: CurvePoint, returns: &[f32]) {
+        let (s0, t0) = self
+            .points
+            .last()
+            .map_or((0.0, 0.0), |p| (p.env_steps as f64, p.seconds));
+        let n = returns.len() as f64;
+        for (i, &r) in returns.iter().enumerate() {
+            let f = (i + 1) as f64 / n;
+            self.episodes.push(EpisodePoint {
+                env_steps: s0 + f * (now.env_steps as f64 - s0),
+                seconds: t0 + f * (now.seconds - t0),
+                episode_return: r,
+            });
+        }
     }
 
     pub fn points(&self) -> &[CurvePoint] {
@@ -74,6 +106,7 @@ impl LearningCurve {
             .points
             .iter()
             .map(|p| p.mean_return)
+            .chain(self.episodes.iter().map(|e| e.episode_return as f64))
             .chain(self.target)
             .fold(1.0, f64::max)
             * 1.05;
@@ -83,12 +116,16 @@ impl LearningCurve {
                 xlabel: "env steps",
                 xmax: max_steps,
                 x: |p| p.env_steps as f64,
+                episode_x: |e| e.env_steps,
+                tick: format_steps,
             },
             Panel {
                 area: &right,
                 xlabel: "seconds",
                 xmax: max_secs,
                 x: |p| p.seconds,
+                episode_x: |e| e.seconds,
+                tick: format_seconds,
             },
         ];
         for Panel {
@@ -96,6 +133,8 @@ impl LearningCurve {
             xlabel,
             xmax,
             x,
+            episode_x,
+            tick,
         } in panels
         {
             let mut builder = ChartBuilder::on(area);
@@ -112,9 +151,14 @@ impl LearningCurve {
             let mut chart = builder
                 .build_cartesian_2d(0.0..xmax, 0.0..max_ret)
                 .map_err(|e| e.to_string())?;
+            let x_tick = |v: &f64| tick(*v);
+            let y_tick = |v: &f64| format!("{v:.0}");
             let mut mesh = chart.configure_mesh();
             if text {
-                mesh.x_desc(xlabel).y_desc("mean return (last 100)");
+                mesh.x_desc(xlabel)
+                    .y_desc("return")
+                    .x_label_formatter(&x_tick)
+                    .y_label_formatter(&y_tick);
             } else {
                 mesh.disable_x_mesh()
                     .disable_y_mesh()
@@ -122,15 +166,44 @@ impl LearningCurve {
                     .y_labels(0);
             }
             mesh.draw().map_err(|e| e.to_string())?;
+            let faint = BLUE.mix(0.18);
+            chart
+                .draw_series(self.episodes.iter().map(|e| {
+                    Circle::new((episode_x(e), e.episode_return as f64), 1, faint.filled())
+                }))
+                .map_err(|e| e.to_string())?
+                .label("episode return")
+                .legend(move |(lx, ly)| Circle::new((lx + 10, ly), 2, faint.filled()));
             chart
                 .draw_series(LineSeries::new(
                     self.points.iter().map(|p| (x(p), p.mean_return)),
-                    &BLUE,
+                    BLUE.stroke_width(2),
                 ))
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| e.to_string())?
+                .label("mean of the last 100")
+                .legend(|(lx, ly)| {
+                    PathElement::new([(lx, ly), (lx + 20, ly)], BLUE.stroke_width(2))
+                });
             if let Some(t) = self.target {
                 chart
-                    .draw_series(LineSeries::new([(0.0, t), (xmax, t)], &RED))
+                    .draw_series(DashedLineSeries::new(
+                        [(0.0, t), (xmax, t)],
+                        6,
+                        4,
+                        RED.into(),
+                    ))
+                    .map_err(|e| e.to_string())?
+                    .label(format!("target {t:.0}"))
+                    .legend(|(lx, ly)| PathElement::new([(lx, ly), (lx + 20, ly)], RED));
+            }
+            if text {
+                chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::LowerRight)
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK.mix(0.3))
+                    .label_font((crate::report::plot_font::FAMILY, 13))
+                    .draw()
                     .map_err(|e| e.to_string())?;
             }
         }
@@ -144,11 +217,66 @@ struct Panel<'a, DB: DrawingBackend> {
     xlabel: &'static str,
     xmax: f64,
     x: fn(&CurvePoint) -> f64,
+    episode_x: fn(&EpisodePoint) -> f64,
+    tick: fn(f64) -> String,
+}
+
+/// An env-step tick: `0`, `2.5k`, `500k`, `1M`, `1.5M`.
+pub fn format_steps(v: f64) -> String {
+    let (scaled, unit) = if v.abs() >= 1e6 {
+        (v / 1e6, "M")
+    } else if v.abs() >= 1e3 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let text = format!("{scaled:.1}");
+    let text = text.strip_suffix(".0").unwrap_or(&text);
+    format!("{text}{unit}")
+}
+
+/// A seconds tick: whole seconds (tenths below 10 s when not whole).
+pub fn format_seconds(v: f64) -> String {
+    if v < 10.0 && (v - v.round()).abs() > 1e-9 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ticks_read_like_numbers_people_write() {
+        assert_eq!(format_steps(0.0), "0");
+        assert_eq!(format_steps(2500.0), "2.5k");
+        assert_eq!(format_steps(500_000.0), "500k");
+        assert_eq!(format_steps(1_000_000.0), "1M");
+        assert_eq!(format_steps(1_500_000.0), "1.5M");
+        assert_eq!(format_seconds(2.0), "2");
+        assert_eq!(format_seconds(2.5), "2.5");
+        assert_eq!(format_seconds(30.0), "30");
+    }
+
+    #[test]
+    fn episodes_spread_between_samples() {
+        let mut c = LearningCurve::new(None);
+        let p = |s: u64, t: f64| CurvePoint {
+            env_steps: s,
+            seconds: t,
+            mean_return: 0.0,
+        };
+        c.push(p(1000, 1.0));
+        c.push_episodes(p(3000, 2.0), &[10.0, 20.0]);
+        let xs: Vec<(f64, f64)> = c
+            .episodes
+            .iter()
+            .map(|e| (e.env_steps, e.seconds))
+            .collect();
+        assert_eq!(xs, vec![(2000.0, 1.5), (3000.0, 2.0)]);
+    }
 
     #[test]
     fn writes_a_png() {
@@ -160,6 +288,12 @@ mod tests {
                 seconds: i as f64 * 0.5,
                 mean_return: (i * 20) as f64,
             });
+            let now = CurvePoint {
+                env_steps: (i + 1) * 1000,
+                seconds: (i + 1) as f64 * 0.5,
+                mean_return: 0.0,
+            };
+            c.push_episodes(now, &[i as f32 * 15.0, i as f32 * 25.0]);
         }
         let path = dir.path().join("curve.png");
         c.write_png(&path).unwrap();
