@@ -37,7 +37,11 @@
 //! timed park is a yield (time is not modelled), the spin does not spin, and
 //! the stores to the two swapped flags are swaps (`crate::loom::store_flag`:
 //! loom's approximate modification order).
-
+//!
+//! Two known gaps, pinned by `known_gap_*` loom tests: a push racing `close`
+//! can be accepted after the consumer's last pop (shutdown only), and a
+//! consumer registering while two producers push can miss a wakeup (see
+//! `unpark_one`).
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
@@ -77,7 +81,7 @@ struct Sleeper {
     /// Set once by the consumer's thread in `consumer` (before it first
     /// parks), read to unpark it. `close` reads it after its SeqCst fence: if
     /// it reads `None`, the consumer's first `park_until` fence comes later
-    /// and its check sees `closed`. For `unpark_one`, see the loom tests.
+    /// and its check sees `closed`. For `unpark_one` see the gap noted there.
     thread: OnceLock<Thread>,
 }
 
@@ -191,6 +195,14 @@ impl<T: Batchable> DynamicBatcher<T> {
             // Relaxed load and swap: they come after the caller's SeqCst
             // fence, which pairs with the consumer's fence in `park_until`
             // (the consumer's Relaxed `parked = true` is before its fence).
+            //
+            // Known gap (loom test `known_gap_a_consumer_registering_while_
+            // two_producers_push_can_miss_a_wakeup`): a producer whose fence
+            // came before the consumer registered can still win this swap
+            // later; the Relaxed swap gives it no happens-before with the
+            // registration, so `thread.get()` may read `None` (C11 allows it,
+            // x86 does not) while the producer that lost the swap relies on
+            // it. A Release `parked = true` with an Acquire swap closes it.
             if s.parked.load(Ordering::Relaxed) && s.parked.swap(false, Ordering::Relaxed) {
                 if let Some(t) = s.thread.get() {
                     t.unpark();
@@ -302,6 +314,8 @@ impl<T: Batchable> BatchConsumer<'_, T> {
             // below sees every push that came before the close.
             if self.batcher.closed.load(Ordering::Acquire) {
                 // `close` happened after every accepted push; one last pop.
+                // (A push that passed its `closed` check before `close` can
+                // still land after this pop: the known gap in the docs.)
                 return self.batcher.queue.pop().ok_or(NextBatch::Closed);
             }
             self.park_until(None);

@@ -4,3 +4,6 @@ pub mod batcher;
 pub mod inference;
 pub mod state_table;
 pub mod step_request;
+
+#[cfg(all(test, loom))]
+mod tests;
