@@ -26,13 +26,31 @@
 //! unpark that lands before `park` return at once). Without them each side
 //! could read the other's old value and the consumer would sleep on a
 //! non-empty queue.
-use std::sync::atomic::{fence, AtomicBool, Ordering};
-use std::sync::OnceLock;
-use std::thread::{self, Thread};
+//!
+//! # Model checking
+//! The atomics, the queue, the parking and the spin's backoff come from
+//! [`crate::loom`], so under `cfg(loom)` the tests in `infer/tests`
+//! (`loom_batcher`) explore the interleavings of producers, `close`, `wake`
+//! and a consumer (the larger models up to a preemption bound); in the
+//! normal build they are the std/crossbeam items themselves (no cost). Under
+//! loom the queue is a lock-based stand-in, parking uses a loom `Notify`, a
+//! timed park is a yield (time is not modelled), the spin does not spin, and
+//! the stores to the two swapped flags are swaps (`crate::loom::store_flag`:
+//! loom's approximate modification order).
+//!
+//! Two known gaps, pinned by `known_gap_*` loom tests: a push racing `close`
+//! can be accepted after the consumer's last pop (shutdown only), and a
+//! consumer registering while two producers push can miss a wakeup (see
+//! `unpark_one`).
 use std::time::{Duration, Instant};
 
-use crossbeam::queue::SegQueue;
-use crossbeam_utils::{Backoff, CachePadded};
+use crossbeam_utils::CachePadded;
+
+use crate::loom::atomic::{fence, AtomicBool, Ordering};
+use crate::loom::queue::SegQueue;
+use crate::loom::sync::OnceLock;
+use crate::loom::thread::{self, Thread};
+use crate::loom::{store_flag, Backoff};
 
 /// Something the batcher can batch: it knows its env rows and arrival time.
 pub trait Batchable {
@@ -56,7 +74,14 @@ pub struct BatcherConfig {
 struct Sleeper {
     /// Written `true` by the consumer before parking and `false` by whoever
     /// wakes it; read by producers after their SeqCst fence (module docs).
+    /// Every access is Relaxed: the ordering comes from the SeqCst fence pair
+    /// (consumer in `park_until`, producer in `push`/`wake`/`close`), and the
+    /// flag only decides who pays for an unpark.
     parked: CachePadded<AtomicBool>,
+    /// Set once by the consumer's thread in `consumer` (before it first
+    /// parks), read to unpark it. `close` reads it after its SeqCst fence: if
+    /// it reads `None`, the consumer's first `park_until` fence comes later
+    /// and its check sees `closed`. For `unpark_one` see the gap noted there.
     thread: OnceLock<Thread>,
 }
 
@@ -115,16 +140,21 @@ impl<T: Batchable> DynamicBatcher<T> {
 
     /// Whether [`close`](Self::close) was called.
     pub fn is_closed(&self) -> bool {
+        // Acquire: pairs with the Release store in `close`.
         self.closed.load(Ordering::Acquire)
     }
 
     /// Enqueues a request; gives it back if the batcher is closed.
     pub fn push(&self, item: T) -> Result<(), T> {
+        // Acquire: pairs with the Release store in `close` (a refused push
+        // needs nothing from it; the check only refuses work after close).
         if self.closed.load(Ordering::Acquire) {
             return Err(item);
         }
         self.queue.push(item);
-        // Store-buffering pair with the consumer's fence in `park_until`.
+        // Store-buffering pair with the consumer's fence in `park_until`:
+        // either this push is seen by its post-fence queue check, or our
+        // `parked` load in `unpark_one` sees its `parked = true`.
         fence(Ordering::SeqCst);
         self.unpark_one();
         Ok(())
@@ -133,17 +163,26 @@ impl<T: Batchable> DynamicBatcher<T> {
     /// Wakes a consumer so it returns [`NextBatch::Woken`] (used when env
     /// slots are released, so they are recycled without waiting for traffic).
     pub fn wake(&self) {
-        self.wake_requested.store(true, Ordering::Release);
+        // Release: pairs with the Acquire swap in `wait_first` (the woken
+        // consumer sees what the waker did before, e.g. a released lease).
+        store_flag(&self.wake_requested, true, Ordering::Release);
+        // Store-buffering pair with `park_until`'s fence, as in `push`.
         fence(Ordering::SeqCst);
         self.unpark_one();
     }
 
     /// Stops accepting requests; consumers drain the queue, then see `Closed`.
     pub fn close(&self) {
+        // Release: pairs with the consumers' Acquire loads of `closed`, so a
+        // consumer that sees it also sees every push that came before it.
         self.closed.store(true, Ordering::Release);
+        // Store-buffering pair with `park_until`'s fence: either the parking
+        // consumer sees `closed`, or our `thread.get()` below sees its
+        // registration and unparks it.
         fence(Ordering::SeqCst);
         for s in self.sleepers.iter() {
-            s.parked.store(false, Ordering::Relaxed);
+            // Relaxed: a hint only; every consumer is unparked regardless.
+            store_flag(&s.parked, false, Ordering::Relaxed);
             if let Some(t) = s.thread.get() {
                 t.unpark();
             }
@@ -153,6 +192,17 @@ impl<T: Batchable> DynamicBatcher<T> {
     fn unpark_one(&self) {
         for s in self.sleepers.iter() {
             // The swap makes one producer do the (syscall) unpark per sleep.
+            // Relaxed load and swap: they come after the caller's SeqCst
+            // fence, which pairs with the consumer's fence in `park_until`
+            // (the consumer's Relaxed `parked = true` is before its fence).
+            //
+            // Known gap (loom test `known_gap_a_consumer_registering_while_
+            // two_producers_push_can_miss_a_wakeup`): a producer whose fence
+            // came before the consumer registered can still win this swap
+            // later; the Relaxed swap gives it no happens-before with the
+            // registration, so `thread.get()` may read `None` (C11 allows it,
+            // x86 does not) while the producer that lost the swap relies on
+            // it. A Release `parked = true` with an Acquire swap closes it.
             if s.parked.load(Ordering::Relaxed) && s.parked.swap(false, Ordering::Relaxed) {
                 if let Some(t) = s.thread.get() {
                     t.unpark();
@@ -191,7 +241,12 @@ pub struct BatchConsumer<'a, T> {
 
 /// Spin steps before parking (crossbeam `Backoff::spin` doubles each step,
 /// so 6 steps are ~127 spin-loop hints: about a microsecond).
+#[cfg(not(loom))]
 const SPIN_STEPS: u32 = 6;
+/// Under loom one pop before parking: spinning is only a latency
+/// optimisation, and each extra pop multiplies the interleavings to explore.
+#[cfg(loom)]
+const SPIN_STEPS: u32 = 0;
 
 impl<T: Batchable> BatchConsumer<'_, T> {
     /// Blocks until a batch is ready and appends it to `out` (cleared first).
@@ -221,6 +276,7 @@ impl<T: Batchable> BatchConsumer<'_, T> {
                 out.push(item);
                 continue;
             }
+            // Acquire: pairs with the Release store in `close`.
             if self.batcher.closed.load(Ordering::Acquire) {
                 break;
             }
@@ -250,11 +306,16 @@ impl<T: Batchable> BatchConsumer<'_, T> {
             if let Some(item) = self.pop_spinning() {
                 return Ok(item);
             }
+            // Acquire: pairs with the Release store in `wake`.
             if self.batcher.wake_requested.swap(false, Ordering::Acquire) {
                 return Err(NextBatch::Woken);
             }
+            // Acquire: pairs with the Release store in `close`, so the pop
+            // below sees every push that came before the close.
             if self.batcher.closed.load(Ordering::Acquire) {
                 // `close` happened after every accepted push; one last pop.
+                // (A push that passed its `closed` check before `close` can
+                // still land after this pop: the known gap in the docs.)
                 return self.batcher.queue.pop().ok_or(NextBatch::Closed);
             }
             self.park_until(None);
@@ -264,8 +325,11 @@ impl<T: Batchable> BatchConsumer<'_, T> {
     /// Parks until unparked, or until `deadline`; returns at once if work
     /// arrived between the caller's check and here (module docs).
     fn park_until(&self, deadline: Option<Instant>) {
-        self.sleeper.parked.store(true, Ordering::Relaxed);
-        // Store-buffering pair with the producers' fence in `push`/`wake`.
+        // Relaxed: published by the fence below (read by `unpark_one`).
+        store_flag(&self.sleeper.parked, true, Ordering::Relaxed);
+        // Store-buffering pair with the producers' fence in `push`/`wake`/
+        // `close`: either they see `parked` (and unpark us) or the Relaxed
+        // loads below see their push, wake request or close.
         fence(Ordering::SeqCst);
         let has_work = !self.batcher.queue.is_empty()
             || self.batcher.wake_requested.load(Ordering::Relaxed)
@@ -281,14 +345,19 @@ impl<T: Batchable> BatchConsumer<'_, T> {
                 }
             }
         }
-        self.sleeper.parked.store(false, Ordering::Relaxed);
+        // Relaxed: only stops later producers from paying for an unpark; a
+        // stale `true` costs one spare unpark (the park token absorbs it).
+        store_flag(&self.sleeper.parked, false, Ordering::Relaxed);
     }
 }
 
-#[cfg(test)]
+// Plain unit tests (std threads, real time); under loom they are compiled
+// out (loom's types only work inside a model; see `infer/tests`).
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;
+    use std::thread;
 
     #[derive(Debug)]
     struct Req {

@@ -16,3 +16,6 @@ pub mod inference;
 pub mod sink;
 pub mod state_table;
 pub mod step_request;
+
+#[cfg(all(test, loom))]
+mod tests;

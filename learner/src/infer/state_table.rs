@@ -24,11 +24,22 @@
 //! Cost: two atomic RMWs per request and 64 envs (one word each), an `Arc`
 //! clone per request; no allocation on the step path except the claim's word
 //! list. Leasing and releasing pop/push one lock-free queue entry per slot.
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+//!
+//! # Model checking
+//! The atomics, the cells, the queues and the hook's `OnceLock` come from
+//! [`crate::loom`], so under `cfg(loom)` the tests in `infer/tests`
+//! (`loom_state_table`) check claims, leases and recycling over every
+//! interleaving, with every slot-state access checked for a data race; in
+//! the normal build they are the std/crossbeam items themselves (no cost).
+//! The leases stay in std's `Arc` (`self: &Arc<Self>` receivers cannot be
+//! loom's `Arc`), whose refcount loom cannot see: see `SlotLease`'s `Drop`
+//! for the one edge it provides that the model restates.
+use std::sync::Arc;
 
-use crossbeam::queue::{ArrayQueue, SegQueue};
+use crate::loom::atomic::{AtomicU64, AtomicUsize, Ordering};
+use crate::loom::cell::UnsafeCell;
+use crate::loom::queue::{ArrayQueue, SegQueue};
+use crate::loom::sync::OnceLock;
 
 /// A learner-wide env slot index, `0..max_env_slots`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -105,7 +116,8 @@ pub struct StateTable {
     free: ArrayQueue<u32>,
     /// Leases whose last reference is gone, for the inference thread.
     released: SegQueue<ReleasedLease>,
-    /// Source of lease ids; only uniqueness matters (Relaxed).
+    /// Source of lease ids; only uniqueness matters (Relaxed: the RMW alone
+    /// makes each id distinct; nothing is published through it).
     next_lease: AtomicU64,
     /// Slots currently leased. Written at lease/release, read by metrics and
     /// by the batcher's "every live env is in" check; a stale value only
@@ -150,6 +162,7 @@ impl StateTable {
 
     /// Slots currently leased to streams.
     pub fn live_slots(&self) -> usize {
+        // Relaxed: a count for flush decisions and metrics (field docs).
         self.live.load(Ordering::Relaxed)
     }
 
@@ -177,10 +190,13 @@ impl StateTable {
                 }
             }
         }
+        // Relaxed: `live` is a hint (field docs); the slots themselves were
+        // handed over by the `free` queue (its pop pairs with `recycle`'s push).
         self.live.fetch_add(n, Ordering::Relaxed);
         let words = n.div_ceil(64);
         Ok(Arc::new(SlotLease {
             table: Arc::clone(self),
+            // Relaxed: uniqueness only (field docs).
             id: LeaseId(self.next_lease.fetch_add(1, Ordering::Relaxed)),
             slots: slots.into_boxed_slice(),
             awaiting: (0..words).map(|_| AtomicU64::new(0)).collect(),
@@ -201,8 +217,12 @@ impl StateTable {
             // hold it; we popped it from `released` (Acquire, pairs with the
             // Release push in `SlotLease::drop`), ordering us after the last
             // claim's accesses.
-            unsafe { (*self.cells[slot.0 as usize].0.get()).reset() };
+            self.cells[slot.0 as usize]
+                .0
+                .with_mut(|state| unsafe { (*state).reset() });
             // Cannot fail: every slot is either free, leased or released once.
+            // The push (Release inside the queue) pairs with the pop in
+            // `lease`: the next lease's claims see the reset state.
             let _ = self.free.push(slot.0);
         }
     }
@@ -244,9 +264,15 @@ impl SlotLease {
             }
         }
         for (done, &(w, mask)) in words.iter().enumerate() {
+            // Acquire: pairs with the Release clear in `StepClaim::drop` (the
+            // previous claimant's slot-state writes happen before ours). The
+            // RMW makes the claim exclusive: of two claims of one env, the
+            // later in the word's modification order sees the earlier's bit.
             let before = self.awaiting[w as usize].fetch_or(mask, Ordering::Acquire);
             if before & mask != 0 {
                 // Undo the bits this claim set, then name the first busy env.
+                // Release, like `StepClaim::drop` (we touched no slot state,
+                // but the clear stays in the words' release sequence).
                 let ours = mask & !before;
                 self.awaiting[w as usize].fetch_and(!ours, Ordering::Release);
                 for &(w2, m2) in &words[..done] {
@@ -269,7 +295,20 @@ impl SlotLease {
 
 impl Drop for SlotLease {
     fn drop(&mut self) {
+        // Under loom only. std's `Arc` orders every clone's drop before the
+        // last one's `Drop` (Release decrement, Acquire fence), so the
+        // recycler's reset of a slot happens after the slot-state accesses of
+        // every claim (a `StepClaim` holds a clone). Loom cannot see std's
+        // refcount; each `StepClaim::drop` clears its bits with a Release RMW
+        // just before dropping its clone, so an Acquire RMW of every word
+        // here restates that edge for the model. Not compiled in the normal
+        // build, where `Arc` provides it.
+        #[cfg(loom)]
+        for word in self.awaiting.iter() {
+            word.fetch_or(0, Ordering::Acquire);
+        }
         let slots = std::mem::take(&mut self.slots);
+        // Relaxed: a hint (field docs).
         self.table.live.fetch_sub(slots.len(), Ordering::Relaxed);
         // Release push (inside SegQueue), pairs with the pop in `take_released`.
         self.table.released.push(ReleasedLease {
@@ -314,8 +353,13 @@ impl StepClaim {
         let slot = self.lease.slots[env_index as usize];
         // SAFETY: this claim holds env `env_index`'s bit, so no other claim
         // covers the slot (module docs), and `&mut self` keeps this borrow
-        // unique within the claim.
-        unsafe { &mut *self.lease.table.cells[slot.0 as usize].0.get() }
+        // unique within the claim. The reference outlives the `with_mut`
+        // call; under loom the access is checked at this call (each call is
+        // one checked access), and the claim's Release clear on drop orders
+        // the whole borrow before the next claimant's.
+        self.lease.table.cells[slot.0 as usize]
+            .0
+            .with_mut(|state| unsafe { &mut *state })
     }
 }
 
@@ -329,7 +373,9 @@ impl Drop for StepClaim {
     }
 }
 
-#[cfg(test)]
+// Plain unit tests; under loom they are compiled out (loom's types only
+// work inside a model; the loom tests are in `infer/tests`).
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
