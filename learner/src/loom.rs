@@ -4,7 +4,7 @@
 //! has its own copy in `seed-replay`.)
 //!
 //! What: atomics, `UnsafeCell`, a `OnceLock`, thread parking, the spin
-//! helpers (`Backoff`, `spin_loop`), `store_flag` and the two crossbeam
+//! helper (`Backoff`), `store_flag` and the two crossbeam
 //! queues, each under the name the code uses.
 //! Why: loom only explores (and checks the happens-before of) operations it
 //! sees; anything on std's or crossbeam's own atomics is invisible to it.
@@ -284,7 +284,7 @@ pub(crate) use crossbeam_utils::Backoff;
 /// `spin` does nothing. The batcher's spin is bounded and waits for no one
 /// (it only retries a pop before parking), and a loom yield would tell loom
 /// the thread cannot progress alone, so loom would not explore it going on
-/// first (a yield is right only for a spin-wait: see `spin_loop`).
+/// first (a yield is right only for a spin-wait on another thread).
 #[cfg(loom)]
 pub(crate) struct Backoff;
 
@@ -313,14 +313,4 @@ pub(crate) fn store_flag(flag: &atomic::AtomicBool, value: bool, order: atomic::
     flag.store(value, order);
     #[cfg(loom)]
     flag.swap(value, order);
-}
-
-/// Busy-wait hint inside spin loops; under loom a yield, so the model
-/// checker can schedule the thread being waited for.
-#[inline]
-pub(crate) fn spin_loop() {
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    std::hint::spin_loop();
 }
