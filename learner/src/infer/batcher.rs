@@ -38,10 +38,9 @@
 //! the stores to the two swapped flags are swaps (`crate::loom::store_flag`:
 //! loom's approximate modification order).
 //!
-//! Two known gaps, pinned by `known_gap_*` loom tests: a push racing `close`
-//! can be accepted after the consumer's last pop (shutdown only), and a
-//! consumer registering while two producers push can miss a wakeup (see
-//! `unpark_one`).
+//! One known gap, pinned by a `known_gap_*` loom test: a push racing `close`
+//! can be accepted after the consumer's last pop (shutdown only; closing it
+//! would cost every push an in-flight count).
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
@@ -72,16 +71,19 @@ pub struct BatcherConfig {
 
 /// Per consumer: whether it is parked, and the thread to unpark.
 struct Sleeper {
-    /// Written `true` by the consumer before parking and `false` by whoever
-    /// wakes it; read by producers after their SeqCst fence (module docs).
-    /// Every access is Relaxed: the ordering comes from the SeqCst fence pair
-    /// (consumer in `park_until`, producer in `push`/`wake`/`close`), and the
-    /// flag only decides who pays for an unpark.
+    /// Written `true` by the consumer before parking (Release) and `false` by
+    /// whoever wakes it; read by producers after their SeqCst fence (module
+    /// docs). Whether a producer sees it comes from the SeqCst fence pair
+    /// (consumer in `park_until`, producer in `push`/`wake`/`close`); the
+    /// Release store and the producers' Acquire swap add that the winner of
+    /// the swap sees the consumer's registration in `thread` (`unpark_one`).
     parked: CachePadded<AtomicBool>,
     /// Set once by the consumer's thread in `consumer` (before it first
     /// parks), read to unpark it. `close` reads it after its SeqCst fence: if
     /// it reads `None`, the consumer's first `park_until` fence comes later
-    /// and its check sees `closed`. For `unpark_one` see the gap noted there.
+    /// and its check sees `closed`. `unpark_one` reads it after an Acquire
+    /// swap that read the consumer's Release `parked = true`, which comes
+    /// after the registration.
     thread: OnceLock<Thread>,
 }
 
@@ -192,18 +194,16 @@ impl<T: Batchable> DynamicBatcher<T> {
     fn unpark_one(&self) {
         for s in self.sleepers.iter() {
             // The swap makes one producer do the (syscall) unpark per sleep.
-            // Relaxed load and swap: they come after the caller's SeqCst
-            // fence, which pairs with the consumer's fence in `park_until`
-            // (the consumer's Relaxed `parked = true` is before its fence).
-            //
-            // Known gap (loom test `known_gap_a_consumer_registering_while_
-            // two_producers_push_can_miss_a_wakeup`): a producer whose fence
-            // came before the consumer registered can still win this swap
-            // later; the Relaxed swap gives it no happens-before with the
-            // registration, so `thread.get()` may read `None` (C11 allows it,
-            // x86 does not) while the producer that lost the swap relies on
-            // it. A Release `parked = true` with an Acquire swap closes it.
-            if s.parked.load(Ordering::Relaxed) && s.parked.swap(false, Ordering::Relaxed) {
+            // The load (Relaxed) comes after the caller's SeqCst fence, which
+            // pairs with the consumer's fence in `park_until`. The swap is
+            // Acquire, pairing with the consumer's Release `parked = true`:
+            // the producer that wins it then sees the consumer's registration
+            // in `thread`, even if its own fence came before the consumer
+            // registered (with a Relaxed swap C11 let `thread.get()` read
+            // `None` here while the producer that lost the swap relied on the
+            // winner: loom test `a_consumer_registering_while_two_producers_
+            // push_is_woken`). On x86 both are the same instructions as before.
+            if s.parked.load(Ordering::Relaxed) && s.parked.swap(false, Ordering::Acquire) {
                 if let Some(t) = s.thread.get() {
                     t.unpark();
                 }
@@ -325,8 +325,10 @@ impl<T: Batchable> BatchConsumer<'_, T> {
     /// Parks until unparked, or until `deadline`; returns at once if work
     /// arrived between the caller's check and here (module docs).
     fn park_until(&self, deadline: Option<Instant>) {
-        // Relaxed: published by the fence below (read by `unpark_one`).
-        store_flag(&self.sleeper.parked, true, Ordering::Relaxed);
+        // Release: pairs with the Acquire swap in `unpark_one` (the winner
+        // sees our registration in `thread`); made visible to the producers'
+        // checks by the fence below.
+        store_flag(&self.sleeper.parked, true, Ordering::Release);
         // Store-buffering pair with the producers' fence in `push`/`wake`/
         // `close`: either they see `parked` (and unpark us) or the Relaxed
         // loads below see their push, wake request or close.

@@ -21,7 +21,8 @@
 //! The bigger models (three threads, several operations each) run with a
 //! preemption bound (see `builder`); `LOOM_MAX_PREEMPTIONS` overrides it, e.g.
 //! `LOOM_MAX_PREEMPTIONS=5` for a deeper search (minutes). The registration
-//! known-gap test needs a bound of at least 4 to reach its interleaving.
+//! test (`a_consumer_registering_while_two_producers_push_is_woken`) needs a
+//! bound of at least 4 to reach the interleaving it guards.
 mod loom_batcher;
 mod loom_state_table;
 
