@@ -68,8 +68,8 @@ pub(crate) mod sync {
 
     #[cfg(loom)]
     mod mock {
-        use super::super::atomic::{AtomicU8, Ordering};
-        use super::super::cell::UnsafeCell;
+        use crate::loom::atomic::{AtomicU8, Ordering};
+        use crate::loom::cell::UnsafeCell;
 
         const EMPTY: u8 = 0;
         const WRITING: u8 = 1;
@@ -195,7 +195,7 @@ pub(crate) mod queue {
     mod mock {
         use std::collections::VecDeque;
 
-        use super::super::atomic::{AtomicUsize, Ordering};
+        use crate::loom::atomic::{AtomicUsize, Ordering};
         use loom::sync::{Mutex, MutexGuard};
 
         fn lock<T>(items: &Mutex<VecDeque<T>>) -> MutexGuard<'_, VecDeque<T>> {
