@@ -7,8 +7,10 @@
 //! literals, and `#[cfg(..test..)] mod tests { .. }` bodies are dropped; then
 //! every `crate::`, `super::` and `self::` path, and every `use` of a child
 //! module, is resolved to the file it names (the longest module prefix of
-//! the path; a path that names no module below the root names `lib`). Cost:
-//! reading a few hundred KB of source, a few milliseconds.
+//! the path; a path that names no module below the root names `lib`).
+//! `super::` is resolved from the file's own module: inline `mod { }` blocks
+//! are not tracked, so code inside them names crate items by `crate::` paths.
+//! Cost: reading a few hundred KB of source, a few milliseconds.
 #![allow(dead_code)] // each crate's test uses what it needs
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
