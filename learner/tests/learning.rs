@@ -5,8 +5,8 @@
 //! capped by env steps, so thread-timing variance between runs (which makes
 //! learning speed vary by about 3x here) never makes it flaky, while a
 //! policy that does not learn hits the cap and fails. Then the run's
-//! checkpoint resumes with its counters and policy version intact, and
-//! `eval` plays it greedily.
+//! checkpoint is evaluated (sampled and greedy) and resumes with its
+//! counters and policy version intact.
 //!
 //! No timing is asserted: the run is bounded by env steps, not seconds.
 mod support;
@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use seed_actor::{run_actor, ActorConfig};
 use seed_env::EnvConfig;
+use seed_learner::app::eval::{evaluate, EvalConfig, EvalPolicy};
 use seed_learner::app::run::run_until;
 use seed_learner::app::LearnerConfig;
 use seed_learner::learn::checkpoint::LoadedCheckpoint;
@@ -112,6 +113,34 @@ async fn cartpole_return_rises_far_above_random_and_resumes() {
     assert!(ckpt.state.policy_version >= s.policy_version);
     assert!(ckpt.state.env_steps >= s.env_steps);
 
+    // `eval` reads this run's checkpoint. Its level is not asserted: the
+    // policy at the stop can sit in a dip that the mean over the last 100
+    // episodes (played by earlier versions) hides; 1 run in 30 sampled 23
+    // over 20 episodes, and greedy play of a policy that balances through
+    // its own randomness can score below random. That eval plays the
+    // checkpointed weights is tested in `app::eval` on a hand-set controller.
+    let sample = EvalConfig {
+        episodes: 20,
+        seed: 0,
+        max_steps: 1_000,
+        policy: EvalPolicy::Sample,
+    };
+    let report = evaluate(&run_dir, &sample).expect("eval");
+    assert_eq!(report.returns.len(), 20);
+    assert_eq!(report.policy_version, ckpt.state.policy_version);
+    assert!(report.min_return <= report.mean_return && report.mean_return <= report.max_return);
+    let greedy = EvalConfig {
+        policy: EvalPolicy::Greedy,
+        ..sample
+    };
+    let g1 = evaluate(&run_dir, &greedy).expect("eval");
+    assert_eq!(g1.returns.len(), 20);
+    assert_eq!(
+        g1,
+        evaluate(&run_dir, &greedy).expect("eval"),
+        "greedy is deterministic"
+    );
+
     let mut b = config(&socket);
     b.run.max_env_steps = Some(ckpt.state.env_steps + 20_000);
     if let Some(t) = b.train.as_mut() {
@@ -125,14 +154,4 @@ async fn cartpole_return_rises_far_above_random_and_resumes() {
         "versions continue"
     );
     assert!(ckpt2.state.env_steps >= ckpt.state.env_steps + 20_000);
-
-    // Greedy evaluation of the trained policy on local envs.
-    let report = seed_learner::app::eval::evaluate(&run_dir, 5, 0, 1_000).expect("eval");
-    assert_eq!(report.returns.len(), 5);
-    assert!(report.min_return <= report.mean_return && report.mean_return <= report.max_return);
-    assert!(
-        report.mean_return > 50.0,
-        "greedy return {}",
-        report.mean_return
-    );
 }

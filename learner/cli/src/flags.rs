@@ -47,8 +47,8 @@ pub enum Command {
     /// Runs one actor process (what `--local-actors` spawns).
     #[command(hide = true)]
     Actor(ActorArgs),
-    /// Runs greedy episodes of a checkpointed policy on local envs and
-    /// prints mean/min/max return.
+    /// Runs episodes of a checkpointed policy (greedy or sampled) on local
+    /// envs and prints mean/min/max return.
     Eval(EvalArgs),
 }
 
@@ -67,6 +67,34 @@ pub struct EvalArgs {
     /// Stop an episode after this many steps (envs without a time limit) [default: 10000].
     #[arg(long, hide_default_value = true, default_value_t = 10_000)]
     pub max_steps: u64,
+    /// Actions: `greedy` (argmax of the logits) or `sample` (drawn from the
+    /// policy as actors do in training; a stochastic policy's argmax can
+    /// score far below its samples) [default: greedy].
+    #[arg(long, value_enum, hide_default_value = true, default_value_t = EvalPolicyArg::Greedy)]
+    pub policy: EvalPolicyArg,
+}
+
+/// `learner eval --policy`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvalPolicyArg {
+    Greedy,
+    Sample,
+}
+
+impl EvalArgs {
+    /// The typed eval config these flags describe.
+    pub fn to_config(&self) -> seed_learner::app::eval::EvalConfig {
+        use seed_learner::app::eval::{EvalConfig, EvalPolicy};
+        EvalConfig {
+            episodes: self.episodes,
+            seed: self.seed,
+            max_steps: self.max_steps,
+            policy: match self.policy {
+                EvalPolicyArg::Greedy => EvalPolicy::Greedy,
+                EvalPolicyArg::Sample => EvalPolicy::Sample,
+            },
+        }
+    }
 }
 
 /// Flags of `learner` (serve + local actors).
@@ -642,7 +670,19 @@ mod tests {
             Some(Command::Eval(e)) => {
                 assert_eq!(e.checkpoint, PathBuf::from("/tmp/run"));
                 assert_eq!(e.episodes, 3);
+                assert_eq!(
+                    e.to_config().policy,
+                    seed_learner::app::eval::EvalPolicy::Greedy
+                );
             }
+            other => panic!("{other:?}"),
+        }
+        let cli = parse(&["eval", "--checkpoint", "/tmp/run", "--policy", "sample"]).unwrap();
+        match cli.command {
+            Some(Command::Eval(e)) => assert_eq!(
+                e.to_config().policy,
+                seed_learner::app::eval::EvalPolicy::Sample
+            ),
             other => panic!("{other:?}"),
         }
     }

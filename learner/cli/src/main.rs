@@ -22,19 +22,16 @@ fn main() -> ExitCode {
         Some(Command::Actor(args)) => seed_actor::cli::run(args)
             .map(|_| ())
             .map_err(anyhow::Error::from),
-        Some(Command::Eval(args)) => seed_learner::app::eval::evaluate(
-            &args.checkpoint,
-            args.episodes,
-            args.seed,
-            args.max_steps,
-        )
-        .map(|r| {
-            println!(
-                "{} episodes: mean return {:.1}, min {:.1}, max {:.1} (policy v{})",
-                r.episodes, r.mean_return, r.min_return, r.max_return, r.policy_version
-            )
-        })
-        .map_err(anyhow::Error::from),
+        Some(Command::Eval(args)) => {
+            seed_learner::app::eval::evaluate(&args.checkpoint, &args.to_config())
+                .map(|r| {
+                    println!(
+                        "{} episodes: mean return {:.1}, min {:.1}, max {:.1} (policy v{})",
+                        r.episodes, r.mean_return, r.min_return, r.max_return, r.policy_version
+                    )
+                })
+                .map_err(anyhow::Error::from)
+        }
         None => cli
             .train
             .to_config()

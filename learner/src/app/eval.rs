@@ -1,9 +1,13 @@
-//! `learner eval`: greedy episodes of a checkpointed policy on in-process
-//! envs, reporting mean/min/max return.
+//! `learner eval`: episodes of a checkpointed policy on in-process envs,
+//! reporting mean/min/max return.
 //!
 //! All episodes run side by side: one batched forward per step over the
-//! envs still running (recurrent state carried per env), greedy actions
-//! (argmax of the logits). No server and no actors are involved.
+//! envs still running (recurrent state carried per env). Actions are greedy
+//! (argmax of the logits, the default) or sampled from the policy as the
+//! actors do in training ([`EvalPolicy::Sample`]): a stochastic policy's
+//! argmax can score far below its samples (a policy that relies on its
+//! randomness to balance), so the two answer different questions. No server
+//! and no actors are involved.
 //!
 //! Cost: one forward per step of the longest episode.
 use std::path::Path;
@@ -17,6 +21,30 @@ use serde::Serialize;
 use crate::error::LearnerError;
 use crate::learn::checkpoint::{EnvDescription, LoadedCheckpoint};
 use crate::model::{ActionSampler, ActorCritic, RecurrentState};
+
+/// How `evaluate` picks actions from the policy's logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EvalPolicy {
+    /// Argmax of the logits: deterministic given the env seeds.
+    #[default]
+    Greedy,
+    /// Sampled from the softmax, as actors do in training, from a sampler
+    /// seeded with the eval seed.
+    Sample,
+}
+
+/// What `evaluate` runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalConfig {
+    /// Episodes, one env each, run side by side (at least 1).
+    pub episodes: usize,
+    /// Env `i` is seeded with `seed + i`; the action sampler with `seed`.
+    pub seed: u64,
+    /// An episode still running after this many steps is cut (envs without
+    /// a time limit).
+    pub max_steps: u64,
+    pub policy: EvalPolicy,
+}
 
 /// Returns of the evaluated episodes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -48,13 +76,14 @@ fn env_config(d: &EnvDescription) -> Result<EnvConfig, LearnerError> {
     }
 }
 
-/// Runs `episodes` greedy episodes of the newest checkpoint in `run_dir`.
-pub fn evaluate(
-    run_dir: &Path,
-    episodes: usize,
-    seed: u64,
-    max_steps: u64,
-) -> Result<EvalReport, LearnerError> {
+/// Runs `config.episodes` episodes of the newest checkpoint in `run_dir`.
+pub fn evaluate(run_dir: &Path, config: &EvalConfig) -> Result<EvalReport, LearnerError> {
+    let &EvalConfig {
+        episodes,
+        seed,
+        max_steps,
+        policy,
+    } = config;
     let ckpt = LoadedCheckpoint::latest(run_dir)
         .map_err(|e| LearnerError::Config(format!("--checkpoint: {e}")))?;
     let device = Device::Cpu;
@@ -87,6 +116,7 @@ pub fn evaluate(
     let mut obs_f32 = vec![0f32; n * obs_len];
     let mut obs_u8 = vec![0u8; n * obs_len];
     let mut actions = vec![0u32; n];
+    let mut sampler = ActionSampler::new(seed);
     let mut dims = vec![0];
     dims.extend(&spec.obs_shape);
     for _ in 0..max_steps {
@@ -122,7 +152,10 @@ pub fn evaluate(
         };
         let out = model.step(&x, state.as_ref())?;
         let logits = out.logits.flatten_all()?.to_vec1::<f32>()?;
-        ActionSampler::greedy(&logits, a, &mut actions[..k]);
+        match policy {
+            EvalPolicy::Greedy => ActionSampler::greedy(&logits, a, &mut actions[..k]),
+            EvalPolicy::Sample => sampler.sample(&logits, a, &mut actions[..k]),
+        }
         if let Some(next) = &out.state {
             let (nh, nc) = (
                 next.h.flatten_all()?.to_vec1::<f32>()?,
@@ -152,4 +185,106 @@ pub fn evaluate(
         returns,
         policy_version: ckpt.state.policy_version,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{Device, Tensor};
+    use seed_shared::EnvSpec;
+
+    use crate::app::eval::{evaluate, EvalConfig, EvalPolicy};
+    use crate::learn::checkpoint::{save, CheckpointConfig, CheckpointState, EnvDescription};
+    use crate::learn::optimizer::{Optimizer, OptimizerConfig};
+    use crate::model::{ModelConfig, ModelShape, TrainableModel};
+
+    /// A checkpoint of a hand-set CartPole controller: one tanh unit reads
+    /// `theta + 0.5 * theta_dot` and the policy head pushes towards the
+    /// side the pole falls to (`sign` 1.0), or away from it (`sign` -1.0).
+    fn controller_checkpoint(dir: &std::path::Path, sign: f32) {
+        let shape = ModelShape {
+            hidden_sizes: vec![1],
+            ..ModelShape::default()
+        };
+        let config = ModelConfig::new(&EnvSpec::cartpole(), &shape);
+        let mut model = TrainableModel::new(&config, &Device::Cpu, 0).unwrap();
+        let d = Device::Cpu;
+        let mut set = |name: &str, t: Tensor| model.varmap.set_one(name, t).unwrap();
+        set(
+            "torso.0.weight",
+            Tensor::new(&[[0f32, 0.0, 10.0, 5.0]], &d).unwrap(),
+        );
+        set("torso.0.bias", Tensor::new(&[0f32], &d).unwrap());
+        set(
+            "policy.weight",
+            Tensor::new(&[[-20f32 * sign], [20.0 * sign]], &d).unwrap(),
+        );
+        set("policy.bias", Tensor::new(&[0f32, 0.0], &d).unwrap());
+        let optimizer = Optimizer::new(&model.varmap, OptimizerConfig::default()).unwrap();
+        let state = CheckpointState {
+            policy_version: 7,
+            ..CheckpointState::default()
+        };
+        let config = CheckpointConfig {
+            model: config,
+            env: EnvDescription {
+                kind: "cartpole".into(),
+                obs_shape: vec![4],
+                obs_dtype: "f32".into(),
+                num_actions: 2,
+                episode_len: 500,
+                step_cost_us: 0,
+            },
+            flags: serde_json::Value::Null,
+        };
+        save(dir, &model, &optimizer, &state, &config).unwrap();
+    }
+
+    fn run(dir: &std::path::Path, policy: EvalPolicy) -> super::EvalReport {
+        let config = EvalConfig {
+            episodes: 8,
+            seed: 1,
+            max_steps: 1_000,
+            policy,
+        };
+        evaluate(dir, &config).unwrap()
+    }
+
+    #[test]
+    fn eval_plays_the_checkpointed_weights() {
+        let good = tempfile::tempdir().unwrap();
+        controller_checkpoint(good.path(), 1.0);
+        let bad = tempfile::tempdir().unwrap();
+        controller_checkpoint(bad.path(), -1.0);
+        for policy in [EvalPolicy::Greedy, EvalPolicy::Sample] {
+            let g = run(good.path(), policy);
+            let b = run(bad.path(), policy);
+            assert_eq!((g.episodes, g.returns.len(), g.policy_version), (8, 8, 7));
+            assert!(g.min_return <= g.mean_return && g.mean_return <= g.max_return);
+            // A random policy averages about 22 on CartPole.
+            assert!(g.mean_return > 150.0, "{policy:?} controller: {g:?}");
+            assert!(
+                b.mean_return < 20.0,
+                "{policy:?} reversed controller: {b:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn greedy_is_deterministic_and_sampling_follows_the_seed() {
+        let dir = tempfile::tempdir().unwrap();
+        // A weak policy (small logits), so sampled actions really vary.
+        controller_checkpoint(dir.path(), 0.05);
+        assert_eq!(
+            run(dir.path(), EvalPolicy::Greedy),
+            run(dir.path(), EvalPolicy::Greedy)
+        );
+        assert_eq!(
+            run(dir.path(), EvalPolicy::Sample),
+            run(dir.path(), EvalPolicy::Sample)
+        );
+        assert_ne!(
+            run(dir.path(), EvalPolicy::Greedy).returns,
+            run(dir.path(), EvalPolicy::Sample).returns
+        );
+    }
 }
