@@ -3,9 +3,9 @@
 //! env-slot state table (`infer/tests`). (The replay buffer's slot protocol
 //! has its own copy in `seed-replay`.)
 //!
-//! What: atomics, `UnsafeCell`, a `OnceLock`, thread parking, the spin
-//! helper (`Backoff`), `store_flag` and the two crossbeam
-//! queues, each under the name the code uses.
+//! What: atomics, `UnsafeCell`, a `OnceLock`, a `Mutex` (the state table's
+//! free list), thread parking, the spin helper (`Backoff`), `store_flag` and
+//! crossbeam's `SegQueue`, each under the name the code uses.
 //! Why: loom only explores (and checks the happens-before of) operations it
 //! sees; anything on std's or crossbeam's own atomics is invisible to it.
 //! Cost: none in the normal build. Under `cfg(not(loom))` every item is a
@@ -14,12 +14,13 @@
 //! `store_flag` stores), so the code compiles to what it was before.
 //!
 //! Under loom:
-//! * the crossbeam queues become a `loom::sync::Mutex<VecDeque>` behind the
+//! * the `Mutex` is loom's;
+//! * the crossbeam queue becomes a `loom::sync::Mutex<VecDeque>` behind the
 //!   same small API, with a loom-visible length for `is_empty` and `len`.
 //!   Crossbeam's internal atomics are not loom's: loom would neither
 //!   interleave them nor see the happens-before edge of a push and the pop
-//!   that returns the item, which is what orders the state table's recycling
-//!   and the batcher's hand-off. So the model is the queues' contract (FIFO,
+//!   that returns the item, which is what orders the state table's release
+//!   queue and the batcher's hand-off. So the model is the queue's contract (FIFO,
 //!   push happens-before its pop, `is_empty` a lock-free load that may be
 //!   stale), not crossbeam's implementation;
 //! * a thread parks on its own loom `Notify` (see `thread`), a timed park is
@@ -61,7 +62,10 @@ pub(crate) mod cell {
 /// `std::sync::OnceLock`, and under loom a minimal loom-visible equivalent.
 pub(crate) mod sync {
     #[cfg(not(loom))]
-    pub(crate) use std::sync::OnceLock;
+    pub(crate) use std::sync::{Mutex, OnceLock};
+
+    #[cfg(loom)]
+    pub(crate) use loom::sync::Mutex;
 
     #[cfg(loom)]
     pub(crate) use self::mock::OnceLock;
@@ -183,13 +187,13 @@ pub(crate) mod thread {
     }
 }
 
-/// Crossbeam's queues, and under loom a lock-based stand-in (module docs).
+/// Crossbeam's `SegQueue`, and under loom a lock-based stand-in (module docs).
 pub(crate) mod queue {
     #[cfg(not(loom))]
-    pub(crate) use crossbeam::queue::{ArrayQueue, SegQueue};
+    pub(crate) use crossbeam::queue::SegQueue;
 
     #[cfg(loom)]
-    pub(crate) use self::mock::{ArrayQueue, SegQueue};
+    pub(crate) use self::mock::SegQueue;
 
     #[cfg(loom)]
     mod mock {
@@ -242,35 +246,6 @@ pub(crate) mod queue {
 
             pub(crate) fn len(&self) -> usize {
                 self.len.load(Ordering::SeqCst)
-            }
-        }
-
-        /// Bounded MPMC FIFO: `crossbeam::queue::ArrayQueue`'s API.
-        pub(crate) struct ArrayQueue<T> {
-            items: Mutex<VecDeque<T>>,
-            capacity: usize,
-        }
-
-        impl<T> ArrayQueue<T> {
-            pub(crate) fn new(capacity: usize) -> Self {
-                assert!(capacity > 0, "capacity must be non-zero");
-                ArrayQueue {
-                    items: Mutex::new(VecDeque::with_capacity(capacity)),
-                    capacity,
-                }
-            }
-
-            pub(crate) fn push(&self, value: T) -> Result<(), T> {
-                let mut items = lock(&self.items);
-                if items.len() == self.capacity {
-                    return Err(value);
-                }
-                items.push_back(value);
-                Ok(())
-            }
-
-            pub(crate) fn pop(&self) -> Option<T> {
-                lock(&self.items).pop_front()
             }
         }
     }

@@ -127,7 +127,7 @@ async fn metrics_endpoint_reports_what_status_reports() {
     let mut s = RawStream::open(&server).await;
     s.hello(ENVS, "").await;
     let envs: Vec<u32> = (0..ENVS).collect();
-    for seq in 1..=STEP_BATCHES {
+    for seq in 0..STEP_BATCHES {
         s.send(Kind::Steps(steps(seq, &envs))).await;
         let learner_message::Kind::Actions(a) = s.recv().await else {
             panic!("expected actions")

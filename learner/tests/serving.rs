@@ -30,9 +30,9 @@ async fn every_step_batch_gets_exactly_one_action_batch() {
     let mut expected = std::collections::HashMap::new();
     let mut seq = 0;
     for h in &halves {
-        seq += 1;
         s.send(Kind::Steps(steps(seq, h))).await;
         expected.insert(seq, h.len());
+        seq += 1;
     }
     let mut answered = HashSet::new();
     while answered.len() < 400 {
@@ -47,9 +47,9 @@ async fn every_step_batch_gets_exactly_one_action_batch() {
         assert_eq!(a.policy_version, 0);
         assert!(answered.insert(a.seq));
         let envs = if want == 3 { &halves[0] } else { &halves[1] };
-        seq += 1;
         s.send(Kind::Steps(steps(seq, envs))).await;
         expected.insert(seq, envs.len());
+        seq += 1;
     }
 
     let mut c = support::client(&server).await;
@@ -115,7 +115,7 @@ async fn a_killed_actor_frees_its_slots_and_the_others_keep_going() {
     // The victim takes the other 8 slots, has a step in flight, then vanishes.
     let mut victim = RawStream::open(&server).await;
     let welcome = victim.hello(8, "").await;
-    victim.send(Kind::Steps(steps(1, &[0, 1, 2, 3]))).await;
+    victim.send(Kind::Steps(steps(0, &[0, 1, 2, 3]))).await;
     drop(victim);
 
     // A newcomer can only be welcomed once the victim's slots are recycled.
@@ -132,11 +132,11 @@ async fn a_killed_actor_frees_its_slots_and_the_others_keep_going() {
     a.sort_unstable();
     b.sort_unstable();
     assert_eq!(a, b, "the freed slots were reused");
-    newcomer.send(Kind::Steps(steps(1, &[0, 7]))).await;
+    newcomer.send(Kind::Steps(steps(0, &[0, 7]))).await;
     let learner_message::Kind::Actions(actions) = newcomer.recv().await else {
         panic!("expected actions")
     };
-    assert_eq!(actions.seq, 1);
+    assert_eq!(actions.seq, 0);
     good.progresses(10).await;
 
     {
@@ -218,12 +218,13 @@ async fn recurrent_state_is_zeroed_exactly_at_episode_starts() {
     .await;
     let mut s = RawStream::open(&server).await;
     s.hello(2, "").await;
-    // seq 1: first steps (start); 2: continue; 3: env 0 terminated (start);
+    // Round 1: first steps (start); 2: continue; 3: env 0 terminated (start);
     // 4: env 1 truncated; 5: env 1 after truncation (start); 6: env 0 new run id (start).
     let mut expect_starts = 0;
-    for seq in 1..=6u64 {
+    for round in 1..=6u64 {
+        let seq = round - 1;
         let mut b = steps(seq, &[0, 1]);
-        match seq {
+        match round {
             1 => expect_starts += 2,
             3 => {
                 b.terminated[0] = true;
@@ -263,7 +264,7 @@ async fn step_one_at_a_time(
     envs: &[u32],
     rounds: u64,
 ) -> seed_learner::metrics::MetricsSnapshot {
-    for seq in 1..=rounds {
+    for seq in 0..rounds {
         s.send(Kind::Steps(steps(seq, envs))).await;
         let learner_message::Kind::Actions(a) = s.recv().await else {
             panic!("second welcome")

@@ -3,7 +3,7 @@
 mod support;
 
 use seed_shared::pb::{self, actor_message::Kind};
-use support::{hello, steps, GoodActor, RawStream};
+use support::{hello, steps, GoodActor, RawBytesStream, RawStream};
 use tonic::Code;
 
 const TOKEN: &str = "s3cret";
@@ -45,7 +45,7 @@ async fn each_bad_input_gets_its_status_and_the_good_actor_keeps_going() {
     good.progresses(5).await;
 
     // Wrong observation byte length.
-    let mut b = steps(1, &[0, 1]);
+    let mut b = steps(0, &[0, 1]);
     b.observations = vec![0u8; 31].into();
     expect_rejection(
         &server,
@@ -58,7 +58,7 @@ async fn each_bad_input_gets_its_status_and_the_good_actor_keeps_going() {
     .await;
 
     // NaN and infinite rewards.
-    let mut b = steps(1, &[0, 1]);
+    let mut b = steps(0, &[0, 1]);
     b.rewards[1] = f32::NAN;
     expect_rejection(
         &server,
@@ -69,7 +69,7 @@ async fn each_bad_input_gets_its_status_and_the_good_actor_keeps_going() {
         "rewards[1]",
     )
     .await;
-    let mut b = steps(1, &[0]);
+    let mut b = steps(0, &[0]);
     b.rewards[0] = f32::INFINITY;
     expect_rejection(
         &server,
@@ -81,8 +81,83 @@ async fn each_bad_input_gets_its_status_and_the_good_actor_keeps_going() {
     )
     .await;
 
+    // NaN and infinite observations: the env is named.
+    for (bad, env) in [(f32::NAN, 1usize), (f32::NEG_INFINITY, 0)] {
+        let mut b = steps(0, &[3, 1]);
+        let mut obs = b.observations.to_vec();
+        let at = 4 * (env * 4 + 2);
+        obs[at..at + 4].copy_from_slice(&bad.to_le_bytes());
+        b.observations = obs.into();
+        expect_rejection(
+            &server,
+            &good,
+            true,
+            Kind::Steps(b),
+            Code::InvalidArgument,
+            &format!("`observations`: env `env_indices[{env}]`"),
+        )
+        .await;
+    }
+
+    // Terminated and truncated at once.
+    let mut b = steps(0, &[0, 1, 2]);
+    b.terminated[2] = true;
+    b.truncated[2] = true;
+    expect_rejection(
+        &server,
+        &good,
+        true,
+        Kind::Steps(b),
+        Code::InvalidArgument,
+        "`truncated[2]`",
+    )
+    .await;
+
+    // A first seq other than 0, and a gap after a good batch.
+    expect_rejection(
+        &server,
+        &good,
+        true,
+        Kind::Steps(steps(1, &[0])),
+        Code::InvalidArgument,
+        "`seq` = 1: expected 0",
+    )
+    .await;
+    let mut s = RawStream::open(&server).await;
+    s.hello(4, TOKEN).await;
+    s.send(Kind::Steps(steps(0, &[0]))).await;
+    s.send(Kind::Steps(steps(2, &[1]))).await;
+    let status = s.status().await;
+    assert_eq!(status.code(), Code::InvalidArgument, "{}", status.message());
+    assert!(
+        status.message().contains("`seq` = 2: expected 1"),
+        "{}",
+        status.message()
+    );
+
+    // Bytes that do not decode as an ActorMessage: INVALID_ARGUMENT, with
+    // prost's account of where decoding failed.
+    let mut raw = RawBytesStream::open(&server).await;
+    let hello_bytes = RawBytesStream::encode(&pb::ActorMessage {
+        kind: Some(Kind::Hello(hello(4, TOKEN))),
+    });
+    let _ = raw.tx.send(hello_bytes).await;
+    // Field 2 (steps), length-delimited, claiming 100 bytes that are not there.
+    let _ = raw
+        .tx
+        .send(bytes::Bytes::from_static(&[0x12, 100, 1, 2]))
+        .await;
+    let status = raw.status().await;
+    assert_eq!(status.code(), Code::InvalidArgument, "{}", status.message());
+    assert!(
+        status.message().contains("undecodable") && status.message().contains("ActorMessage"),
+        "{}",
+        status.message()
+    );
+    good.progresses(5).await;
+
     // Env index out of range (the stream has 4 envs).
-    let b = steps(1, &[0, 4]);
+    let b = steps(0, &[0, 4]);
     expect_rejection(
         &server,
         &good,
@@ -98,7 +173,7 @@ async fn each_bad_input_gets_its_status_and_the_good_actor_keeps_going() {
         &server,
         &good,
         false,
-        Kind::Steps(steps(1, &[0])),
+        Kind::Steps(steps(0, &[0])),
         Code::InvalidArgument,
         "hello",
     )
@@ -166,7 +241,7 @@ async fn each_bad_input_gets_its_status_and_the_good_actor_keeps_going() {
     .await;
 
     // A message over --max-message-bytes (the limit is named).
-    let mut b = steps(1, &[0]);
+    let mut b = steps(0, &[0]);
     b.observations = vec![0u8; 2 * MAX_MESSAGE_BYTES].into();
     expect_rejection(
         &server,

@@ -26,6 +26,23 @@ pub enum ProtocolError {
     },
     #[error("field `rewards[{position}]` is not finite: {value}")]
     NonFiniteReward { position: usize, value: f32 },
+    #[error(
+        "field `observations`: env `env_indices[{position}]` = {index} has a non-finite \
+         value ({value}) at element {element}"
+    )]
+    NonFiniteObservation {
+        position: usize,
+        index: u32,
+        element: usize,
+        value: f32,
+    },
+    #[error(
+        "fields `terminated[{position}]` and `truncated[{position}]` are both true; \
+         a step ends its episode one way or the other"
+    )]
+    TerminatedAndTruncated { position: usize },
+    #[error("field `seq` = {got}: expected {expected} (starts at 0 on each stream, +1 per batch)")]
+    Sequence { expected: u64, got: u64 },
     #[error("field `env_indices[{position}]` = {index} is out of range for {num_envs} envs")]
     EnvIndexOutOfRange {
         position: usize,

@@ -163,9 +163,10 @@ pub struct TrainArgs {
     )]
     pub max_batch: usize,
     /// Flush an inference batch this many microseconds after its first
-    /// request, even if not full. A batch also flushes as soon as every live
-    /// env is in it, so this only bounds the wait for slow actors; 500 us is
-    /// a few loopback round trips [default: 500].
+    /// request, even if not full. A batch also flushes as soon as every
+    /// active env is in it (see --actor-idle-ms), so this only bounds the
+    /// wait for slow actors; 500 us is a few loopback round trips [default:
+    /// 500].
     #[arg(
         help_heading = "Inference",
         long,
@@ -173,6 +174,18 @@ pub struct TrainArgs {
         default_value_t = 500
     )]
     pub flush_us: u64,
+    /// Park an actor that has sent no step batch for this many
+    /// milliseconds: batches stop waiting for its envs (a frozen or stalled
+    /// actor would otherwise hold every batch to --flush-us) until its next
+    /// step batch rejoins it. Its stream and slots stay; keepalive decides
+    /// when a silent peer is gone. 0 never parks [default: 100].
+    #[arg(
+        help_heading = "Inference",
+        long,
+        hide_default_value = true,
+        default_value_t = 100
+    )]
+    pub actor_idle_ms: u64,
     /// Largest gRPC message accepted or sent, in bytes [default: 67108864 (64 MiB)].
     #[arg(help_heading = "Serving", long, hide_default_value = true, default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
     pub max_message_bytes: usize,
@@ -520,6 +533,8 @@ impl TrainArgs {
                     flush_after: Duration::from_micros(self.flush_us),
                 },
                 threads: self.inference_threads,
+                actor_idle: (self.actor_idle_ms > 0)
+                    .then(|| Duration::from_millis(self.actor_idle_ms)),
                 inline_max_rows: self.inline_max_rows,
                 device: self.device.parse()?,
                 candle_threads: self.threads,
@@ -567,6 +582,13 @@ mod tests {
         assert_eq!(t.environment.env, EnvKind::Cartpole);
         assert_eq!(t.max_batch, 256);
         assert_eq!(t.flush_us, 500);
+        assert_eq!(t.actor_idle_ms, 100);
+        assert_eq!(
+            t.to_config().unwrap().inference.actor_idle,
+            seed_learner::app::LearnerConfig::default()
+                .inference
+                .actor_idle
+        );
         assert_eq!(t.progress_secs, 5.0);
         assert_eq!(t.device, "cpu");
         assert!(!t.no_train && !t.lstm && !t.stop_when_solved);

@@ -17,6 +17,7 @@ use seed_shared::{DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
 use crate::device::DeviceSpec;
 use crate::error::LearnerError;
 use crate::infer::batcher::BatcherConfig;
+use crate::infer::state_table::DEFAULT_IDLE_THRESHOLD;
 use crate::learn::config::TrainConfig;
 use crate::model::ModelShape;
 use crate::serve::transport::ListenAddr;
@@ -65,6 +66,10 @@ pub struct InferenceConfig {
     pub batcher: BatcherConfig,
     /// `--inference-threads`.
     pub threads: usize,
+    /// `--actor-idle-ms`: an actor with no step batch for this long is
+    /// parked and batches stop waiting for its envs until its next step
+    /// batch; `None` (`0`): never (see `crate::infer::state_table`).
+    pub actor_idle: Option<Duration>,
     /// `--inline-max-rows`: a step batch of at most this many rows that
     /// holds every live env slot runs on its stream task; 0 turns this off,
     /// and so does training (see `crate::infer::inference::InlineInference`).
@@ -154,6 +159,7 @@ impl Default for InferenceConfig {
                 flush_after: Duration::from_micros(500),
             },
             threads: 1,
+            actor_idle: Some(DEFAULT_IDLE_THRESHOLD),
             inline_max_rows: DEFAULT_INLINE_MAX_ROWS,
             device: DeviceSpec::Cpu,
             candle_threads: None,

@@ -114,7 +114,11 @@ impl Learner {
 
         // 2. What stream tasks push into.
         let state_size = weights.load().model.state_size();
-        let table = StateTable::new(config.serve.max_env_slots, state_size);
+        let table = StateTable::with_idle_threshold(
+            config.serve.max_env_slots,
+            state_size,
+            config.inference.actor_idle,
+        );
         let batcher = Arc::new(DynamicBatcher::new(
             config.inference.batcher,
             config.inference.threads.max(1),
@@ -125,8 +129,10 @@ impl Learner {
         }
         let metrics = Arc::new(Metrics::new());
         {
-            let table = Arc::clone(&table);
-            metrics.attach_live_slots(Box::new(move || table.live_slots()));
+            let live = Arc::clone(&table);
+            metrics.attach_live_slots(Box::new(move || live.live_slots()));
+            let active = Arc::clone(&table);
+            metrics.attach_active_slots(Box::new(move || active.active_slots()));
             let batcher = Arc::clone(&batcher);
             metrics.attach_batcher_queued(Box::new(move || batcher.queued()));
         }

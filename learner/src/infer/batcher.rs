@@ -9,8 +9,10 @@
 //! - `flush_after` has passed since its first request was enqueued, so a slow
 //!   or dead actor never stalls the others (SEED's fill-only batching does);
 //! - it holds `target_rows` rows, the caller's bound on how many rows can
-//!   arrive at all (inference passes the number of live env slots: once every
-//!   live env is in the batch, waiting longer cannot add anything).
+//!   arrive at all (inference passes the number of active env slots, asked
+//!   once the batch's first request is in: once every env that can still
+//!   report is in the batch, waiting longer cannot add anything; envs of an
+//!   actor parked as idle are not counted, see `infer::state_table`).
 //!
 //! # Waiting
 //! An idle consumer spins briefly (a back-to-back request is caught without
@@ -253,9 +255,19 @@ impl<T: Batchable> BatchConsumer<'_, T> {
     /// `target_rows`: flush as soon as this many rows are in (clamped to
     /// `1..=max_rows`).
     pub fn next_batch(&mut self, out: &mut Vec<T>, target_rows: usize) -> NextBatch {
+        self.next_batch_with(out, || target_rows)
+    }
+
+    /// Like [`next_batch`](Self::next_batch), asking `target_rows` for the
+    /// target once the batch's first request is in hand (after a wait of any
+    /// length, so the target is current).
+    pub fn next_batch_with(
+        &mut self,
+        out: &mut Vec<T>,
+        target_rows: impl FnOnce() -> usize,
+    ) -> NextBatch {
         out.clear();
         let max_rows = self.batcher.config.max_rows;
-        let target = target_rows.clamp(1, max_rows);
         let first = match self.carry.take() {
             Some(item) => item,
             None => match self.wait_first() {
@@ -263,6 +275,7 @@ impl<T: Batchable> BatchConsumer<'_, T> {
                 Err(other) => return other,
             },
         };
+        let target = target_rows().clamp(1, max_rows);
         let deadline = first.enqueued_at() + self.batcher.config.flush_after;
         let mut rows = first.rows();
         out.push(first);

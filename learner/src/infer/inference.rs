@@ -104,8 +104,9 @@ pub fn spawn_inference_threads(
 /// VM). Running the forward on the stream task removes both.
 ///
 /// A request runs inline only when
-/// - it holds every live env slot, so no other request can join its batch
-///   (the batcher's target is the live slot count: it would flush it alone);
+/// - it holds every active env slot, so no other request can join its batch
+///   (the batcher's target is the active slot count: it would flush it
+///   alone);
 /// - it has at most `max_rows` rows (`--inline-max-rows`; a tokio worker
 ///   blocked on a large forward would stall I/O for its other streams);
 /// - there is no [`InferenceSink`] (no training: the unroll builder can
@@ -125,7 +126,7 @@ impl InlineInference {
     pub fn try_infer(&self, request: StepRequest) -> Option<StepRequest> {
         let rows = request.rows();
         if rows > self.max_rows
-            || rows < self.shared.table.live_slots()
+            || rows < self.shared.table.active_slots()
             || self.shared.batcher.is_closed()
         {
             return Some(request);
@@ -170,8 +171,13 @@ fn run_thread(shared: &InferenceShared, index: usize, mut worker: WorkerHandle) 
     let mut requests: Vec<StepRequest> = Vec::new();
     loop {
         worker.with(|w| w.recycle_released(shared));
-        let target = shared.table.live_slots();
-        match consumer.next_batch(&mut requests, target) {
+        // Parking idle actors first makes the target count only envs that
+        // can still report (see `infer::state_table`).
+        let target = || {
+            shared.table.park_idle(Instant::now());
+            shared.table.active_slots()
+        };
+        match consumer.next_batch_with(&mut requests, target) {
             NextBatch::Closed => break,
             NextBatch::Woken => continue,
             NextBatch::Batch => worker.with(|w| w.answer(shared, &mut requests)),

@@ -11,7 +11,20 @@
 //! request can ever touch a slot that was already handed to another stream.
 //! Released slots are queued ([`StateTable::take_released`]) for the inference
 //! thread, which tells its sink (partial unrolls are dropped) and only then
-//! returns them to the free list ([`StateTable::recycle`]).
+//! returns them to the free list ([`StateTable::recycle`]). A lease takes the
+//! lowest free slot numbers, so slots freed by a disconnect are reused before
+//! fresh ones: everything kept per slot downstream (the unroll builder's
+//! buffers) follows the peak of concurrent envs, not the envs ever seen.
+//!
+//! # Active and parked leases
+//! The batcher flushes a batch once every env that can still report is in
+//! it. An actor that has stopped stepping (frozen, paused, stuck in a slow
+//! env) would hold every batch to its deadline, so a lease that has sent no
+//! step batch for the idle threshold (`--actor-idle-ms`) is *parked*
+//! ([`StateTable::park_idle`], run by the inference threads) and its envs
+//! leave the [`active`](StateTable::active_slots) count that batches wait
+//! for. Its next step batch ([`SlotLease::touch`]) makes it active again.
+//! A race between the two only makes one batch flush a little early.
 //!
 //! # Per-slot state without a lock
 //! A step request *claims* its env indices ([`SlotLease::claim`]): one bit per
@@ -34,12 +47,19 @@
 //! The leases stay in std's `Arc` (`self: &Arc<Self>` receivers cannot be
 //! loom's `Arc`), whose refcount loom cannot see: see `SlotLease`'s `Drop`
 //! for the one edge it provides that the model restates.
-use std::sync::Arc;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
-use crate::loom::atomic::{AtomicU64, AtomicUsize, Ordering};
+use crate::loom::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::loom::cell::UnsafeCell;
-use crate::loom::queue::{ArrayQueue, SegQueue};
-use crate::loom::sync::OnceLock;
+use crate::loom::queue::SegQueue;
+use crate::loom::sync::{Mutex, OnceLock};
+
+/// Default of `--actor-idle-ms`: far above a healthy actor's gap between
+/// step batches (sub-millisecond to a few ms), far below a human's notice.
+pub const DEFAULT_IDLE_THRESHOLD: Duration = Duration::from_millis(100);
 
 /// A learner-wide env slot index, `0..max_env_slots`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -112,8 +132,10 @@ pub struct EnvBusy {
 pub struct StateTable {
     cells: Box<[SlotCell]>,
     state_size: usize,
-    /// Free slot indices. Pop at lease, push at recycle.
-    free: ArrayQueue<u32>,
+    /// Free slot indices, lowest first. Pop at lease, push at recycle (both
+    /// at stream start and end, never per step, hence the lock). The lock
+    /// orders a recycle's slot reset before the next lease of the slot.
+    free: Mutex<BinaryHeap<Reverse<u32>>>,
     /// Leases whose last reference is gone, for the inference thread.
     released: SegQueue<ReleasedLease>,
     /// Source of lease ids; only uniqueness matters (Relaxed: the RMW alone
@@ -125,29 +147,118 @@ pub struct StateTable {
     live: AtomicUsize,
     /// Called after a lease is released, to wake the thread that recycles.
     on_release: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Slots of leases that are not parked (module docs). Written by lease,
+    /// release, `touch` and `park_idle`, each transition by the winner of a
+    /// swap on the lease's `parked` flag; read as a flush target, where a
+    /// stale value makes one flush a little early or late (Relaxed).
+    active: AtomicUsize,
+    /// Leases to look at in `park_idle` (dead ones pruned there). Touched at
+    /// lease time and by the sweep, never per step.
+    leases: std::sync::Mutex<Vec<Weak<SlotLease>>>,
+    /// Park a lease after this long without a step batch; `None`: never.
+    idle_threshold: Option<Duration>,
+    /// Milliseconds since `epoch` of the last sweep, so that concurrent
+    /// inference threads sweep at most once per quarter threshold (the CAS
+    /// elects one; Relaxed: nothing is published through it).
+    last_sweep_ms: AtomicU64,
+    /// Origin of the millisecond clocks (`last_sweep_ms`, `last_step_ms`).
+    epoch: Instant,
 }
 
 impl StateTable {
     /// A table of `capacity` slots; `state_size` is the model's recurrent
-    /// hidden size (0 for feed-forward).
+    /// hidden size (0 for feed-forward). Leases are parked after
+    /// [`DEFAULT_IDLE_THRESHOLD`].
     pub fn new(capacity: usize, state_size: usize) -> Arc<Self> {
+        Self::with_idle_threshold(capacity, state_size, Some(DEFAULT_IDLE_THRESHOLD))
+    }
+
+    /// Like [`new`](Self::new), parking leases after `idle_threshold`
+    /// without a step batch (`None`: never; batches then wait for every
+    /// live env up to their deadline).
+    pub fn with_idle_threshold(
+        capacity: usize,
+        state_size: usize,
+        idle_threshold: Option<Duration>,
+    ) -> Arc<Self> {
         let capacity = capacity.clamp(1, u32::MAX as usize);
-        let free = ArrayQueue::new(capacity);
-        for i in 0..capacity {
-            // Cannot fail: the queue has exactly `capacity` places.
-            let _ = free.push(i as u32);
-        }
+        let mut free = BinaryHeap::with_capacity(capacity);
+        free.extend((0..capacity as u32).map(Reverse));
         Arc::new(StateTable {
             cells: (0..capacity)
                 .map(|_| SlotCell(UnsafeCell::new(SlotState::new(state_size))))
                 .collect(),
             state_size,
-            free,
+            free: Mutex::new(free),
             released: SegQueue::new(),
             next_lease: AtomicU64::new(1),
             live: AtomicUsize::new(0),
             on_release: OnceLock::new(),
+            active: AtomicUsize::new(0),
+            leases: std::sync::Mutex::new(Vec::new()),
+            idle_threshold: idle_threshold.filter(|d| !d.is_zero()),
+            last_sweep_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
         })
+    }
+
+    fn free_list(&self) -> impl std::ops::DerefMut<Target = BinaryHeap<Reverse<u32>>> + '_ {
+        // Every critical section leaves the heap consistent (a push or pops
+        // of whole entries), so a panic elsewhere cannot poison its meaning.
+        self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn millis_since_epoch(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.epoch).as_millis() as u64
+    }
+
+    /// Slots of leases that are not parked: what a batch can still expect
+    /// to receive (module docs).
+    pub fn active_slots(&self) -> usize {
+        // Relaxed: a flush target (field docs).
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Parks every lease that has sent no step batch for the idle threshold
+    /// (module docs); returns the slots parked. Cheap to call per batch: it
+    /// sweeps at most once per quarter threshold, on one thread.
+    pub fn park_idle(&self, now: Instant) -> usize {
+        let Some(threshold) = self.idle_threshold else {
+            return 0;
+        };
+        let threshold_ms = threshold.as_millis().max(1) as u64;
+        let now_ms = self.millis_since_epoch(now);
+        // Relaxed: an election among sweepers; nothing is published.
+        let last = self.last_sweep_ms.load(Ordering::Relaxed);
+        if now_ms < last + threshold_ms / 4
+            || self
+                .last_sweep_ms
+                .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return 0;
+        }
+        let Ok(mut leases) = self.leases.try_lock() else {
+            return 0;
+        };
+        let mut parked = 0;
+        leases.retain(|weak| {
+            let Some(lease) = weak.upgrade() else {
+                return false;
+            };
+            // Relaxed: an activity hint; a stale read parks a lease that just
+            // stepped, whose next step batch rejoins it (module docs).
+            let last_step = lease.last_step_ms.load(Ordering::Relaxed);
+            if now_ms.saturating_sub(last_step) >= threshold_ms
+                && !lease.parked.swap(true, Ordering::Relaxed)
+            {
+                // The swap's winner moves the lease's slots out of `active`.
+                self.active.fetch_sub(lease.slots.len(), Ordering::Relaxed);
+                parked += lease.slots.len();
+            }
+            true
+        });
+        parked
     }
 
     /// Total number of slots (`--max-env-slots`).
@@ -172,35 +283,42 @@ impl StateTable {
     }
 
     /// Leases `n` free slots to a new stream. Not on the step path.
+    /// Slot numbers are the lowest free ones (module docs).
     pub fn lease(self: &Arc<Self>, n: usize) -> Result<Arc<SlotLease>, SlotsExhausted> {
-        let mut slots = Vec::with_capacity(n);
-        while slots.len() < n {
-            match self.free.pop() {
-                Some(i) => slots.push(EnvSlot(i)),
-                None => {
-                    let got = slots.len();
-                    for s in slots {
-                        let _ = self.free.push(s.0);
-                    }
-                    return Err(SlotsExhausted {
-                        asked: n,
-                        free: got,
-                        capacity: self.capacity(),
-                    });
-                }
+        let slots: Vec<EnvSlot> = {
+            let mut free = self.free_list();
+            if free.len() < n {
+                return Err(SlotsExhausted {
+                    asked: n,
+                    free: free.len(),
+                    capacity: self.capacity(),
+                });
             }
-        }
-        // Relaxed: `live` is a hint (field docs); the slots themselves were
-        // handed over by the `free` queue (its pop pairs with `recycle`'s push).
+            (0..n)
+                .filter_map(|_| free.pop().map(|Reverse(i)| EnvSlot(i)))
+                .collect()
+        };
+        // Relaxed: `live` and `active` are hints (field docs); the slots
+        // themselves were handed over by the free list's lock.
         self.live.fetch_add(n, Ordering::Relaxed);
+        self.active.fetch_add(n, Ordering::Relaxed);
         let words = n.div_ceil(64);
-        Ok(Arc::new(SlotLease {
+        let lease = Arc::new(SlotLease {
             table: Arc::clone(self),
             // Relaxed: uniqueness only (field docs).
             id: LeaseId(self.next_lease.fetch_add(1, Ordering::Relaxed)),
             slots: slots.into_boxed_slice(),
             awaiting: (0..words).map(|_| AtomicU64::new(0)).collect(),
-        }))
+            last_step_ms: AtomicU64::new(self.millis_since_epoch(Instant::now())),
+            parked: AtomicBool::new(false),
+        });
+        if self.idle_threshold.is_some() {
+            self.leases
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Arc::downgrade(&lease));
+        }
+        Ok(lease)
     }
 
     /// The next released lease whose slots must be recycled, if any.
@@ -220,11 +338,11 @@ impl StateTable {
             self.cells[slot.0 as usize]
                 .0
                 .with_mut(|state| unsafe { (*state).reset() });
-            // Cannot fail: every slot is either free, leased or released once.
-            // The push (Release inside the queue) pairs with the pop in
-            // `lease`: the next lease's claims see the reset state.
-            let _ = self.free.push(slot.0);
         }
+        // The lock's release pairs with its acquire in `lease`: the next
+        // lease's claims see the reset state.
+        self.free_list()
+            .extend(released.slots.iter().map(|s| Reverse(s.0)));
     }
 }
 
@@ -239,6 +357,12 @@ pub struct SlotLease {
     /// `StepClaim::drop`, so the next claimant sees the previous step's
     /// writes to the slot state).
     awaiting: Box<[AtomicU64]>,
+    /// When the stream last sent a step batch, in ms since the table's
+    /// epoch (Relaxed: an activity hint, see `StateTable::park_idle`).
+    last_step_ms: AtomicU64,
+    /// Parked as idle: its slots are not in the table's `active` count.
+    /// Whoever flips it (swap) moves the slots in or out of `active`.
+    parked: AtomicBool,
 }
 
 impl SlotLease {
@@ -249,6 +373,24 @@ impl SlotLease {
     /// The slot of each env index of the actor.
     pub fn slots(&self) -> &[EnvSlot] {
         &self.slots
+    }
+
+    /// Records a step batch received at `now`; rejoins the active envs if
+    /// the lease was parked. Two relaxed atomics in the common case.
+    pub fn touch(&self, now: Instant) {
+        // Relaxed: activity hint and parking flag (see `StateTable::park_idle`).
+        self.last_step_ms
+            .store(self.table.millis_since_epoch(now), Ordering::Relaxed);
+        if self.parked.load(Ordering::Relaxed) && self.parked.swap(false, Ordering::Relaxed) {
+            self.table
+                .active
+                .fetch_add(self.slots.len(), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the lease is parked as idle.
+    pub fn is_parked(&self) -> bool {
+        self.parked.load(Ordering::Relaxed)
     }
 
     /// Claims the envs of one step batch. `env_indices` must already be
@@ -308,8 +450,12 @@ impl Drop for SlotLease {
             word.fetch_or(0, Ordering::Acquire);
         }
         let slots = std::mem::take(&mut self.slots);
-        // Relaxed: a hint (field docs).
+        // Relaxed: hints (field docs). A parked lease's slots already left
+        // `active`; the swap decides who takes them out.
         self.table.live.fetch_sub(slots.len(), Ordering::Relaxed);
+        if !self.parked.swap(true, Ordering::Relaxed) {
+            self.table.active.fetch_sub(slots.len(), Ordering::Relaxed);
+        }
         // Release push (inside SegQueue), pairs with the pop in `take_released`.
         self.table.released.push(ReleasedLease {
             lease: self.id,
@@ -392,6 +538,81 @@ mod tests {
         let err = table.lease(1).err().unwrap();
         assert_eq!(err.asked, 1);
         assert_eq!(err.free, 0);
+    }
+
+    /// Releases `lease` and recycles every released lease.
+    fn release(table: &StateTable, lease: Arc<SlotLease>) {
+        drop(lease);
+        while let Some(r) = table.take_released() {
+            table.recycle(r);
+        }
+    }
+
+    #[test]
+    fn freed_slots_are_reused_before_fresh_ones() {
+        let table = StateTable::new(1_000, 0);
+        let keep = table.lease(3).unwrap();
+        // 100 actors of 4 envs come and go, at most 2 at once.
+        let mut highest = 0;
+        let mut previous = table.lease(4).unwrap();
+        for _ in 0..100 {
+            let next = table.lease(4).unwrap();
+            highest = highest.max(next.slots().iter().map(|s| s.0).max().unwrap());
+            release(&table, previous);
+            previous = next;
+        }
+        assert_eq!(
+            highest,
+            3 + 2 * 4 - 1,
+            "slot numbers follow the peak of 11 envs"
+        );
+        assert_eq!(table.live_slots(), 7);
+        drop(keep);
+    }
+
+    #[test]
+    fn an_idle_lease_is_parked_and_its_next_step_rejoins_it() {
+        let idle = Duration::from_millis(100);
+        let table = StateTable::with_idle_threshold(16, 0, Some(idle));
+        let t0 = table.epoch;
+        let a = table.lease(4).unwrap();
+        let b = table.lease(8).unwrap();
+        assert_eq!(table.active_slots(), 12);
+        // `a` steps at 150 ms, `b` never: at 200 ms only `b` is idle.
+        a.touch(t0 + Duration::from_millis(150));
+        assert_eq!(table.park_idle(t0 + Duration::from_millis(200)), 8);
+        assert!(b.is_parked() && !a.is_parked());
+        assert_eq!((table.active_slots(), table.live_slots()), (4, 12));
+        // By 500 ms `a` has been idle for 350 ms too.
+        assert_eq!(table.park_idle(t0 + Duration::from_millis(500)), 4);
+        assert_eq!(table.active_slots(), 0);
+        // A step batch rejoins; touching an active lease changes nothing.
+        b.touch(t0 + Duration::from_millis(510));
+        b.touch(t0 + Duration::from_millis(511));
+        assert_eq!(table.active_slots(), 8);
+        assert_eq!(
+            table.park_idle(t0 + Duration::from_millis(515)),
+            0,
+            "too soon"
+        );
+        // Releasing a parked lease and an active one both leave `active` right.
+        release(&table, a);
+        assert_eq!(table.active_slots(), 8);
+        release(&table, b);
+        assert_eq!((table.active_slots(), table.live_slots()), (0, 0));
+        let c = table.lease(2).unwrap();
+        assert_eq!(table.active_slots(), 2);
+        drop(c);
+    }
+
+    #[test]
+    fn without_an_idle_threshold_nothing_is_parked() {
+        let table = StateTable::with_idle_threshold(4, 0, None);
+        let t0 = table.epoch;
+        let a = table.lease(4).unwrap();
+        assert_eq!(table.park_idle(t0 + Duration::from_secs(3600)), 0);
+        assert_eq!(table.active_slots(), 4);
+        drop(a);
     }
 
     #[test]

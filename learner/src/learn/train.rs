@@ -202,11 +202,16 @@ pub struct TrainerStats {
 
 impl TrainerStats {
     fn record(&self, step: &TrainStep, unrolls: usize, busy: Duration) {
+        self.busy_us
+            .fetch_add(busy.as_micros() as u64, Ordering::Relaxed);
         if step.skipped {
+            // Nothing was learned from these unrolls, and the loss gauges
+            // keep the last finite step's figures (a NaN there would hide
+            // them); the count says what happened.
             self.skipped_steps.fetch_add(1, Ordering::Relaxed);
-        } else {
-            self.steps.fetch_add(1, Ordering::Relaxed);
+            return;
         }
+        self.steps.fetch_add(1, Ordering::Relaxed);
         self.unrolls.fetch_add(unrolls as u64, Ordering::Relaxed);
         self.policy_lag_sum.fetch_add(
             (step.mean_policy_lag * unrolls as f64).round() as u64,
@@ -214,8 +219,6 @@ impl TrainerStats {
         );
         self.policy_lag_max
             .fetch_max(step.max_policy_lag, Ordering::Relaxed);
-        self.busy_us
-            .fetch_add(busy.as_micros() as u64, Ordering::Relaxed);
         self.total_loss.set(step.total_loss);
         self.pg_loss.set(step.pg_loss);
         self.value_loss.set(step.value_loss);

@@ -298,6 +298,7 @@ impl TrainingProbe {
         let a = &self.assembler.stats;
         TrainingSnapshot {
             learner_steps: s.steps.load(r),
+            skipped_steps: s.skipped_steps.load(r),
             unrolls_trained: unrolls,
             total_loss: s.total_loss.get(),
             pg_loss: s.pg_loss.get(),

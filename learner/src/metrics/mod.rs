@@ -81,6 +81,8 @@ pub struct Metrics {
     returns_written: AtomicU64,
     /// Source of the live-slot gauge, attached by the state table's owner.
     live_slots: OnceLock<Gauge>,
+    /// Source of the active-slot gauge, attached likewise.
+    active_slots: OnceLock<Gauge>,
     /// Source of the queued-requests gauge, attached by the batcher's owner.
     batcher_queued: OnceLock<Gauge>,
     /// The training side, attached when training starts (absent with `--no-train`).
@@ -114,6 +116,7 @@ impl Metrics {
             returns: (0..RETURN_WINDOW).map(|_| AtomicU32::new(0)).collect(),
             returns_written: AtomicU64::new(0),
             live_slots: OnceLock::new(),
+            active_slots: OnceLock::new(),
             batcher_queued: OnceLock::new(),
             training: OnceLock::new(),
         }
@@ -165,6 +168,11 @@ impl Metrics {
         let _ = self.live_slots.set(gauge);
     }
 
+    /// Attaches the source of the active-slot gauge (once).
+    pub fn attach_active_slots(&self, gauge: Gauge) {
+        let _ = self.active_slots.set(gauge);
+    }
+
     /// Makes snapshots report the step requests queued for inference (first call wins).
     pub fn attach_batcher_queued(&self, gauge: Gauge) {
         let _ = self.batcher_queued.set(gauge);
@@ -190,6 +198,7 @@ impl Metrics {
             inference_batch_rows: self.inference_batch_rows.snapshot(),
             connected_actors: self.connected_actors.load(Ordering::Relaxed),
             live_slots: self.live_slots.get().map_or(0, |g| g()),
+            active_slots: self.active_slots.get().map_or(0, |g| g()),
             batcher_queued: self.batcher_queued.get().map_or(0, |g| g()),
             stream_errors: self.stream_errors.load(Ordering::Relaxed),
             episodes: self.episodes.load(Ordering::Relaxed),

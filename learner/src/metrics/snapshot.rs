@@ -29,6 +29,8 @@ pub struct MetricsSnapshot {
     pub connected_actors: u32,
     /// Env slots leased to streams.
     pub live_slots: usize,
+    /// Of those, the slots of active streams (not parked as idle).
+    pub active_slots: usize,
     /// Step requests waiting in the batcher (approximate).
     pub batcher_queued: usize,
     /// Streams ended with an error status.

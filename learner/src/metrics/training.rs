@@ -7,6 +7,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct TrainingSnapshot {
     pub learner_steps: u64,
+    /// Steps skipped for non-finite gradients (not in `learner_steps`).
+    pub skipped_steps: u64,
     pub unrolls_trained: u64,
     pub total_loss: f32,
     pub pg_loss: f32,

@@ -156,6 +156,13 @@ fn encode_snapshot(m: &MetricsSnapshot, e: &mut DescriptorEncoder) -> fmt::Resul
     )?;
     gauge(
         e,
+        "active_env_slots",
+        "Live env slots whose actor sent a step batch within --actor-idle-ms (batches wait only for these).",
+        None,
+        m.active_slots as u64,
+    )?;
+    gauge(
+        e,
         "batcher_queued_requests",
         "Step batches waiting in the dynamic batcher.",
         None,
@@ -221,6 +228,12 @@ fn encode_snapshot(m: &MetricsSnapshot, e: &mut DescriptorEncoder) -> fmt::Resul
         "replay_dropped_full",
         "Unrolls dropped because the replay buffer stayed full.",
         t.unrolls_dropped_full,
+    )?;
+    counter(
+        e,
+        "train_skipped_steps",
+        "Training steps skipped because their gradients were not finite.",
+        t.skipped_steps,
     )?;
     counter(
         e,

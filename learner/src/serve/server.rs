@@ -357,6 +357,8 @@ pub fn status_reply(m: &MetricsSnapshot) -> pb::StatusReply {
         entropy: t.entropy.into(),
         grad_norm: t.grad_norm.into(),
         learning_rate: t.learning_rate.into(),
+        skipped_learner_steps: t.skipped_steps,
+        active_env_slots: m.active_slots as u32,
     }
 }
 
@@ -407,11 +409,22 @@ impl StreamTask {
     }
 
     /// Tonic reports an oversize message as OUT_OF_RANGE; gRPC's convention
-    /// (and our contract) is RESOURCE_EXHAUSTED naming the limit.
+    /// (and our contract) is RESOURCE_EXHAUSTED naming the limit. Bytes that
+    /// do not decode come from tonic-prost's codec as INTERNAL (its mapping,
+    /// fixed inside the codec); they are the actor's fault, so the stream
+    /// ends with INVALID_ARGUMENT and prost's message, which names the
+    /// message and field where decoding failed.
     fn transport_error(&self, status: Status) -> StreamError {
+        const DECODE_PREFIX: &str = "failed to decode Protobuf message";
         if status.code() == tonic::Code::OutOfRange && status.message().contains("too large") {
             StreamError::MessageTooLarge {
                 limit: self.ctx.max_message_bytes,
+                detail: status.message().to_string(),
+            }
+        } else if status.code() == tonic::Code::Internal
+            && status.message().starts_with(DECODE_PREFIX)
+        {
+            StreamError::Undecodable {
                 detail: status.message().to_string(),
             }
         } else {
@@ -456,6 +469,7 @@ impl StreamTask {
         info!(actor = %self.actor_id, envs = num_envs, lease = lease.id().0, "actor welcomed");
         self.send(pb::learner_message::Kind::Welcome(welcome))?;
 
+        let mut expected_seq = 0u64;
         loop {
             let Some(msg) = self.next_message(inbound).await? else {
                 return Ok(());
@@ -466,6 +480,14 @@ impl StreamTask {
                 Some(pb::actor_message::Kind::Hello(_)) => return Err(StreamError::SecondHello),
                 None => return Err(StreamError::EmptyMessage),
             };
+            if batch.seq != expected_seq {
+                return Err(ProtocolError::Sequence {
+                    expected: expected_seq,
+                    got: batch.seq,
+                }
+                .into());
+            }
+            expected_seq += 1;
             self.ctx.spec.validate_step_batch(&batch, num_envs)?;
             if self.in_flight.fetch_add(1, Ordering::Relaxed) >= MAX_STEP_BATCHES_IN_FLIGHT {
                 return Err(StreamError::TooManyInFlight {
@@ -473,6 +495,7 @@ impl StreamTask {
                     seq: batch.seq,
                 });
             }
+            lease.touch(received_at);
             let claim = lease
                 .claim(&batch.env_indices)
                 .map_err(|e| StreamError::EnvBusy {

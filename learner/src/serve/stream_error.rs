@@ -48,6 +48,8 @@ pub enum StreamError {
     },
     #[error("message exceeds --max-message-bytes = {limit} bytes ({detail})")]
     MessageTooLarge { limit: usize, detail: String },
+    #[error("message: undecodable bytes ({detail})")]
+    Undecodable { detail: String },
     #[error("the learner is shutting down")]
     ShuttingDown,
     /// A transport-level failure reported by tonic (passed through as is).
@@ -72,6 +74,7 @@ impl From<StreamError> for Status {
             | InvalidHello { .. }
             | SpecMismatch { .. }
             | Protocol(_)
+            | Undecodable { .. }
             | EnvBusy { .. } => Status::invalid_argument(e.to_string()),
         }
     }
@@ -101,6 +104,19 @@ mod tests {
                     detail: String::new(),
                 },
                 tonic::Code::ResourceExhausted,
+            ),
+            (
+                StreamError::Undecodable {
+                    detail: String::new(),
+                },
+                tonic::Code::InvalidArgument,
+            ),
+            (
+                StreamError::Protocol(ProtocolError::Sequence {
+                    expected: 3,
+                    got: 5,
+                }),
+                tonic::Code::InvalidArgument,
             ),
             (StreamError::ShuttingDown, tonic::Code::Unavailable),
         ];

@@ -203,9 +203,9 @@ impl GoodActor {
             let mut seq = 0u64;
             let mut sent = std::collections::VecDeque::new();
             for h in halves.iter().filter(|h| !h.is_empty()) {
-                seq += 1;
                 s.send(actor_message::Kind::Steps(steps(seq, h))).await;
                 sent.push_back((seq, h.clone()));
+                seq += 1;
             }
             loop {
                 let msg = match s.rx.message().await {
@@ -225,9 +225,9 @@ impl GoodActor {
                     return Err(format!("good actor: bad answer {a:?} for seq {want_seq}"));
                 }
                 count.fetch_add(1, Ordering::Relaxed);
-                seq += 1;
                 s.send(actor_message::Kind::Steps(steps(seq, &envs))).await;
                 sent.push_back((seq, envs));
+                seq += 1;
             }
         });
         GoodActor { answered, task }
@@ -246,5 +246,102 @@ impl GoodActor {
 
     pub fn stop(self) {
         self.task.abort();
+    }
+}
+
+/// An `Act` stream that sends raw bytes as its messages (each one framed by
+/// gRPC, its payload not necessarily a valid `ActorMessage`), to test how
+/// the learner treats bytes that do not decode.
+pub struct RawBytesStream {
+    pub tx: mpsc::Sender<bytes::Bytes>,
+    pub rx: Streaming<pb::LearnerMessage>,
+}
+
+impl RawBytesStream {
+    pub async fn open(server: &Learner) -> RawBytesStream {
+        let uri = server.http_uri().expect("tcp learner");
+        let channel = Channel::from_shared(uri)
+            .expect("uri")
+            .connect()
+            .await
+            .expect("connect");
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready().await.expect("ready");
+        let (tx, out) = mpsc::channel(64);
+        let rx = grpc
+            .streaming(
+                tonic::Request::new(ReceiverStream::new(out)),
+                tonic::codegen::http::uri::PathAndQuery::from_static("/seed.v1.Learner/Act"),
+                RawCodec,
+            )
+            .await
+            .expect("call accepted")
+            .into_inner();
+        RawBytesStream { tx, rx }
+    }
+
+    /// Encodes `msg` as the stream would, for sending among raw messages.
+    pub fn encode(msg: &pb::ActorMessage) -> bytes::Bytes {
+        prost::Message::encode_to_vec(msg).into()
+    }
+
+    /// Reads until the stream ends with a status, which is returned.
+    pub async fn status(&mut self) -> Status {
+        within("the stream's status", async {
+            loop {
+                match self.rx.message().await {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => panic!("stream ended without an error status"),
+                    Err(s) => return s,
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// Sends `Bytes` as they are; decodes `LearnerMessage`s.
+struct RawCodec;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = bytes::Bytes;
+    type Decode = pb::LearnerMessage;
+    type Encoder = RawEncoder;
+    type Decoder = LearnerMessageDecoder;
+    fn encoder(&mut self) -> RawEncoder {
+        RawEncoder
+    }
+    fn decoder(&mut self) -> LearnerMessageDecoder {
+        LearnerMessageDecoder
+    }
+}
+
+struct RawEncoder;
+
+impl tonic::codec::Encoder for RawEncoder {
+    type Item = bytes::Bytes;
+    type Error = Status;
+    fn encode(
+        &mut self,
+        item: bytes::Bytes,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), Status> {
+        bytes::BufMut::put_slice(dst, &item);
+        Ok(())
+    }
+}
+
+struct LearnerMessageDecoder;
+
+impl tonic::codec::Decoder for LearnerMessageDecoder {
+    type Item = pb::LearnerMessage;
+    type Error = Status;
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<pb::LearnerMessage>, Status> {
+        <pb::LearnerMessage as prost::Message>::decode(src)
+            .map(Some)
+            .map_err(|e| Status::internal(e.to_string()))
     }
 }
