@@ -7,12 +7,14 @@
 //! in the same run measures the floor they are bounded by: a bare tonic echo
 //! of the same `Learner` service with the same payload, streams and
 //! transport ([`echo_server`], [`echo_client`]). [`sweep`] runs a grid and
-//! [`plot`] draws it.
+//! [`plot`] draws it. [`frozen_actor`] is the `liveness_bench` scenario: a
+//! good actor's throughput beside an actor that freezes.
 pub mod child;
 pub mod cli;
 pub mod echo_client;
 pub mod echo_server;
 pub mod error;
+pub mod frozen_actor;
 pub mod gather_floor;
 pub mod machine;
 pub mod plot;

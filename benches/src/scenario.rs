@@ -452,7 +452,7 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, HarnessEr
 }
 
 /// Waits until the server at `addr` answers `Status`, or its process exits.
-async fn wait_ready(child: &mut ChildProcess, addr: &str) -> Result<(), HarnessError> {
+pub(crate) async fn wait_ready(child: &mut ChildProcess, addr: &str) -> Result<(), HarnessError> {
     let address = LearnerAddress::parse(addr)
         .map_err(|e| HarnessError::Config(format!("address {addr}: {e}")))?;
     let started = Instant::now();
