@@ -13,13 +13,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use seed_env::EnvArgs;
+use seed_shared::keepalive::{DEFAULT_KEEPALIVE_SECS, DEFAULT_KEEPALIVE_TIMEOUT_SECS};
 use seed_shared::logging::LogFormat;
-use seed_shared::{DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
+use seed_shared::{Keepalive, DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
 use tracing::info;
 
 use crate::client::{run_actor, ActorReport};
 use crate::config::{default_actor_id, ActorConfig, ReconnectPolicy};
 use crate::error::ActorError;
+use crate::tls::ClientTls;
 
 /// Flags of the `actor` binary (and of `learner actor`).
 ///
@@ -27,8 +29,9 @@ use crate::error::ActorError;
 /// is hidden so help does not print it twice.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct ActorArgs {
-    /// Learner address: `host:port`, `http://host:port` or `unix:/path/to/socket`
-    /// [default: 127.0.0.1:50051].
+    /// Learner address: `host:port`, `http://host:port`, `unix:/path/to/socket`,
+    /// or `https://host:port` (TLS; needs --tls-ca, with which `host:port`
+    /// means TLS too) [default: 127.0.0.1:50051].
     #[arg(long, env = "SEED_LEARNER", hide_default_value = true, default_value = DEFAULT_LEARNER_ADDR)]
     pub learner: String,
     /// Number of environments K this actor runs, stepped in two halves of K/2 [default: 16].
@@ -72,12 +75,66 @@ pub struct ActorArgs {
     /// JSON to this file when it stops cleanly [default: none].
     #[arg(long)]
     pub summary_json: Option<PathBuf>,
+    /// Seconds without traffic from the learner before the actor pings it
+    /// (HTTP/2 keepalive; also the TCP keepalive idle time); 0 disables
+    /// both. A learner that does not answer within --keepalive-timeout-secs
+    /// (frozen, or its host gone without closing the connection) is
+    /// dropped and the actor reconnects: with the defaults within about
+    /// 20 s [default: 10].
+    #[arg(help_heading = "Liveness and TLS", long, hide_default_value = true, default_value_t = DEFAULT_KEEPALIVE_SECS)]
+    pub keepalive_secs: u64,
+    /// Seconds a keepalive ping may stay unanswered before the connection
+    /// is dropped; at least 1 while --keepalive-secs is on [default: 10].
+    #[arg(help_heading = "Liveness and TLS", long, hide_default_value = true, default_value_t = DEFAULT_KEEPALIVE_TIMEOUT_SECS)]
+    pub keepalive_timeout_secs: u64,
+    /// Connect with TLS, trusting only the CA certificates in this PEM file
+    /// for the learner's certificate (the learner's own certificate if it
+    /// is self-signed) [default: none, plaintext].
+    #[arg(help_heading = "Liveness and TLS", long, value_name = "PATH")]
+    pub tls_ca: Option<PathBuf>,
+    /// The name the learner's certificate must carry (a DNS name or an IP
+    /// address in its subject alternative names); needs --tls-ca [default:
+    /// the host of --learner].
+    #[arg(
+        help_heading = "Liveness and TLS",
+        long,
+        value_name = "NAME",
+        requires = "tls_ca"
+    )]
+    pub tls_domain: Option<String>,
+    /// Client certificate chain (PEM, leaf first) presented to a learner
+    /// that requires one (mutual TLS, `learner --tls-client-ca`); needs
+    /// --tls-key and --tls-ca [default: none].
+    #[arg(
+        help_heading = "Liveness and TLS",
+        long,
+        value_name = "PATH",
+        requires_all = ["tls_key", "tls_ca"]
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert [default: none].
+    #[arg(
+        help_heading = "Liveness and TLS",
+        long,
+        value_name = "PATH",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
 }
 
 impl ActorArgs {
-    /// The validated [`ActorConfig`] these flags describe.
+    /// The validated [`ActorConfig`] these flags describe; reads the TLS
+    /// files once.
     pub fn to_config(&self) -> Result<ActorConfig, ActorError> {
         let env = self.environment.env_config();
+        let tls = match &self.tls_ca {
+            Some(ca) => Some(ClientTls::from_files(
+                ca,
+                self.tls_domain.clone(),
+                self.tls_cert.as_deref().zip(self.tls_key.as_deref()),
+            )?),
+            None => None,
+        };
         let cfg = ActorConfig {
             learner: self.learner.clone(),
             actor_id: self.actor_id.clone().unwrap_or_else(default_actor_id),
@@ -93,9 +150,10 @@ impl ActorArgs {
                 max_attempts: self.max_reconnects,
             },
             max_message_bytes: self.max_message_bytes,
+            keepalive: Keepalive::from_secs(self.keepalive_secs, self.keepalive_timeout_secs),
+            tls,
         };
         cfg.validate()?;
-        crate::learner_address::LearnerAddress::parse(&cfg.learner)?;
         Ok(cfg)
     }
 }
@@ -183,6 +241,8 @@ mod tests {
         assert_eq!(cfg.reconnect.initial_backoff, Duration::from_millis(100));
         assert_eq!(cfg.reconnect.max_attempts, None);
         assert_eq!(cfg.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
+        assert_eq!(cfg.keepalive, Keepalive::default());
+        assert_eq!(cfg.tls, None);
     }
 
     #[test]
@@ -227,6 +287,88 @@ mod tests {
         assert_eq!(cfg.reconnect.max_attempts, Some(2));
         assert_eq!(cfg.token.as_deref(), Some("s3cret"));
         assert_eq!(cfg.learner, "unix:/tmp/l.sock");
+    }
+
+    #[test]
+    fn keepalive_and_tls_flags_reach_the_config_and_bad_ones_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let cert_path = dir.path().join("cert.pem");
+        let key_path = dir.path().join("key.pem");
+        std::fs::write(&cert_path, cert.pem()).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        let (c, k) = (cert_path.to_str().unwrap(), key_path.to_str().unwrap());
+
+        let cfg = parse(&[
+            "--learner",
+            "learner.example:50051",
+            "--keepalive-secs",
+            "2",
+            "--keepalive-timeout-secs",
+            "3",
+            "--tls-ca",
+            c,
+            "--tls-domain",
+            "localhost",
+            "--tls-cert",
+            c,
+            "--tls-key",
+            k,
+        ])
+        .unwrap()
+        .to_config()
+        .unwrap();
+        assert_eq!(cfg.keepalive, Keepalive::from_secs(2, 3));
+        let tls = cfg.tls.expect("tls on");
+        assert_eq!(tls.ca.path, cert_path);
+        assert_eq!(tls.domain.as_deref(), Some("localhost"));
+        assert_eq!(tls.identity.expect("client identity").key.path, key_path);
+        let off = parse(&["--keepalive-secs", "0"])
+            .unwrap()
+            .to_config()
+            .unwrap();
+        assert_eq!(off.keepalive.interval, None);
+
+        // Usage errors: a half identity, a domain or identity without a CA.
+        assert!(parse(&["--tls-ca", c, "--tls-cert", c]).is_err());
+        assert!(parse(&["--tls-ca", c, "--tls-key", k]).is_err());
+        assert!(parse(&["--tls-domain", "x"]).is_err());
+        assert!(parse(&["--tls-cert", c, "--tls-key", k]).is_err());
+
+        let config = |flags: &[&str]| parse(flags).unwrap().to_config();
+        let missing = dir.path().join("missing.pem");
+        match config(&["--tls-ca", missing.to_str().unwrap()]) {
+            Err(ActorError::Tls(e)) => {
+                assert_eq!(e.flag, "--tls-ca");
+                assert!(e.to_string().contains("missing.pem"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+        match config(&["--tls-ca", c, "--tls-cert", k, "--tls-key", k]) {
+            Err(ActorError::Tls(e)) => assert_eq!(e.flag, "--tls-cert"),
+            other => panic!("{other:?}"),
+        }
+        for learner in ["unix:/tmp/l.sock", "http://h:1"] {
+            assert!(
+                matches!(
+                    config(&["--learner", learner, "--tls-ca", c]),
+                    Err(ActorError::Address { .. })
+                ),
+                "{learner} with --tls-ca"
+            );
+        }
+        assert!(config(&["--learner", "https://h:1", "--tls-ca", c]).is_ok());
+        assert!(matches!(
+            config(&["--keepalive-timeout-secs", "0"]),
+            Err(ActorError::Config {
+                field: "keepalive",
+                ..
+            })
+        ));
     }
 
     #[test]

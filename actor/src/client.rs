@@ -16,7 +16,11 @@
 //!
 //! - Unreachable learner, broken stream, `UNAVAILABLE` or any other transient
 //!   status: reconnect after [`Backoff`](crate::backoff::Backoff) (a new
-//!   session starts fresh episodes with fresh run ids).
+//!   session starts fresh episodes with fresh run ids). A learner that stops
+//!   answering keepalive pings (`--keepalive-secs`) breaks the stream too.
+//!   A failure before the welcome that looks like a TLS mismatch (plaintext
+//!   against a TLS learner, or the reverse, or a refused certificate) says
+//!   so in the logged reason.
 //! - `INVALID_ARGUMENT`, `UNAUTHENTICATED`, `RESOURCE_EXHAUSTED`,
 //!   `FAILED_PRECONDITION`, `PERMISSION_DENIED`, `UNIMPLEMENTED`,
 //!   `OUT_OF_RANGE`: the same request would fail again, so
@@ -57,7 +61,7 @@ use tracing::{debug, info, warn};
 use crate::backoff::Backoff;
 use crate::config::ActorConfig;
 use crate::error::{ActorError, ProtocolViolation};
-use crate::learner_address::LearnerAddress;
+use crate::learner_address::{error_chain, Dialer, LearnerAddress};
 use crate::pool::EnvPool;
 use crate::round_trip::{RoundTripHistogram, RoundTripPercentiles};
 
@@ -125,18 +129,18 @@ fn classify(status: Status) -> SessionError {
             message: status.message().to_owned(),
         })
     } else {
-        SessionError::Retry(format!("{:?}: {}", status.code(), status.message()))
+        SessionError::Retry(format!("{:?}: {}", status.code(), status_text(&status)))
     }
 }
 
-/// `err` and its sources, `: `-separated (tonic's transport error says only
-/// "transport error" at the top).
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
+/// The status's message and, for a transport failure, its sources (where
+/// the reason is: "transport error" alone says nothing).
+fn status_text(status: &Status) -> String {
+    use std::error::Error;
+    let mut out = status.message().to_owned();
+    let mut source = status.source();
     while let Some(s) = source {
         let text = s.to_string();
-        // hyper and tonic often repeat their source's text in their own.
         if !out.contains(&text) {
             out.push_str(": ");
             out.push_str(&text);
@@ -156,7 +160,8 @@ pub async fn run_actor(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<ActorReport, ActorError> {
     cfg.validate()?;
-    let address = LearnerAddress::parse(&cfg.learner)?;
+    let dialer = Dialer::new(&cfg.learner, cfg.keepalive, cfg.tls.as_ref())?;
+    let address = dialer.address().clone();
     let spec = cfg.env.spec();
     let mut pool = EnvPool::from_config(&cfg.env, cfg.num_envs, cfg.seed);
     let mut report = ActorReport::default();
@@ -180,7 +185,7 @@ pub async fn run_actor(
         let sessions_before = report.sessions;
         let reason = match run_session(
             &cfg,
-            &address,
+            &dialer,
             &spec,
             &mut pool,
             &mut report,
@@ -242,7 +247,7 @@ impl Tally {
 /// the actor is done (`stop` resolved or `max_env_steps` reached).
 async fn run_session<S: Future<Output = ()>>(
     cfg: &ActorConfig,
-    address: &LearnerAddress,
+    dialer: &Dialer,
     spec: &EnvSpec,
     pool: &mut EnvPool,
     report: &mut ActorReport,
@@ -262,7 +267,7 @@ async fn run_session<S: Future<Output = ()>>(
             kind: Some(ActorKind::Hello(hello)),
         })
         .map_err(|_| SessionError::Retry("request stream closed before hello".into()))?;
-    let opening = open_stream(cfg, address, ReceiverStream::new(requests));
+    let opening = open_stream(cfg, dialer, ReceiverStream::new(requests));
     let (_client, mut inbound, welcome) = tokio::select! {
         biased;
         // Nothing was streamed yet: dropping the half-open call is enough.
@@ -282,7 +287,7 @@ async fn run_session<S: Future<Output = ()>>(
     report.sessions += 1;
     report.last_policy_version = welcome.policy_version;
     tally.first_welcome.get_or_insert_with(Instant::now);
-    info!(learner = %address, actor_id = %cfg.actor_id, envs = cfg.num_envs,
+    info!(learner = %dialer.address(), tls = dialer.tls(), actor_id = %cfg.actor_id, envs = cfg.num_envs,
           policy_version = welcome.policy_version, session = report.sessions, "connected");
 
     pool.restart();
@@ -342,7 +347,7 @@ async fn run_session<S: Future<Output = ()>>(
 /// on its channel.
 async fn open_stream(
     cfg: &ActorConfig,
-    address: &LearnerAddress,
+    dialer: &Dialer,
     requests: ReceiverStream<pb::ActorMessage>,
 ) -> Result<
     (
@@ -352,18 +357,74 @@ async fn open_stream(
     ),
     SessionError,
 > {
-    let channel = address
-        .connect()
-        .await
-        .map_err(|e| SessionError::Retry(format!("connect to {address}: {}", error_chain(&e))))?;
+    let with_hint = |e: SessionError| match e {
+        SessionError::Retry(reason) => {
+            let hint = tls_hint(dialer, &reason);
+            SessionError::Retry(format!("{reason}{hint}"))
+        }
+        fatal => fatal,
+    };
+    let channel = dialer.connect().await.map_err(|e| {
+        with_hint(SessionError::Retry(format!(
+            "connect to {}: {}",
+            dialer.address(),
+            error_chain(&e)
+        )))
+    })?;
     let mut client = LearnerClient::new(channel)
         .max_decoding_message_size(cfg.max_message_bytes)
         .max_encoding_message_size(cfg.max_message_bytes);
-    let mut inbound = client.act(requests).await.map_err(classify)?.into_inner();
-    match next_message(&mut inbound).await? {
+    let mut inbound = client
+        .act(requests)
+        .await
+        .map_err(|s| with_hint(classify(s)))?
+        .into_inner();
+    match next_message(&mut inbound).await.map_err(with_hint)? {
         LearnerKind::Welcome(w) => Ok((client, inbound, w)),
         LearnerKind::Actions(_) => Err(ProtocolViolation::ExpectedWelcome.into()),
     }
+}
+
+/// What TLS may have to do with a connection that failed before the
+/// welcome, appended to the reason the actor logs ("" when nothing).
+///
+/// With TLS, rustls names the cause: a plaintext learner's reply is not a
+/// TLS record, a learner that requires a client certificate says so, an
+/// untrusted or misnamed certificate is reported as invalid. Without TLS, a
+/// TLS learner answers the HTTP/2 preface with a TLS alert, which the
+/// HTTP/2 layer reports variously (a frame of invalid size, a closed
+/// connection, a broken pipe): any failure after the TCP connection was
+/// made gets the hint. (The texts matched are rustls's and hyper's.)
+fn tls_hint(dialer: &Dialer, reason: &str) -> &'static str {
+    if dialer.tls() {
+        if reason.contains("InvalidContentType") || reason.contains("corrupt message") {
+            " (the learner does not seem to serve TLS: start it with --tls-cert and \
+             --tls-key, or drop --tls-ca)"
+        } else if reason.contains("CertificateRequired") {
+            " (the learner requires a client certificate (mutual TLS): pass --tls-cert and \
+             --tls-key, signed by a CA in the learner's --tls-client-ca)"
+        } else if reason.contains("invalid peer certificate") {
+            " (the learner's certificate is not signed by a CA in --tls-ca, or does not \
+             carry the name checked: see --tls-domain)"
+        } else if after_tcp_connect(reason) {
+            // A learner that refuses a client certificate may close the
+            // connection before its alert is read.
+            " (the learner closed the TLS connection: if it requires client certificates \
+             (--tls-client-ca), pass --tls-cert and --tls-key signed by that CA)"
+        } else {
+            ""
+        }
+    } else if matches!(dialer.address(), LearnerAddress::Tcp(_)) && after_tcp_connect(reason) {
+        " (if the learner serves TLS (--tls-cert), this actor needs --tls-ca)"
+    } else {
+        ""
+    }
+}
+
+/// Whether a failure is past the TCP connect (not: nothing listening, no
+/// route, no such host).
+fn after_tcp_connect(reason: &str) -> bool {
+    !(reason.contains("refused") || reason.contains("timed out") || reason.contains("dns error"))
 }
 
 /// Ends the stream politely: half-close the request side, so the learner

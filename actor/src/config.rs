@@ -7,9 +7,11 @@
 use std::time::Duration;
 
 use seed_env::EnvConfig;
-use seed_shared::{EnvSpec, DEFAULT_MAX_MESSAGE_BYTES};
+use seed_shared::{EnvSpec, Keepalive, DEFAULT_MAX_MESSAGE_BYTES};
 
 use crate::error::ActorError;
+use crate::learner_address::Dialer;
+use crate::tls::ClientTls;
 
 /// How the actor reconnects when the learner is unreachable or the stream breaks.
 ///
@@ -39,7 +41,8 @@ impl Default for ReconnectPolicy {
 /// Everything [`run_actor`](crate::run_actor) needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ActorConfig {
-    /// `host:port`, `http://host:port` or `unix:/path`.
+    /// `host:port`, `http://host:port`, `https://host:port` (needs `tls`)
+    /// or `unix:/path`.
     pub learner: String,
     /// Sent in the hello; names this actor in the learner's logs.
     pub actor_id: String,
@@ -57,11 +60,18 @@ pub struct ActorConfig {
     pub reconnect: ReconnectPolicy,
     /// Largest gRPC message sent or accepted.
     pub max_message_bytes: usize,
+    /// HTTP/2 keepalive pings to the learner (`--keepalive-secs`,
+    /// `--keepalive-timeout-secs`): a learner that stops answering is
+    /// dropped and the actor reconnects.
+    pub keepalive: Keepalive,
+    /// TLS to the learner (`--tls-ca` and friends); `None`: plaintext.
+    pub tls: Option<ClientTls>,
 }
 
 impl ActorConfig {
     /// A config with defaults: actor id `hostname-pid`, random seed, no token,
-    /// no limits, default reconnect policy, 64 MiB messages.
+    /// no limits, default reconnect policy, 64 MiB messages, keepalive 10 s
+    /// + 10 s, plaintext.
     pub fn new(learner: impl Into<String>, env: EnvConfig, num_envs: usize) -> Self {
         ActorConfig {
             learner: learner.into(),
@@ -74,6 +84,8 @@ impl ActorConfig {
             max_seconds: None,
             reconnect: ReconnectPolicy::default(),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            keepalive: Keepalive::default(),
+            tls: None,
         }
     }
 
@@ -122,6 +134,11 @@ impl ActorConfig {
                 format!("{} is below 1024", self.max_message_bytes),
             );
         }
+        if let Some(problem) = self.keepalive.problem() {
+            return bad("keepalive", problem.into());
+        }
+        // The address, and that it goes with the TLS settings.
+        Dialer::new(&self.learner, self.keepalive, self.tls.as_ref())?;
         Ok(())
     }
 }
@@ -168,6 +185,9 @@ mod tests {
         let mut c = base.clone();
         c.max_seconds = Some(f64::NAN);
         assert_eq!(field_of(c), "max_seconds");
+        let mut c = base.clone();
+        c.keepalive = Keepalive::from_secs(1, 0);
+        assert_eq!(field_of(c), "keepalive");
         let synth = |s: SyntheticConfig| ActorConfig {
             env: EnvConfig::Synthetic(s),
             ..base.clone()

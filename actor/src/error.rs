@@ -13,9 +13,13 @@ pub enum ActorError {
     /// A configuration value is out of range (flag or [`ActorConfig`](crate::ActorConfig) field named).
     #[error("invalid configuration: `{field}`: {reason}")]
     Config { field: &'static str, reason: String },
-    /// The `--learner` address cannot be parsed.
+    /// The `--learner` address cannot be parsed, or does not go with the
+    /// TLS flags.
     #[error("invalid learner address `{addr}`: {reason}")]
     Address { addr: String, reason: String },
+    /// A TLS flag's file cannot be used (the message names flag and path).
+    #[error(transparent)]
+    Tls(#[from] seed_shared::TlsFileError),
     /// The learner sent something the contract does not allow.
     #[error("learner protocol violation: {0}")]
     Protocol(#[from] ProtocolViolation),

@@ -15,10 +15,12 @@ pub mod error;
 pub mod learner_address;
 pub mod pool;
 pub mod round_trip;
+pub mod tls;
 
 pub use client::{run_actor, ActorReport};
 pub use config::{ActorConfig, ReconnectPolicy};
 pub use error::{ActorError, ProtocolViolation};
 pub use pool::EnvPool;
 pub use round_trip::{RoundTripHistogram, RoundTripPercentiles};
-pub use seed_shared::{EnvSpec, ObsDType};
+pub use seed_shared::{EnvSpec, Keepalive, ObsDType};
+pub use tls::{ClientIdentity, ClientTls};

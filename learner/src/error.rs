@@ -51,6 +51,10 @@ pub enum LearnerError {
     },
     #[error("server: {0}")]
     Serve(String),
+    /// A TLS flag's file cannot be used (`--tls-cert`, `--tls-key`,
+    /// `--tls-client-ca`): the message names the flag and the path.
+    #[error(transparent)]
+    Tls(#[from] seed_shared::TlsFileError),
 }
 
 /// What to do about a failed bind, by its cause ("" when there is no advice).

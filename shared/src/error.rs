@@ -62,3 +62,14 @@ pub enum ProtocolError {
         num_envs: u32,
     },
 }
+/// A TLS flag's file that cannot be used: unreadable, not PEM, or not
+/// holding what the flag needs. Names the flag and the path, since that is
+/// what the operator changes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{flag} {}`: {reason}", path.display())]
+pub struct TlsFileError {
+    /// The flag that named the file (`--tls-cert`, ...).
+    pub flag: &'static str,
+    pub path: std::path::PathBuf,
+    pub reason: String,
+}

@@ -1,14 +1,19 @@
 //! What the actor and the learner both need: the generated wire types
 //! ([`pb`]), observation/action specs with their validation ([`spec`]), and
-//! the observation byte codec ([`codec`]), and the logging setup of both
-//! binaries ([`logging`]).
+//! the observation byte codec ([`codec`]), the logging setup of both
+//! binaries ([`logging`]), and what both ends of a stream configure alike:
+//! HTTP/2 keepalive ([`keepalive`]) and the PEM files of the TLS flags
+//! ([`tls`]).
 pub mod codec;
 pub mod error;
+pub mod keepalive;
 pub mod logging;
 pub mod pb;
 pub mod spec;
+pub mod tls;
 
-pub use error::ProtocolError;
+pub use error::{ProtocolError, TlsFileError};
+pub use keepalive::Keepalive;
 pub use spec::{EnvSpec, ObsDType};
 
 /// Default learner address (loopback, so nothing is exposed by accident).

@@ -28,9 +28,11 @@ use seed_learner::learn::optimizer::{
 };
 use seed_learner::learn::train::TrainerConfig;
 use seed_learner::model::ModelShape;
+use seed_learner::serve::tls::ServerTls;
 use seed_learner::serve::transport::ListenAddr;
+use seed_shared::keepalive::{DEFAULT_KEEPALIVE_SECS, DEFAULT_KEEPALIVE_TIMEOUT_SECS};
 use seed_shared::logging::LogFormat;
-use seed_shared::{DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
+use seed_shared::{Keepalive, DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
 
 /// Central-inference learner: serves actors, batches inference, reports metrics.
 #[derive(Parser, Debug)]
@@ -46,7 +48,7 @@ pub struct Cli {
 pub enum Command {
     /// Runs one actor process (what `--local-actors` spawns).
     #[command(hide = true)]
-    Actor(ActorArgs),
+    Actor(Box<ActorArgs>),
     /// Runs episodes of a checkpointed policy (greedy or sampled) on local
     /// envs and prints mean/min/max return.
     Eval(EvalArgs),
@@ -236,6 +238,49 @@ pub struct TrainArgs {
     /// Tokio worker threads for the gRPC server [default: 1 per 4 cores, 1 to 4].
     #[arg(help_heading = "Serving", long)]
     pub io_threads: Option<usize>,
+    /// Seconds without traffic on an actor's connection before the learner
+    /// pings it (HTTP/2 keepalive; also the TCP keepalive idle time); 0
+    /// disables both. An actor that does not answer within
+    /// --keepalive-timeout-secs (frozen, or its host gone without closing
+    /// the connection) is dropped and its env slots freed: with the
+    /// defaults within about 20 s. An idle actor that answers pings keeps
+    /// its stream [default: 10].
+    #[arg(help_heading = "Liveness and TLS", long, hide_default_value = true, default_value_t = DEFAULT_KEEPALIVE_SECS)]
+    pub keepalive_secs: u64,
+    /// Seconds a keepalive ping may stay unanswered before the connection
+    /// is dropped; at least 1 while --keepalive-secs is on [default: 10].
+    #[arg(help_heading = "Liveness and TLS", long, hide_default_value = true, default_value_t = DEFAULT_KEEPALIVE_TIMEOUT_SECS)]
+    pub keepalive_timeout_secs: u64,
+    /// Serve TLS with this certificate chain (PEM, leaf first); needs
+    /// --tls-key and a TCP --listen. Actors connect with `--tls-ca`; local
+    /// actors connect over a plaintext unix socket in a private directory
+    /// instead [default: none, plaintext].
+    #[arg(
+        help_heading = "Liveness and TLS",
+        long,
+        value_name = "PATH",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert [default: none].
+    #[arg(
+        help_heading = "Liveness and TLS",
+        long,
+        value_name = "PATH",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// Mutual TLS: refuse actors that do not present a client certificate
+    /// signed by one of the CA certificates in this PEM file (actors pass
+    /// `--tls-cert`/`--tls-key`); needs --tls-cert. The token is checked
+    /// as well [default: none, any TLS client].
+    #[arg(
+        help_heading = "Liveness and TLS",
+        long,
+        value_name = "PATH",
+        requires = "tls_cert"
+    )]
+    pub tls_client_ca: Option<PathBuf>,
     /// Serve live Prometheus metrics at `GET http://ADDR/metrics` (OpenMetrics
     /// text); ADDR is `IP:PORT`, e.g. `127.0.0.1:9100` (`0.0.0.0:9100` for a
     /// remote Prometheus); port 0 picks a free port, logged at start [default: off].
@@ -447,7 +492,7 @@ impl TrainArgs {
     pub const DEFAULT_LISTEN: &'static str = DEFAULT_LEARNER_ADDR;
 
     /// The run these flags describe, validated: the one place flags become
-    /// a [`LearnerConfig`].
+    /// a [`LearnerConfig`]. Reads the TLS files once.
     pub fn to_config(&self) -> Result<LearnerConfig, LearnerError> {
         let (listen, fallback_to_ephemeral) = match &self.listen {
             Some(l) => (l.parse::<ListenAddr>()?, false),
@@ -463,6 +508,19 @@ impl TrainArgs {
                 "--progress-secs must be a finite number".into(),
             ));
         }
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(ServerTls::from_files(
+                cert,
+                key,
+                self.tls_client_ca.as_deref(),
+            )?),
+            (None, None) if self.tls_client_ca.is_none() => None,
+            _ => {
+                return Err(LearnerError::Config(
+                    "--tls-cert and --tls-key go together (and --tls-client-ca needs them)".into(),
+                ))
+            }
+        };
         let algorithm = match self.optimizer {
             OptimizerKind::Adam => Algorithm::Adam(AdamConfig::default()),
             OptimizerKind::Rmsprop => Algorithm::RmsProp(RmsPropConfig::default()),
@@ -526,6 +584,8 @@ impl TrainArgs {
                 max_env_slots: self.max_env_slots,
                 io_threads: self.io_threads,
                 metrics_addr: self.metrics_addr,
+                keepalive: Keepalive::from_secs(self.keepalive_secs, self.keepalive_timeout_secs),
+                tls,
             },
             inference: InferenceConfig {
                 batcher: BatcherConfig {
@@ -676,6 +736,108 @@ mod tests {
                 .to_string();
             assert!(e.contains(named), "{flags:?}: {e}");
         }
+    }
+
+    /// A self-signed certificate for `localhost` and its key, and a second
+    /// key that belongs to nothing, as PEM files in `dir`.
+    fn cert_files(dir: &std::path::Path) -> [PathBuf; 3] {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let other = rcgen::KeyPair::generate().unwrap();
+        let files = [
+            dir.join("cert.pem"),
+            dir.join("key.pem"),
+            dir.join("other-key.pem"),
+        ];
+        std::fs::write(&files[0], cert.pem()).unwrap();
+        std::fs::write(&files[1], key.serialize_pem()).unwrap();
+        std::fs::write(&files[2], other.serialize_pem()).unwrap();
+        files
+    }
+
+    #[test]
+    fn keepalive_and_tls_flags_reach_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let [cert, key, _] = cert_files(dir.path());
+        let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+        let c = parse(&[
+            "--keepalive-secs",
+            "3",
+            "--keepalive-timeout-secs",
+            "4",
+            "--tls-cert",
+            cert,
+            "--tls-key",
+            key,
+            "--tls-client-ca",
+            cert,
+        ])
+        .unwrap()
+        .train
+        .to_config()
+        .unwrap();
+        assert_eq!(c.serve.keepalive, Keepalive::from_secs(3, 4));
+        let tls = c.serve.tls.expect("tls on");
+        assert_eq!(tls.cert.path, PathBuf::from(cert));
+        assert_eq!(tls.key.path, PathBuf::from(key));
+        assert!(tls.client_ca.is_some());
+        let off = parse(&["--keepalive-secs", "0"]).unwrap().train.to_config();
+        assert_eq!(off.unwrap().serve.keepalive.interval, None);
+    }
+
+    #[test]
+    fn bad_tls_and_keepalive_flags_are_refused_naming_flag_and_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let [cert, key, other_key] = cert_files(dir.path());
+        let missing = dir.path().join("missing.pem");
+        let s = |p: &PathBuf| p.to_str().unwrap().to_owned();
+        let err = |flags: &[&str]| {
+            parse(flags)
+                .unwrap()
+                .train
+                .to_config()
+                .unwrap_err()
+                .to_string()
+        };
+        // Half a pair is a usage error.
+        assert!(parse(&["--tls-cert", &s(&cert)]).is_err());
+        assert!(parse(&["--tls-key", &s(&key)]).is_err());
+        assert!(parse(&["--tls-client-ca", &s(&cert)]).is_err());
+
+        let e = err(&["--tls-cert", &s(&missing), "--tls-key", &s(&key)]);
+        assert!(e.contains("--tls-cert") && e.contains("missing.pem"), "{e}");
+        let e = err(&["--tls-cert", &s(&key), "--tls-key", &s(&key)]);
+        assert!(e.contains("--tls-cert") && e.contains("CERTIFICATE"), "{e}");
+        let e = err(&["--tls-cert", &s(&cert), "--tls-key", &s(&cert)]);
+        assert!(e.contains("--tls-key") && e.contains("private key"), "{e}");
+        let e = err(&["--tls-cert", &s(&cert), "--tls-key", &s(&other_key)]);
+        assert!(
+            e.contains("--tls-key") && e.contains("other-key.pem"),
+            "{e}"
+        );
+        let e = err(&[
+            "--tls-cert",
+            &s(&cert),
+            "--tls-key",
+            &s(&key),
+            "--tls-client-ca",
+            &s(&missing),
+        ]);
+        assert!(e.contains("--tls-client-ca"), "{e}");
+        let e = err(&[
+            "--tls-cert",
+            &s(&cert),
+            "--tls-key",
+            &s(&key),
+            "--listen",
+            "unix:/tmp/seed-tls.sock",
+        ]);
+        assert!(e.contains("--tls-cert") && e.contains("unix:"), "{e}");
+        let e = err(&["--keepalive-timeout-secs", "0"]);
+        assert!(e.contains("--keepalive-timeout-secs"), "{e}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use seed_env::EnvConfig;
-use seed_shared::{DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
+use seed_shared::{Keepalive, DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
 
 use crate::device::DeviceSpec;
 use crate::error::LearnerError;
@@ -20,6 +20,7 @@ use crate::infer::batcher::BatcherConfig;
 use crate::infer::state_table::DEFAULT_IDLE_THRESHOLD;
 use crate::learn::config::TrainConfig;
 use crate::model::ModelShape;
+use crate::serve::tls::ServerTls;
 use crate::serve::transport::ListenAddr;
 
 /// A learner run: what to serve, how to infer, how (and whether) to train,
@@ -57,6 +58,12 @@ pub struct ServeConfig {
     pub io_threads: Option<usize>,
     /// `--metrics-addr`: serve Prometheus `GET /metrics` here.
     pub metrics_addr: Option<SocketAddr>,
+    /// `--keepalive-secs`, `--keepalive-timeout-secs`: when a silent actor
+    /// is pinged, and dropped if it does not answer.
+    pub keepalive: Keepalive,
+    /// `--tls-cert`, `--tls-key`, `--tls-client-ca`; `None`: plaintext.
+    /// TCP `--listen` only.
+    pub tls: Option<ServerTls>,
 }
 
 /// Batching and inference.
@@ -138,6 +145,8 @@ impl Default for ServeConfig {
             max_env_slots: 65_536,
             io_threads: None,
             metrics_addr: None,
+            keepalive: Keepalive::default(),
+            tls: None,
         }
     }
 }
@@ -223,6 +232,17 @@ impl LearnerConfig {
         if self.serve.max_env_slots == 0 {
             return bad("--max-env-slots must be at least 1");
         }
+        if let Some(problem) = self.serve.keepalive.problem() {
+            return bad(problem);
+        }
+        if let (Some(tls), ListenAddr::Unix(_)) = (&self.serve.tls, &self.serve.listen) {
+            return bad(&format!(
+                "--tls-cert {} needs a TCP --listen address; a unix socket ({}) is not served \
+                 with TLS: it never leaves the host and its file permissions decide who connects",
+                tls.cert.path.display(),
+                self.serve.listen
+            ));
+        }
         if self.run.max_seconds.is_some_and(|s| !s.is_finite()) {
             return bad("--max-seconds must be a finite number");
         }
@@ -274,5 +294,7 @@ mod tests {
         assert!(with(&|c| train(c).trainer.loss.discount = 1.5).contains("--discount"));
         assert!(with(&|c| c.model.hidden_sizes = vec![]).contains("--hidden-sizes"));
         assert!(with(&|c| c.model.lstm_size = Some(0)).contains("--lstm-size"));
+        assert!(with(&|c| c.serve.keepalive = Keepalive::from_secs(5, 0))
+            .contains("--keepalive-timeout-secs"));
     }
 }

@@ -10,8 +10,10 @@
 //!    replay buffer, unroll builder), since inference pushes into the unroll
 //!    builder and reads the weights (a fresh network when not training);
 //! 2. the state table and the batcher (what stream tasks push into);
-//! 3. the listener and the metrics endpoint, bound before any thread starts
-//!    so that a busy port leaves nothing behind;
+//! 3. the listener (and, when it serves TLS to remote actors while local
+//!    actors run, the local actors' private plaintext socket) and the
+//!    metrics endpoint, bound before any thread starts so that a busy port
+//!    leaves nothing behind;
 //! 4. the inference threads, then the service (streams are accepted from
 //!    here on);
 //! 5. prefetch and the training thread.
@@ -40,13 +42,16 @@ use crate::metrics::Metrics;
 use crate::model::weights::{PolicyVersion, WeightsHandle};
 use crate::model::{ModelConfig, TrainableModel};
 use crate::report::metrics_endpoint::MetricsEndpoint;
-use crate::serve::server::{Server, ServerHandle, ServiceConfig, ServiceStages};
+use crate::serve::server::{Listeners, Server, ServerHandle, ServiceConfig, ServiceStages};
 use crate::serve::transport::{self, ListenAddr};
 
 /// A running learner: serving, inferring and (unless `--no-train`) training.
 pub struct Learner {
     server: Option<ServerHandle>,
     addr: ListenAddr,
+    /// Where local actors connect: `addr`, or the private plaintext socket
+    /// when `addr` serves TLS.
+    local_actor_addr: ListenAddr,
     metrics: Arc<Metrics>,
     weights: Arc<WeightsHandle>,
     batcher: Arc<DynamicBatcher<StepRequest>>,
@@ -143,6 +148,13 @@ impl Learner {
         // 3. The sockets, before any thread starts.
         let (listener, local) =
             transport::bind(&config.serve.listen, config.serve.fallback_to_ephemeral).await?;
+        let private = match (&config.serve.tls, config.run.local_actors) {
+            (Some(_), 1..) => Some(transport::bind_private_socket()?),
+            _ => None,
+        };
+        let local_actor_addr = private
+            .as_ref()
+            .map_or_else(|| local.clone(), |p| p.addr.clone());
         let metrics_endpoint = match config.serve.metrics_addr {
             Some(addr) => Some(MetricsEndpoint::bind(addr, Arc::clone(&metrics)).await?),
             None => None,
@@ -164,12 +176,17 @@ impl Learner {
             config.inference.inline_max_rows,
         )?;
         let server = Server::serve(
-            listener,
-            local.clone(),
+            Listeners {
+                public: listener,
+                public_addr: local.clone(),
+                private,
+            },
             ServiceConfig {
                 spec,
                 token: config.serve.token.clone(),
                 max_message_bytes: config.serve.max_message_bytes,
+                keepalive: config.serve.keepalive,
+                tls: config.serve.tls.clone(),
             },
             ServiceStages {
                 table,
@@ -179,7 +196,7 @@ impl Learner {
                 weights: Arc::clone(&weights),
             },
         )
-        .await;
+        .await?;
 
         // 5. Prefetch and training, counting on from a resumed run.
         let training = match setup {
@@ -196,6 +213,7 @@ impl Learner {
         Ok(Learner {
             server: Some(server),
             addr: local,
+            local_actor_addr,
             metrics,
             weights,
             batcher,
@@ -208,6 +226,14 @@ impl Learner {
     /// The address actually listened on (ephemeral port resolved).
     pub fn local_addr(&self) -> &ListenAddr {
         &self.addr
+    }
+
+    /// Where local actors connect: [`Self::local_addr`], or, when that
+    /// serves TLS and local actors run (`config.run.local_actors > 0`), a
+    /// plaintext unix socket in a private directory (mode 0700) that only
+    /// this user can reach, so local actors need no certificate.
+    pub fn local_actor_addr(&self) -> &ListenAddr {
+        &self.local_actor_addr
     }
 
     /// A URI for a tonic client: `http://IP:PORT` (TCP only).

@@ -6,6 +6,11 @@
 //! actor exits cleanly), and SIGKILL if it is still there after a grace
 //! period. Signals are sent only by the watcher, while it still owns the
 //! unreaped child, so a recycled pid is never signalled.
+//!
+//! When the learner serves TLS, local actors do not speak it: they connect
+//! in plaintext to a unix socket in a private directory
+//! ([`crate::app::Learner::local_actor_addr`]), so neither a certificate
+//! for them nor a server name that matches the listen address is needed.
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -25,6 +30,7 @@ const TERM_GRACE: Duration = Duration::from_secs(3);
 pub struct LocalActorSpec {
     /// `None`: this executable with the hidden `actor` subcommand.
     pub actor_bin: Option<PathBuf>,
+    /// Where they connect ([`crate::app::Learner::local_actor_addr`]).
     pub learner: ListenAddr,
     /// Actor flags besides `--learner`, `--actor-id` and `--seed`.
     pub args: Vec<String>,

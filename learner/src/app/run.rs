@@ -48,11 +48,20 @@ pub fn run(config: &LearnerConfig) -> Result<RunSummary, LearnerError> {
 
 /// Actor flags that make a local actor match `config`.
 fn actor_flags(config: &LearnerConfig) -> Vec<String> {
+    let keepalive = config.serve.keepalive;
     let mut flags = vec![
         "--envs".to_string(),
         config.run.envs_per_actor.to_string(),
         "--max-message-bytes".into(),
         config.serve.max_message_bytes.to_string(),
+        "--keepalive-secs".into(),
+        // Whole seconds (the actor's flags); a sub-second setting rounds up.
+        keepalive
+            .interval
+            .map_or(0, |d| d.as_secs().max(1))
+            .to_string(),
+        "--keepalive-timeout-secs".into(),
+        keepalive.timeout.as_secs().max(1).to_string(),
     ];
     flags.extend(seed_env::env_flags(&config.env));
     flags.extend(config.run.local_actor_flags.iter().cloned());
@@ -90,7 +99,7 @@ pub async fn run_until(
         Some(LocalActors::spawn(
             &LocalActorSpec {
                 actor_bin: args.actor_bin.clone(),
-                learner: addr.clone(),
+                learner: learner.local_actor_addr().clone(),
                 args: actor_flags(config),
                 token: config.serve.token.clone().filter(|t| !t.is_empty()),
                 seed: config.seed,

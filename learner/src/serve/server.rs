@@ -19,6 +19,20 @@
 //! once the stream task and every request still in flight are gone (the
 //! lease is reference counted), and the inference thread tells its sink.
 //!
+//! # Liveness
+//! HTTP/2 keepalive ([`Keepalive`], `--keepalive-secs`): after an interval
+//! without traffic on a connection the server pings the actor, and closes
+//! the connection when the ping stays unanswered. The stream task then sees
+//! its inbound stream fail, exactly as when the actor disconnects: its env
+//! slots are freed and the sink drops their partial unrolls. A live actor
+//! answers pings in its HTTP/2 layer, so an idle one keeps its stream.
+//!
+//! # TLS
+//! With [`ServerTls`] the public listener serves TLS (mutual TLS with a
+//! client CA). Local actors the learner spawns then connect over a private
+//! plaintext unix socket instead ([`PrivateSocket`]; see
+//! [`crate::app::local_actors`]), so they need no certificate.
+//!
 //! # Backpressure
 //! A stream may have at most [`MAX_STEP_BATCHES_IN_FLIGHT`] step batches
 //! whose actions have not yet been taken by its response stream; one more
@@ -34,7 +48,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use seed_shared::pb::learner_server::{Learner, LearnerServer};
-use seed_shared::{pb, EnvSpec, ProtocolError};
+use seed_shared::{pb, EnvSpec, Keepalive, ProtocolError};
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 use tokio_stream::wrappers::UnixListenerStream;
@@ -52,7 +66,8 @@ use crate::log_throttle::{LogThrottle, WARN_INTERVAL};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::model::weights::WeightsHandle;
 use crate::serve::stream_error::StreamError;
-use crate::serve::transport::{BoundListener, ListenAddr};
+use crate::serve::tls::ServerTls;
+use crate::serve::transport::{BoundListener, ListenAddr, PrivateSocket};
 
 /// Step batches a stream may have awaiting actions (see module docs).
 pub const MAX_STEP_BATCHES_IN_FLIGHT: usize = 8;
@@ -67,6 +82,21 @@ pub struct ServiceConfig {
     pub token: Option<String>,
     /// Largest message accepted (and sent) on a stream.
     pub max_message_bytes: usize,
+    /// HTTP/2 (and TCP) keepalive of every connection.
+    pub keepalive: Keepalive,
+    /// TLS on the public listener; `None`: plaintext.
+    pub tls: Option<ServerTls>,
+}
+
+/// Where the service accepts connections.
+pub struct Listeners {
+    /// `--listen`, bound; serves TLS when the config has it.
+    pub public: BoundListener,
+    /// The address `public` is bound at (ephemeral port resolved).
+    pub public_addr: ListenAddr,
+    /// A private plaintext unix socket for local actors (only opened when
+    /// `public` serves TLS and local actors run).
+    pub private: Option<PrivateSocket>,
 }
 
 /// The stages a stream task hands its work to, built by the composition
@@ -159,15 +189,15 @@ pub struct ActorService {
 pub struct Server;
 
 impl Server {
-    /// Serves the `Learner` service and gRPC health checking on `listener`
-    /// (bound at `local`) until [`ServerHandle::shutdown`]. Must run inside
-    /// a tokio runtime.
+    /// Serves the `Learner` service and gRPC health checking on
+    /// `listeners` until [`ServerHandle::shutdown`]. Must run inside a tokio
+    /// runtime. Fails only when the TLS configuration cannot be built
+    /// (which [`ServerTls::from_files`] has already checked).
     pub async fn serve(
-        listener: BoundListener,
-        local: ListenAddr,
+        listeners: Listeners,
         config: ServiceConfig,
         stages: ServiceStages,
-    ) -> ServerHandle {
+    ) -> Result<ServerHandle, LearnerError> {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let service = ActorService {
             ctx: Arc::new(ServiceContext {
@@ -192,30 +222,75 @@ impl Server {
             .set_serving::<LearnerServer<ActorService>>()
             .await;
 
-        let mut stop = shutdown_rx;
-        let signal = async move {
+        let keepalive = config.keepalive;
+        let signal = |mut stop: watch::Receiver<bool>| async move {
             let _ = stop.wait_for(|s| *s).await;
         };
-        let router = tonic::transport::Server::builder()
-            .add_service(health_service)
-            .add_service(learner);
-        let serve = match listener {
-            BoundListener::Tcp(l) => tokio::spawn(router.serve_with_incoming_shutdown(
-                TcpIncoming::from(l).with_nodelay(Some(true)),
-                signal,
-            )),
-            BoundListener::Unix(l) => tokio::spawn(
-                router.serve_with_incoming_shutdown(UnixListenerStream::new(l), signal),
+        let mut public = builder(keepalive);
+        if let Some(tls) = &config.tls {
+            public = public.tls_config(tls.tonic_config()).map_err(|e| {
+                LearnerError::Serve(format!(
+                    "cannot configure TLS (--tls-cert): {}",
+                    crate::serve::tls::error_chain(&e)
+                ))
+            })?;
+        }
+        let router = public
+            .add_service(health_service.clone())
+            .add_service(learner.clone());
+        let mut serve = Vec::with_capacity(2);
+        serve.push(match listeners.public {
+            BoundListener::Tcp(l) => tokio::spawn(
+                router.serve_with_incoming_shutdown(
+                    TcpIncoming::from(l)
+                        .with_nodelay(Some(true))
+                        .with_keepalive(keepalive.interval),
+                    signal(shutdown_rx.clone()),
+                ),
             ),
+            BoundListener::Unix(l) => tokio::spawn(router.serve_with_incoming_shutdown(
+                UnixListenerStream::new(l),
+                signal(shutdown_rx.clone()),
+            )),
+        });
+        info!(addr = %listeners.public_addr, tls = config.tls.is_some(),
+            mutual_tls = config.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
+            keepalive_interval = ?keepalive.interval, keepalive_timeout = ?keepalive.timeout,
+            "learner listening");
+        let private = match listeners.private {
+            Some(PrivateSocket {
+                listener,
+                addr,
+                dir,
+            }) => {
+                let router = builder(keepalive)
+                    .add_service(health_service)
+                    .add_service(learner);
+                serve.push(tokio::spawn(router.serve_with_incoming_shutdown(
+                    UnixListenerStream::new(listener),
+                    signal(shutdown_rx),
+                )));
+                info!(addr = %addr, "plaintext socket for local actors (private directory)");
+                Some(dir)
+            }
+            None => None,
         };
-        info!(addr = %local, "learner listening");
-        ServerHandle {
-            addr: local,
+        Ok(ServerHandle {
+            addr: listeners.public_addr,
             ctx,
             shutdown: shutdown_tx,
             serve,
-        }
+            _private_dir: private,
+        })
     }
+}
+
+/// A tonic server with the learner's connection settings: HTTP/2 keepalive
+/// (see the module docs).
+fn builder(keepalive: Keepalive) -> tonic::transport::Server {
+    tonic::transport::Server::builder()
+        .http2_keepalive_interval(keepalive.interval)
+        .http2_keepalive_timeout(Some(keepalive.timeout))
 }
 
 /// A running `Learner` service.
@@ -223,7 +298,10 @@ pub struct ServerHandle {
     addr: ListenAddr,
     ctx: Arc<ServiceContext>,
     shutdown: watch::Sender<bool>,
-    serve: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+    /// The public listener's server, then the private socket's.
+    serve: Vec<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>>,
+    /// The private socket's directory, removed when the handle drops.
+    _private_dir: Option<tempfile::TempDir>,
 }
 
 impl ServerHandle {
@@ -240,22 +318,30 @@ impl ServerHandle {
         let _ = self.shutdown.send(true);
         // Streams end at once; connections then close. A client that keeps
         // its connection open cannot hold the learner: cut it after a grace.
-        let mut serve = self.serve;
-        let served = match tokio::time::timeout(Duration::from_secs(2), &mut serve).await {
-            Ok(joined) => joined,
-            Err(_) => {
-                serve.abort();
-                Ok(Ok(()))
-            }
-        };
+        let grace = tokio::time::Instant::now() + Duration::from_secs(2);
+        let mut first_error = None;
+        for mut serve in self.serve {
+            let served = match tokio::time::timeout_at(grace, &mut serve).await {
+                Ok(joined) => joined,
+                Err(_) => {
+                    serve.abort();
+                    Ok(Ok(()))
+                }
+            };
+            let error = match served {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(e) if e.is_cancelled() => None,
+                Err(e) => Some(e.to_string()),
+            };
+            first_error = first_error.or(error);
+        }
         if let ListenAddr::Unix(path) = &self.addr {
             let _ = std::fs::remove_file(path);
         }
-        match served {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(LearnerError::Serve(e.to_string())),
-            Err(e) if e.is_cancelled() => Ok(()),
-            Err(e) => Err(LearnerError::Serve(e.to_string())),
+        match first_error {
+            None => Ok(()),
+            Some(e) => Err(LearnerError::Serve(e)),
         }
     }
 }
@@ -388,6 +474,11 @@ impl StreamTask {
                              line, at most one line per {} s; all are counted in Status)",
                             WARN_INTERVAL.as_secs());
                     }
+                } else if matches!(e, StreamError::Transport(_)) && self.lease.is_some() {
+                    // A welcomed actor's connection failed: it vanished, or
+                    // stopped answering keepalive pings.
+                    info!(actor = %self.actor_id, error = %e,
+                        "actor connection lost; its env slots are freed");
                 } else {
                     debug!(actor = %self.actor_id, error = %e, "actor stream ended");
                 }

@@ -139,6 +139,47 @@ pub async fn bind(
     }
 }
 
+/// A plaintext unix socket in a fresh directory only this user can enter
+/// (mode 0700), removed with the directory when the server stops. Local
+/// actors connect here when the public listener serves TLS: the socket
+/// never leaves the host, and a process that can enter the directory runs
+/// as the learner's user and could read its key anyway.
+pub struct PrivateSocket {
+    pub listener: UnixListener,
+    /// `unix:<dir>/local-actors.sock`.
+    pub addr: ListenAddr,
+    /// Owns the directory: dropping it removes the directory and the socket.
+    pub dir: tempfile::TempDir,
+}
+
+/// Binds a [`PrivateSocket`] under the system's temporary directory.
+pub fn bind_private_socket() -> Result<PrivateSocket, LearnerError> {
+    let io = |what: &str| {
+        let what = what.to_owned();
+        move |source| LearnerError::Io { what, source }
+    };
+    // Created with mode 0700 (not chmod-ed later: no moment when others
+    // may enter).
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("seed-learner-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .map_err(io(
+            "creating a private directory for the local actors' socket",
+        ))?;
+    let path = dir.path().join("local-actors.sock");
+    let listener = UnixListener::bind(&path).map_err(|cause| LearnerError::Bind {
+        addr: format!("unix:{}", path.display()),
+        cause,
+    })?;
+    Ok(PrivateSocket {
+        listener,
+        addr: ListenAddr::Unix(path),
+        dir,
+    })
+}
+
 /// Removes a socket file left by a learner that is gone; refuses to touch a
 /// live socket or anything that is not a socket.
 fn remove_stale_socket(path: &Path) -> Result<(), LearnerError> {
@@ -219,6 +260,21 @@ mod tests {
         assert!(bind(&addr, false).await.is_err());
         let (_l, other) = bind(&addr, true).await.unwrap();
         assert_ne!(other, addr);
+    }
+
+    #[tokio::test]
+    async fn the_private_socket_sits_in_a_directory_only_this_user_enters() {
+        use std::os::unix::fs::PermissionsExt;
+        let socket = bind_private_socket().unwrap();
+        let dir = socket.dir.path().to_path_buf();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+        let ListenAddr::Unix(path) = &socket.addr else {
+            panic!("{:?}", socket.addr)
+        };
+        assert!(path.starts_with(&dir));
+        drop(socket);
+        assert!(!dir.exists(), "removed with the socket");
     }
 
     #[tokio::test]

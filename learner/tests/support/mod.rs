@@ -6,6 +6,9 @@
 //! they never sleep to synchronise.
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod pki;
+pub mod proxy;
+
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once};
@@ -88,12 +91,78 @@ pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 pub async fn client(server: &Learner) -> LearnerClient<Channel> {
-    let uri = server.http_uri().expect("tcp learner");
-    LearnerClient::connect(uri)
+    client_at(&server.http_uri().expect("tcp learner")).await
+}
+
+/// A plaintext client of the learner (or proxy) at `uri`.
+pub async fn client_at(uri: &str) -> LearnerClient<Channel> {
+    let channel = Channel::from_shared(uri.to_owned())
+        .expect("valid uri")
+        .connect()
         .await
-        .expect("connect")
+        .expect("connect");
+    client_on(channel)
+}
+
+/// A client on an open channel (plaintext or TLS).
+pub fn client_on(channel: Channel) -> LearnerClient<Channel> {
+    LearnerClient::new(channel)
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(usize::MAX)
+}
+
+/// A TLS channel to the learner at `addr`, trusting the CA certificates in
+/// `ca` for the name `localhost`, presenting `identity` (certificate and
+/// key files) when given.
+pub async fn tls_channel(
+    addr: std::net::SocketAddr,
+    ca: &std::path::Path,
+    identity: Option<(&std::path::Path, &std::path::Path)>,
+) -> Result<Channel, tonic::transport::Error> {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+    let read = |p: &std::path::Path| std::fs::read(p).expect("test pem file");
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(read(ca)))
+        .domain_name("localhost");
+    if let Some((cert, key)) = identity {
+        tls = tls.identity(Identity::from_pem(read(cert), read(key)));
+    }
+    Channel::from_shared(format!("https://{addr}"))
+        .expect("valid uri")
+        .tls_config(tls)?
+        .connect()
+        .await
+}
+
+/// Opens an `Act` stream on `channel` and says hello: the welcome, or what
+/// failed on the way (connecting, the call, or the first reply), as text.
+pub async fn try_hello(
+    channel: Result<Channel, tonic::transport::Error>,
+    num_envs: u32,
+    token: &str,
+) -> Result<pb::Welcome, String> {
+    within("a hello's outcome", async {
+        let channel = channel.map_err(|e| format!("connect: {e:?}"))?;
+        let mut c = client_on(channel);
+        let (tx, out) = mpsc::channel(4);
+        tx.send(pb::ActorMessage {
+            kind: Some(actor_message::Kind::Hello(hello(num_envs, token))),
+        })
+        .await
+        .map_err(|_| "request stream closed".to_string())?;
+        let mut rx = c
+            .act(ReceiverStream::new(out))
+            .await
+            .map_err(|s| format!("call: {s:?}"))?
+            .into_inner();
+        match rx.message().await {
+            Ok(Some(pb::LearnerMessage {
+                kind: Some(learner_message::Kind::Welcome(w)),
+            })) => Ok(w),
+            other => Err(format!("first reply: {other:?}")),
+        }
+    })
+    .await
 }
 
 /// One raw `Act` stream.
@@ -104,7 +173,15 @@ pub struct RawStream {
 
 impl RawStream {
     pub async fn open(server: &Learner) -> RawStream {
-        let mut c = client(server).await;
+        Self::open_on(client(server).await).await
+    }
+
+    /// A stream through the learner (or proxy) at `uri`.
+    pub async fn open_at(uri: &str) -> RawStream {
+        Self::open_on(client_at(uri).await).await
+    }
+
+    pub async fn open_on(mut c: LearnerClient<Channel>) -> RawStream {
         let (tx, out) = mpsc::channel(64);
         let rx = c
             .act(ReceiverStream::new(out))
@@ -188,13 +265,19 @@ pub fn steps(seq: u64, envs: &[u32]) -> pb::StepBatch {
 pub struct GoodActor {
     /// Action batches received and checked.
     pub answered: Arc<AtomicU64>,
+    /// The env slots its welcome leased.
+    pub slots: Vec<u32>,
     task: tokio::task::JoinHandle<Result<(), String>>,
 }
 
 impl GoodActor {
     pub async fn start(server: &Learner, num_envs: u32, token: &str) -> GoodActor {
-        let mut s = RawStream::open(server).await;
-        s.hello(num_envs, token).await;
+        Self::start_on(RawStream::open(server).await, num_envs, token).await
+    }
+
+    /// A good actor on an already open stream.
+    pub async fn start_on(mut s: RawStream, num_envs: u32, token: &str) -> GoodActor {
+        let slots = s.hello(num_envs, token).await.env_slots;
         let answered = Arc::new(AtomicU64::new(0));
         let count = Arc::clone(&answered);
         let half = num_envs.div_ceil(2);
@@ -230,7 +313,11 @@ impl GoodActor {
                 seq += 1;
             }
         });
-        GoodActor { answered, task }
+        GoodActor {
+            answered,
+            slots,
+            task,
+        }
     }
 
     /// Waits until at least `more` further batches were answered.
