@@ -16,7 +16,7 @@
 //!    actor's stream was dropped (keepalive) and its slots freed.
 //!
 //! Children are SIGKILLed on drop (a stopped process dies of SIGKILL too).
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -140,7 +140,7 @@ fn actor_cmd(bin: &Path, addr: &str, trial: &FrozenTrial, id: &str) -> Command {
 pub async fn run_frozen_trial(
     trial: &FrozenTrial,
     learner_bin: &Path,
-    actor_bin: &PathBuf,
+    actor_bin: &Path,
     dir: &Path,
 ) -> Result<FrozenResult, HarnessError> {
     std::fs::create_dir_all(dir)?;
