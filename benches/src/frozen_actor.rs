@@ -71,12 +71,12 @@ pub struct FrozenResult {
 }
 
 /// The learner's `Status`, over one channel reused across polls.
-struct StatusProbe {
+pub(crate) struct StatusProbe {
     client: LearnerClient<Channel>,
 }
 
 impl StatusProbe {
-    async fn connect(addr: &str) -> Result<Self, HarnessError> {
+    pub(crate) async fn connect(addr: &str) -> Result<Self, HarnessError> {
         let address = LearnerAddress::parse(addr)
             .map_err(|e| HarnessError::Config(format!("address {addr}: {e}")))?;
         let channel = address
@@ -88,7 +88,7 @@ impl StatusProbe {
         })
     }
 
-    async fn get(&mut self) -> Result<pb::StatusReply, HarnessError> {
+    pub(crate) async fn get(&mut self) -> Result<pb::StatusReply, HarnessError> {
         self.client
             .status(pb::StatusRequest {})
             .await
@@ -97,7 +97,7 @@ impl StatusProbe {
     }
 
     /// Polls until `cond` holds; `Err` after `timeout`.
-    async fn wait_for(
+    pub(crate) async fn wait_for(
         &mut self,
         what: &str,
         timeout: Duration,

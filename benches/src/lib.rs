@@ -8,7 +8,8 @@
 //! of the same `Learner` service with the same payload, streams and
 //! transport ([`echo_server`], [`echo_client`]). [`sweep`] runs a grid and
 //! [`plot`] draws it. [`frozen_actor`] is the `liveness_bench` scenario: a
-//! good actor's throughput beside an actor that freezes.
+//! good actor's throughput beside an actor that freezes; [`soak`] its
+//! other scenario: actors killed under training and a learner restart.
 pub mod child;
 pub mod cli;
 pub mod echo_client;
@@ -20,6 +21,7 @@ pub mod machine;
 pub mod plot;
 pub mod replay_workload;
 pub mod scenario;
+pub mod soak;
 pub mod sweep;
 pub mod transport;
 

@@ -1,6 +1,7 @@
 //! `liveness_bench`: a good actor's env steps/s beside an actor that freezes
 //! (SIGSTOP), for learner settings compared in the same run, and how long the
-//! frozen actor's slots stay leased. Prints one JSON object. See
+//! frozen actor's slots stay leased; with `--soak-kills N`, N actors killed
+//! under training and a learner restart. Prints one JSON object. See
 //! `liveness_bench --help` and [`seed_benches::frozen_actor`].
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use anyhow::Context;
 use clap::Parser;
 use seed_benches::frozen_actor::{run_frozen_trial, FrozenResult, FrozenTrial};
 use seed_benches::machine::Machine;
+use seed_benches::soak::{run_soak, SoakConfig};
 use seed_benches::transport::Transport;
 use serde::Serialize;
 use tracing::{error, info};
@@ -50,6 +52,11 @@ struct Cli {
     /// Transport: `tcp` (loopback) or `unix` [default: tcp].
     #[arg(long, value_enum, hide_default_value = true, default_value_t = Transport::Tcp)]
     transport: Transport,
+    /// Run the soak instead: this many actors killed (SIGKILL) under
+    /// training, then a learner restart with actors attached (see
+    /// `seed_benches::soak`) [default: off].
+    #[arg(long)]
+    soak_kills: Option<usize>,
     /// Directory for child logs [default: a fresh one under the temp dir].
     #[arg(long)]
     run_dir: Option<PathBuf>,
@@ -86,7 +93,7 @@ fn split(flags: &str) -> Vec<String> {
     flags.split_whitespace().map(str::to_owned).collect()
 }
 
-async fn run(cli: Cli) -> anyhow::Result<Report> {
+async fn run(cli: Cli) -> anyhow::Result<serde_json::Value> {
     let me = std::env::current_exe()?;
     let learner = cli
         .learner_bin
@@ -109,6 +116,16 @@ async fn run(cli: Cli) -> anyhow::Result<Report> {
     });
     let machine = Machine::detect();
     info!(%machine, dir = %dir.display(), "liveness bench");
+    if let Some(kills) = cli.soak_kills {
+        let cfg = SoakConfig {
+            stable_actors: 2,
+            envs: cli.envs,
+            kills,
+            transport: cli.transport,
+        };
+        let result = run_soak(&cfg, &learner, &actor, &dir).await?;
+        return Ok(serde_json::json!({ "machine": machine, "soak": cfg, "result": result }));
+    }
     let mut trials = Vec::new();
     for round in 0..cli.rounds {
         for (i, setting) in settings.iter().enumerate() {
@@ -155,13 +172,13 @@ async fn run(cli: Cli) -> anyhow::Result<Report> {
             }
         })
         .collect();
-    Ok(Report {
+    Ok(serde_json::to_value(Report {
         machine,
         envs: cli.envs,
         window_secs: cli.window_secs,
         summaries,
         trials,
-    })
+    })?)
 }
 
 fn main() -> ExitCode {
