@@ -137,17 +137,7 @@ fn classify(status: Status) -> SessionError {
 /// the reason is: "transport error" alone says nothing).
 fn status_text(status: &Status) -> String {
     use std::error::Error;
-    let mut out = status.message().to_owned();
-    let mut source = status.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
+    crate::learner_address::with_sources(status.message().to_owned(), status.source())
 }
 
 /// Runs an actor until `shutdown` resolves, `max_env_steps` or `max_seconds`

@@ -222,8 +222,13 @@ fn settings(e: Endpoint, keepalive: Keepalive) -> Endpoint {
 /// `err` and its sources, `: `-separated, each text once (hyper and tonic
 /// often repeat their source's text in their own).
 pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
+    with_sources(err.to_string(), err.source())
+}
+
+/// `out`, then `: ` and the text of each of `source` and its sources that
+/// `out` does not already contain.
+pub(crate) fn with_sources(mut out: String, source: Option<&dyn std::error::Error>) -> String {
+    let mut source = source;
     while let Some(s) = source {
         let text = s.to_string();
         if !out.contains(&text) {

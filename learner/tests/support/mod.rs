@@ -207,16 +207,7 @@ impl RawStream {
 
     /// Reads until the stream ends with a status, which is returned.
     pub async fn status(&mut self) -> Status {
-        within("the stream's status", async {
-            loop {
-                match self.rx.message().await {
-                    Ok(Some(_)) => continue,
-                    Ok(None) => panic!("stream ended without an error status"),
-                    Err(s) => return s,
-                }
-            }
-        })
-        .await
+        final_status(&mut self.rx).await
     }
 
     /// Sends a hello and returns the welcome.
@@ -228,6 +219,21 @@ impl RawStream {
             other => panic!("expected welcome, got {other:?}"),
         }
     }
+}
+
+/// Reads `rx` until the stream ends with a status, which is returned;
+/// panics if it ends cleanly.
+pub async fn final_status(rx: &mut Streaming<pb::LearnerMessage>) -> Status {
+    within("the stream's status", async {
+        loop {
+            match rx.message().await {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("stream ended without an error status"),
+                Err(s) => return s,
+            }
+        }
+    })
+    .await
 }
 
 pub fn hello(num_envs: u32, token: &str) -> pb::Hello {
@@ -374,16 +380,7 @@ impl RawBytesStream {
 
     /// Reads until the stream ends with a status, which is returned.
     pub async fn status(&mut self) -> Status {
-        within("the stream's status", async {
-            loop {
-                match self.rx.message().await {
-                    Ok(Some(_)) => continue,
-                    Ok(None) => panic!("stream ended without an error status"),
-                    Err(s) => return s,
-                }
-            }
-        })
-        .await
+        final_status(&mut self.rx).await
     }
 }
 
