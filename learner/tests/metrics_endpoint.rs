@@ -139,7 +139,10 @@ async fn metrics_endpoint_reports_what_status_reports() {
     let m = std::sync::Arc::clone(server.metrics());
     support::wait_until("the last batch to be counted", || {
         let snap = m.snapshot();
-        snap.step_latency.count() == STEP_BATCHES && snap.action_batches == STEP_BATCHES
+        // Env steps are the last figure an inference thread writes per batch.
+        snap.step_latency.count() == STEP_BATCHES
+            && snap.action_batches == STEP_BATCHES
+            && snap.env_steps == STEP_BATCHES * ENVS as u64
     })
     .await;
 

@@ -245,12 +245,20 @@ async fn recurrent_state_is_zeroed_exactly_at_episode_starts() {
         };
         assert_eq!(a.seq, seq);
     }
+    // An inference thread counts a batch just after sending its actions,
+    // so the last batch's count may trail our receipt of them (a count that
+    // stays short fails at the deadline; one too high fails below).
+    let metrics = server.metrics();
+    support::wait_until("every batch counted", || {
+        metrics.env_steps.load(Ordering::Relaxed) >= 12 - 1
+    })
+    .await;
     {
         let r = seen.lock().unwrap_or_else(|p| p.into_inner());
         assert!(r.1.is_empty(), "{:?}", r.1);
         assert_eq!(r.0, expect_starts);
         // The reset row after a truncation is not an env step.
-        assert_eq!(server.metrics().env_steps.load(Ordering::Relaxed), 12 - 1);
+        assert_eq!(metrics.env_steps.load(Ordering::Relaxed), 12 - 1);
     }
     server.shutdown().await.expect("shutdown");
 }
@@ -264,6 +272,8 @@ async fn step_one_at_a_time(
     envs: &[u32],
     rounds: u64,
 ) -> seed_learner::metrics::MetricsSnapshot {
+    let metrics = server.metrics();
+    let env_steps = metrics.env_steps.load(Ordering::Relaxed) + rounds * envs.len() as u64;
     for seq in 0..rounds {
         s.send(Kind::Steps(steps(seq, envs))).await;
         let learner_message::Kind::Actions(a) = s.recv().await else {
@@ -271,9 +281,9 @@ async fn step_one_at_a_time(
         };
         assert_eq!((a.seq, a.actions.len()), (seq, envs.len()));
     }
-    let metrics = server.metrics();
+    // Env steps are the last figure an inference thread writes per batch.
     support::wait_until("every batch counted", || {
-        metrics.inference_batches.load(Ordering::Relaxed) >= rounds
+        metrics.env_steps.load(Ordering::Relaxed) >= env_steps
     })
     .await;
     metrics.snapshot()
