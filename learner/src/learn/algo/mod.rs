@@ -4,7 +4,11 @@
 //!   rewards, discounts and validity masks (`[T, B]`).
 //! - [`vtrace`]: V-trace targets and advantages (IMPALA eq. 1), `[T, B]` tensors.
 //! - [`loss`]: the IMPALA actor-critic loss over a batch of unrolls.
+//! - [`r2d2`]: R2D2's n-step double-Q targets with value rescaling, sequence
+//!   priorities and the Ape-X ε schedule (host math; the agent is not wired
+//!   into training yet).
 pub mod loss;
+pub mod r2d2;
 pub mod transitions;
 pub mod vtrace;
 
