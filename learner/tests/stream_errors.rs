@@ -9,22 +9,25 @@ use tonic::Code;
 const TOKEN: &str = "s3cret";
 const MAX_MESSAGE_BYTES: usize = 4096;
 
-/// Opens a stream, says hello (unless `hello_first` is false), sends `bad`
-/// and checks the status.
-async fn expect_rejection(
-    server: &seed_learner::app::Learner,
-    good: &GoodActor,
+/// One bad message and how the learner must answer it.
+struct Rejection {
+    /// Say hello (4 envs) and get the welcome before sending `message`.
     welcome_first: bool,
-    bad: Kind,
+    message: Kind,
     code: Code,
-    names: &str,
-) {
+    /// A part of the status message (the field it names).
+    names: String,
+}
+
+/// Opens a stream, says hello if the case asks for it, sends the bad
+/// message and checks the status; then the good actor must still progress.
+async fn expect_rejection(server: &seed_learner::app::Learner, good: &GoodActor, case: Rejection) {
     let mut s = RawStream::open(server).await;
-    if welcome_first {
+    if case.welcome_first {
         s.hello(4, TOKEN).await;
     }
-    s.send(bad).await;
-    assert_status(&s.status().await, code, names);
+    s.send(case.message).await;
+    assert_status(&s.status().await, case.code, &case.names);
     good.progresses(5).await;
 }
 
@@ -47,43 +50,35 @@ async fn each_bad_input_gets_its_status_and_the_good_actor_keeps_going() {
     .await;
     let good = GoodActor::start(&server, 8, TOKEN).await;
     good.progresses(5).await;
+    let mut cases = Vec::new();
 
     // Wrong observation byte length.
     let mut b = steps(0, &[0, 1]);
     b.observations = vec![0u8; 31].into();
-    expect_rejection(
-        &server,
-        &good,
-        true,
-        Kind::Steps(b),
-        Code::InvalidArgument,
-        "observations",
-    )
-    .await;
+    cases.push(Rejection {
+        welcome_first: true,
+        message: Kind::Steps(b),
+        code: Code::InvalidArgument,
+        names: "observations".to_string(),
+    });
 
     // NaN and infinite rewards.
     let mut b = steps(0, &[0, 1]);
     b.rewards[1] = f32::NAN;
-    expect_rejection(
-        &server,
-        &good,
-        true,
-        Kind::Steps(b),
-        Code::InvalidArgument,
-        "rewards[1]",
-    )
-    .await;
+    cases.push(Rejection {
+        welcome_first: true,
+        message: Kind::Steps(b),
+        code: Code::InvalidArgument,
+        names: "rewards[1]".to_string(),
+    });
     let mut b = steps(0, &[0]);
     b.rewards[0] = f32::INFINITY;
-    expect_rejection(
-        &server,
-        &good,
-        true,
-        Kind::Steps(b),
-        Code::InvalidArgument,
-        "rewards[0]",
-    )
-    .await;
+    cases.push(Rejection {
+        welcome_first: true,
+        message: Kind::Steps(b),
+        code: Code::InvalidArgument,
+        names: "rewards[0]".to_string(),
+    });
 
     // NaN and infinite observations: the env is named.
     for (bad, env) in [(f32::NAN, 1usize), (f32::NEG_INFINITY, 0)] {
@@ -92,41 +87,32 @@ async fn each_bad_input_gets_its_status_and_the_good_actor_keeps_going() {
         let at = 4 * (env * 4 + 2);
         obs[at..at + 4].copy_from_slice(&bad.to_le_bytes());
         b.observations = obs.into();
-        expect_rejection(
-            &server,
-            &good,
-            true,
-            Kind::Steps(b),
-            Code::InvalidArgument,
-            &format!("`observations`: env `env_indices[{env}]`"),
-        )
-        .await;
+        cases.push(Rejection {
+            welcome_first: true,
+            message: Kind::Steps(b),
+            code: Code::InvalidArgument,
+            names: format!("`observations`: env `env_indices[{env}]`"),
+        });
     }
 
     // Terminated and truncated at once.
     let mut b = steps(0, &[0, 1, 2]);
     b.terminated[2] = true;
     b.truncated[2] = true;
-    expect_rejection(
-        &server,
-        &good,
-        true,
-        Kind::Steps(b),
-        Code::InvalidArgument,
-        "`truncated[2]`",
-    )
-    .await;
+    cases.push(Rejection {
+        welcome_first: true,
+        message: Kind::Steps(b),
+        code: Code::InvalidArgument,
+        names: "`truncated[2]`".to_string(),
+    });
 
     // A first seq other than 0, and a gap after a good batch.
-    expect_rejection(
-        &server,
-        &good,
-        true,
-        Kind::Steps(steps(1, &[0])),
-        Code::InvalidArgument,
-        "`seq` = 1: expected 0",
-    )
-    .await;
+    cases.push(Rejection {
+        welcome_first: true,
+        message: Kind::Steps(steps(1, &[0])),
+        code: Code::InvalidArgument,
+        names: "`seq` = 1: expected 0".to_string(),
+    });
     let mut s = RawStream::open(&server).await;
     s.hello(4, TOKEN).await;
     s.send(Kind::Steps(steps(0, &[0]))).await;
@@ -158,100 +144,79 @@ async fn each_bad_input_gets_its_status_and_the_good_actor_keeps_going() {
 
     // Env index out of range (the stream has 4 envs).
     let b = steps(0, &[0, 4]);
-    expect_rejection(
-        &server,
-        &good,
-        true,
-        Kind::Steps(b),
-        Code::InvalidArgument,
-        "env_indices[1]",
-    )
-    .await;
+    cases.push(Rejection {
+        welcome_first: true,
+        message: Kind::Steps(b),
+        code: Code::InvalidArgument,
+        names: "env_indices[1]".to_string(),
+    });
 
     // First message not a hello.
-    expect_rejection(
-        &server,
-        &good,
-        false,
-        Kind::Steps(steps(0, &[0])),
-        Code::InvalidArgument,
-        "hello",
-    )
-    .await;
+    cases.push(Rejection {
+        welcome_first: false,
+        message: Kind::Steps(steps(0, &[0])),
+        code: Code::InvalidArgument,
+        names: "hello".to_string(),
+    });
 
     // A second hello.
-    expect_rejection(
-        &server,
-        &good,
-        true,
-        Kind::Hello(hello(4, TOKEN)),
-        Code::InvalidArgument,
-        "hello",
-    )
-    .await;
+    cases.push(Rejection {
+        welcome_first: true,
+        message: Kind::Hello(hello(4, TOKEN)),
+        code: Code::InvalidArgument,
+        names: "hello".to_string(),
+    });
 
     // Unknown dtype in the hello.
     let mut h = hello(4, TOKEN);
     if let Some(spec) = h.spec.as_mut() {
         spec.obs_dtype = 42;
     }
-    expect_rejection(
-        &server,
-        &good,
-        false,
-        Kind::Hello(h),
-        Code::InvalidArgument,
-        "spec.obs_dtype",
-    )
-    .await;
+    cases.push(Rejection {
+        welcome_first: false,
+        message: Kind::Hello(h),
+        code: Code::InvalidArgument,
+        names: "spec.obs_dtype".to_string(),
+    });
 
     // A spec that differs from the learner's.
     let mut h = hello(4, TOKEN);
     if let Some(spec) = h.spec.as_mut() {
         spec.obs_shape = vec![5];
     }
-    expect_rejection(
-        &server,
-        &good,
-        false,
-        Kind::Hello(h),
-        Code::InvalidArgument,
-        "spec.obs_shape",
-    )
-    .await;
+    cases.push(Rejection {
+        welcome_first: false,
+        message: Kind::Hello(h),
+        code: Code::InvalidArgument,
+        names: "spec.obs_shape".to_string(),
+    });
 
     // Missing and wrong token.
-    expect_rejection(
-        &server,
-        &good,
-        false,
-        Kind::Hello(hello(4, "")),
-        Code::Unauthenticated,
-        "token",
-    )
-    .await;
-    expect_rejection(
-        &server,
-        &good,
-        false,
-        Kind::Hello(hello(4, "guess")),
-        Code::Unauthenticated,
-        "token",
-    )
-    .await;
+    cases.push(Rejection {
+        welcome_first: false,
+        message: Kind::Hello(hello(4, "")),
+        code: Code::Unauthenticated,
+        names: "token".to_string(),
+    });
+    cases.push(Rejection {
+        welcome_first: false,
+        message: Kind::Hello(hello(4, "guess")),
+        code: Code::Unauthenticated,
+        names: "token".to_string(),
+    });
 
     // A message over --max-message-bytes (the limit is named).
     let mut b = steps(0, &[0]);
     b.observations = vec![0u8; 2 * MAX_MESSAGE_BYTES].into();
-    expect_rejection(
-        &server,
-        &good,
-        true,
-        Kind::Steps(b),
-        Code::ResourceExhausted,
-        &MAX_MESSAGE_BYTES.to_string(),
-    )
-    .await;
+    cases.push(Rejection {
+        welcome_first: true,
+        message: Kind::Steps(b),
+        code: Code::ResourceExhausted,
+        names: MAX_MESSAGE_BYTES.to_string(),
+    });
+    for case in cases {
+        expect_rejection(&server, &good, case).await;
+    }
 
     // An empty message.
     let mut s = RawStream::open(&server).await;
