@@ -46,10 +46,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use seed_env::Env;
 use seed_shared::pb::actor_message::Kind as ActorKind;
 use seed_shared::pb::learner_client::LearnerClient;
 use seed_shared::pb::learner_message::Kind as LearnerKind;
-use seed_shared::{pb, EnvSpec};
+use seed_shared::{pb, ActionSpace, EnvSpec};
 use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -62,7 +63,7 @@ use crate::backoff::Backoff;
 use crate::config::ActorConfig;
 use crate::error::{ActorError, ProtocolViolation};
 use crate::learner_address::{error_chain, Dialer, LearnerAddress};
-use crate::pool::EnvPool;
+use crate::pool::{EnvPool, HalfActions};
 use crate::round_trip::{RoundTripHistogram, RoundTripPercentiles};
 
 /// Messages queued for the request stream; two batches plus the hello fit.
@@ -150,10 +151,43 @@ pub async fn run_actor(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<ActorReport, ActorError> {
     cfg.validate()?;
+    let envs = (0..cfg.num_envs)
+        .map(|i| cfg.env.build(cfg.seed.wrapping_add(i as u64)))
+        .collect();
+    let spec = cfg.env.spec();
+    run_actor_with_envs(cfg, spec, envs, shutdown).await
+}
+
+/// [`run_actor`] over the caller's envs: any [`Env`] implementation, all
+/// matching `spec` (announced in the hello). `cfg.env` is ignored and
+/// `cfg.num_envs` must equal `envs.len()`. This is how a Rust user plugs in
+/// an env of their own, and how the Python package drives Gymnasium envs.
+///
+/// The envs are stepped on the task that polls this future, between network
+/// waits, so an env that blocks (or holds a lock such as Python's GIL) holds
+/// only this actor.
+pub async fn run_actor_with_envs(
+    cfg: ActorConfig,
+    spec: EnvSpec,
+    envs: Vec<Box<dyn Env>>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<ActorReport, ActorError> {
+    cfg.validate_connection()?;
+    if envs.len() != cfg.num_envs {
+        return Err(ActorError::Config {
+            field: "num_envs",
+            reason: format!("is {} but {} envs were given", cfg.num_envs, envs.len()),
+        });
+    }
+    if let Err(e) = EnvSpec::from_proto(&spec.to_proto()) {
+        return Err(ActorError::Config {
+            field: "spec",
+            reason: e.to_string(),
+        });
+    }
     let dialer = Dialer::new(&cfg.learner, cfg.keepalive, cfg.tls.as_ref())?;
     let address = dialer.address().clone();
-    let spec = cfg.env.spec();
-    let mut pool = EnvPool::from_config(&cfg.env, cfg.num_envs, cfg.seed);
+    let mut pool = EnvPool::new(envs, &spec, cfg.seed)?;
     let mut report = ActorReport::default();
     let mut tally = Tally::default();
     let mut backoff = Backoff::new(cfg.reconnect.clone());
@@ -280,7 +314,7 @@ async fn run_session<S: Future<Output = ()>>(
     info!(learner = %dialer.address(), tls = dialer.tls(), actor_id = %cfg.actor_id, envs = cfg.num_envs,
           policy_version = welcome.policy_version, session = report.sessions, "connected");
 
-    pool.restart();
+    pool.restart().map_err(|e| SessionError::Fatal(e.into()))?;
     // (seq, half, sent at) of each batch awaiting its actions, oldest first.
     let mut in_flight: VecDeque<(u64, usize, Instant)> = VecDeque::with_capacity(2);
     let mut next_seq = 0u64;
@@ -312,10 +346,16 @@ async fn run_session<S: Future<Output = ()>>(
             return Err(ProtocolViolation::Unsolicited { got: actions.seq }.into());
         };
         tally.round_trips.record(received - sent);
-        check_actions(&actions, seq, pool.half_envs(half).len(), spec.num_actions)?;
-        pool.step_half(half, &actions.actions);
+        let rows = pool.half_envs(half).len();
+        check_actions(&actions, seq, rows, spec)?;
+        let half_actions = match spec.action {
+            ActionSpace::Discrete(_) => HalfActions::Discrete(&actions.actions),
+            ActionSpace::Box { .. } => HalfActions::Continuous(&actions.continuous_actions),
+        };
+        pool.step_half_with(half, half_actions)
+            .map_err(|e| SessionError::Fatal(e.into()))?;
         report.action_batches += 1;
-        report.env_steps += actions.actions.len() as u64;
+        report.env_steps += rows as u64;
         report.episodes = pool.episodes_finished();
         report.last_policy_version = actions.policy_version;
         if cfg.max_env_steps.is_some_and(|max| report.env_steps >= max) {
@@ -468,12 +508,12 @@ async fn next_message(
 }
 
 /// An action batch must answer the oldest outstanding step batch with one
-/// action below `num_actions` per env of that batch.
+/// valid action per env of that batch ([`EnvSpec::check_actions`]).
 fn check_actions(
     batch: &pb::ActionBatch,
     expected_seq: u64,
     num_envs: usize,
-    num_actions: u32,
+    spec: &EnvSpec,
 ) -> Result<(), ProtocolViolation> {
     if batch.seq != expected_seq {
         return Err(ProtocolViolation::Seq {
@@ -481,27 +521,12 @@ fn check_actions(
             got: batch.seq,
         });
     }
-    if batch.actions.len() != num_envs {
-        return Err(ProtocolViolation::ActionCount {
+    spec.check_actions(batch, num_envs)
+        .map_err(|(field, reason)| ProtocolViolation::Actions {
             seq: batch.seq,
-            expected: num_envs,
-            got: batch.actions.len(),
-        });
-    }
-    if let Some((position, &action)) = batch
-        .actions
-        .iter()
-        .enumerate()
-        .find(|(_, &a)| a >= num_actions)
-    {
-        return Err(ProtocolViolation::ActionOutOfRange {
-            seq: batch.seq,
-            position,
-            action,
-            num_actions,
-        });
-    }
-    Ok(())
+            field,
+            reason,
+        })
 }
 
 #[cfg(test)]
@@ -514,35 +539,41 @@ mod tests {
             seq,
             actions: actions.to_vec(),
             policy_version: 0,
+            continuous_actions: vec![],
         }
     }
 
     #[test]
     fn action_batches_are_checked_field_by_field() {
-        check_actions(&batch(4, &[0, 1, 1]), 4, 3, 2).unwrap();
+        let spec = EnvSpec::cartpole();
+        check_actions(&batch(4, &[0, 1, 1]), 4, 3, &spec).unwrap();
         assert_eq!(
-            check_actions(&batch(5, &[0, 1, 1]), 4, 3, 2),
+            check_actions(&batch(5, &[0, 1, 1]), 4, 3, &spec),
             Err(ProtocolViolation::Seq {
                 expected: 4,
                 got: 5
             })
         );
+        let field = |r: Result<(), ProtocolViolation>| match r {
+            Err(ProtocolViolation::Actions { seq: 4, field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
         assert_eq!(
-            check_actions(&batch(4, &[0, 1]), 4, 3, 2),
-            Err(ProtocolViolation::ActionCount {
-                seq: 4,
-                expected: 3,
-                got: 2
-            })
+            field(check_actions(&batch(4, &[0, 1]), 4, 3, &spec)),
+            "actions"
         );
         assert_eq!(
-            check_actions(&batch(4, &[0, 2, 1]), 4, 3, 2),
-            Err(ProtocolViolation::ActionOutOfRange {
-                seq: 4,
-                position: 1,
-                action: 2,
-                num_actions: 2
-            })
+            field(check_actions(&batch(4, &[0, 2, 1]), 4, 3, &spec)),
+            "actions"
+        );
+        let pendulum = seed_env::Pendulum::spec();
+        let mut b = batch(4, &[]);
+        b.continuous_actions = vec![0.5, -9.0, 1.0];
+        check_actions(&b, 4, 3, &pendulum).unwrap();
+        b.continuous_actions.pop();
+        assert_eq!(
+            field(check_actions(&b, 4, 3, &pendulum)),
+            "continuous_actions"
         );
     }
 

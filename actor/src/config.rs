@@ -93,12 +93,6 @@ impl ActorConfig {
     /// so a config that passes here is never refused at hello for its shape.
     pub fn validate(&self) -> Result<(), ActorError> {
         let bad = |field, reason: String| Err(ActorError::Config { field, reason });
-        if self.num_envs == 0 || self.num_envs > u32::MAX as usize {
-            return bad(
-                "num_envs",
-                format!("{} is not in 1..=2^32-1", self.num_envs),
-            );
-        }
         if let EnvConfig::Synthetic(s) = &self.env {
             if s.episode_len == 0 {
                 return bad("episode_len", "must be at least 1".into());
@@ -109,6 +103,19 @@ impl ActorConfig {
         }
         if let Err(e) = EnvSpec::from_proto(&self.env.spec().to_proto()) {
             return bad("env", e.to_string());
+        }
+        self.validate_connection()
+    }
+
+    /// Checks every value but the env (`env` is not used by
+    /// [`run_actor_with_envs`](crate::client::run_actor_with_envs)).
+    pub fn validate_connection(&self) -> Result<(), ActorError> {
+        let bad = |field, reason: String| Err(ActorError::Config { field, reason });
+        if self.num_envs == 0 || self.num_envs > u32::MAX as usize {
+            return bad(
+                "num_envs",
+                format!("{} is not in 1..=2^32-1", self.num_envs),
+            );
         }
         if let Some(s) = self.max_seconds {
             if !(s.is_finite() && s >= 0.0) {

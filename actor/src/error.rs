@@ -4,7 +4,7 @@
 //! actor was misconfigured, the learner broke the wire contract
 //! ([`ProtocolViolation`]), the learner refused the stream with a status that
 //! retrying cannot fix, or it stayed unreachable for longer than the
-//! reconnect policy allows. Transient failures never surface here: the client
+//! reconnect policy allows, or an env failed. Transient failures never surface here: the client
 //! reconnects on its own.
 
 /// Why the actor stopped with an error.
@@ -36,6 +36,9 @@ pub enum ActorError {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
+    /// An env failed to reset or step (a Python env's exception, say).
+    #[error("env failed: {0}")]
+    Env(#[from] seed_env::EnvError),
     /// The runtime or a signal handler could not be set up.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
@@ -56,17 +59,12 @@ pub enum ProtocolViolation {
     Unsolicited { got: u64 },
     #[error("ActionBatch seq {got}, expected {expected} (the oldest outstanding step batch)")]
     Seq { expected: u64, got: u64 },
-    #[error("ActionBatch seq {seq} has {got} actions for {expected} envs")]
-    ActionCount {
+    /// The actions do not fit the env spec: a count, a value out of range,
+    /// a non-finite float, or the wrong field for the action space.
+    #[error("ActionBatch seq {seq}: field `{field}`: {reason}")]
+    Actions {
         seq: u64,
-        expected: usize,
-        got: usize,
-    },
-    #[error("ActionBatch seq {seq}: `actions[{position}]` = {action} is not below num_actions {num_actions}")]
-    ActionOutOfRange {
-        seq: u64,
-        position: usize,
-        action: u32,
-        num_actions: u32,
+        field: &'static str,
+        reason: String,
     },
 }

@@ -35,8 +35,18 @@ use std::ops::Range;
 use bytes::BytesMut;
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
-use seed_env::{Env, EnvConfig};
-use seed_shared::{pb, EnvSpec};
+use seed_env::{Action, Env, EnvConfig, EnvError};
+use seed_shared::{pb, ActionSpace, EnvSpec};
+
+/// The actions for one half's envs, one row per env in the half's order.
+#[derive(Debug, Clone, Copy)]
+pub enum HalfActions<'a> {
+    /// One action per env.
+    Discrete(&'a [u32]),
+    /// `dim` floats per env, row-major, as the policy sampled them: the pool
+    /// clips each row to the action space's bounds before stepping.
+    Continuous(&'a [f32]),
+}
 
 /// One half of the pool: its env index range and the batch being assembled.
 #[derive(Debug)]
@@ -56,6 +66,9 @@ struct Half {
 pub struct EnvPool {
     envs: Vec<Box<dyn Env>>,
     obs_bytes: usize,
+    action_space: ActionSpace,
+    /// One clipped continuous action (empty for discrete spaces).
+    clipped: Vec<f32>,
     halves: Vec<Half>,
     run_ids: Vec<u64>,
     episode_return: Vec<f64>,
@@ -79,18 +92,19 @@ impl std::fmt::Debug for EnvPool {
 
 impl EnvPool {
     /// `num_envs` envs built from `env`, env `i` with seed `seed + i`.
-    pub fn from_config(env: &EnvConfig, num_envs: usize, seed: u64) -> Self {
+    pub fn from_config(env: &EnvConfig, num_envs: usize, seed: u64) -> Result<Self, EnvError> {
         let envs = (0..num_envs)
             .map(|i| env.build(seed.wrapping_add(i as u64)))
             .collect();
         Self::new(envs, &env.spec(), seed)
     }
 
-    /// A pool over the given envs, which must all match `spec`.
+    /// A pool over the given envs, which must all match `spec`; resets
+    /// every env (an env that fails to reset fails the pool).
     ///
     /// # Panics
     /// If `envs` is empty (configs are validated before this).
-    pub fn new(envs: Vec<Box<dyn Env>>, spec: &EnvSpec, seed: u64) -> Self {
+    pub fn new(envs: Vec<Box<dyn Env>>, spec: &EnvSpec, seed: u64) -> Result<Self, EnvError> {
         let k = envs.len();
         assert!(k > 0, "an env pool needs at least one env");
         let obs_bytes = spec.obs_bytes();
@@ -112,9 +126,15 @@ impl EnvPool {
                 }
             })
             .collect();
+        let clipped = match &spec.action {
+            ActionSpace::Discrete(_) => Vec::new(),
+            space @ ActionSpace::Box { .. } => vec![0.0; space.dim()],
+        };
         let mut pool = EnvPool {
             envs,
             obs_bytes,
+            action_space: spec.action.clone(),
+            clipped,
             halves,
             run_ids: vec![0; k],
             episode_return: vec![0.0; k],
@@ -123,8 +143,8 @@ impl EnvPool {
             reset_seeds: SmallRng::seed_from_u64(seed),
             episodes_finished: 0,
         };
-        pool.restart();
-        pool
+        pool.restart()?;
+        Ok(pool)
     }
 
     /// Number of envs K.
@@ -155,7 +175,7 @@ impl EnvPool {
     /// Starts fresh episodes in every env with fresh random run ids; each
     /// half's next batch carries the reset observations (reward 0, no flags).
     /// Unsent episode statistics of the previous session are dropped.
-    pub fn restart(&mut self) {
+    pub fn restart(&mut self) -> Result<(), EnvError> {
         // Run ids come from the OS-seeded thread RNG, not the pool seed, so a
         // restarted actor with the same seed still never reuses one.
         let mut fresh = rand::rng();
@@ -171,41 +191,69 @@ impl EnvPool {
             half.obs.resize(half.envs.len() * ob, 0);
             for (row, i) in half.envs.clone().enumerate() {
                 let obs = &mut half.obs[row * ob..(row + 1) * ob];
-                self.envs[i].reset(self.reset_seeds.next_u64(), obs);
+                self.envs[i].reset(self.reset_seeds.next_u64(), obs)?;
             }
             half.rewards.fill(0.0);
             half.terminated.fill(false);
             half.truncated.fill(false);
             half.episodes.clear();
         }
+        Ok(())
     }
 
-    /// Steps every env of `half` with its action (`actions[row]` for the
-    /// half's row-th env) and assembles the half's next batch.
+    /// Steps every env of `half` with its discrete action (`actions[row]`
+    /// for the half's row-th env) and assembles the half's next batch.
     ///
     /// The caller has checked that there is one action per env and each is
     /// below `num_actions`.
-    pub fn step_half(&mut self, half: usize, actions: &[u32]) {
+    pub fn step_half(&mut self, half: usize, actions: &[u32]) -> Result<(), EnvError> {
+        self.step_half_with(half, HalfActions::Discrete(actions))
+    }
+
+    /// Steps every env of `half` with its row of `actions` and assembles the
+    /// half's next batch. Continuous rows are clipped to the action space's
+    /// bounds first. The caller has checked the actions against the spec
+    /// ([`EnvSpec::check_actions`]). An env's error stops the step there.
+    pub fn step_half_with(
+        &mut self,
+        half: usize,
+        actions: HalfActions<'_>,
+    ) -> Result<(), EnvError> {
         let ob = self.obs_bytes;
+        let dim = self.action_space.dim();
         let h = &mut self.halves[half];
-        debug_assert_eq!(actions.len(), h.envs.len());
+        debug_assert_eq!(
+            match actions {
+                HalfActions::Discrete(a) => a.len(),
+                HalfActions::Continuous(a) => a.len() / dim.max(1),
+            },
+            h.envs.len()
+        );
         // Reclaims the previous batch's allocation once its bytes were
         // encoded and dropped; only allocates if they are still alive.
         h.obs.clear();
         h.obs.resize(h.envs.len() * ob, 0);
-        for (row, (i, &action)) in h.envs.clone().zip(actions).enumerate() {
+        for (row, i) in h.envs.clone().enumerate() {
             let obs = &mut h.obs[row * ob..(row + 1) * ob];
             let env = &mut self.envs[i];
             if self.reset_pending[i] {
                 // The action answers a truncated final observation: ignored.
                 self.reset_pending[i] = false;
-                env.reset(self.reset_seeds.next_u64(), obs);
+                env.reset(self.reset_seeds.next_u64(), obs)?;
                 h.rewards[row] = 0.0;
                 h.terminated[row] = false;
                 h.truncated[row] = false;
                 continue;
             }
-            let t = env.step(action, obs);
+            let action = match actions {
+                HalfActions::Discrete(a) => Action::Discrete(a[row]),
+                HalfActions::Continuous(a) => {
+                    self.clipped.copy_from_slice(&a[row * dim..(row + 1) * dim]);
+                    self.action_space.clip(&mut self.clipped);
+                    Action::Continuous(&self.clipped)
+                }
+            };
+            let t = env.step(action, obs)?;
             self.episode_return[i] += f64::from(t.reward);
             self.episode_length[i] += 1;
             h.rewards[row] = t.reward;
@@ -221,12 +269,13 @@ impl EnvPool {
                 self.episode_return[i] = 0.0;
                 self.episode_length[i] = 0;
                 if t.terminated {
-                    env.reset(self.reset_seeds.next_u64(), obs);
+                    env.reset(self.reset_seeds.next_u64(), obs)?;
                 } else {
                     self.reset_pending[i] = true;
                 }
             }
         }
+        Ok(())
     }
 
     /// The half's current batch as a `StepBatch` with sequence number `seq`.
@@ -275,23 +324,25 @@ mod tests {
     }
 
     impl Env for ScriptedEnv {
-        fn reset(&mut self, _seed: u64, obs: &mut [u8]) {
+        fn reset(&mut self, _seed: u64, obs: &mut [u8]) -> Result<(), EnvError> {
             self.t = 0;
             self.resets += 1;
             self.last_action = 0;
             self.write(obs);
+            Ok(())
         }
-        fn step(&mut self, action: u32, obs: &mut [u8]) -> Transition {
+        fn step(&mut self, action: Action<'_>, obs: &mut [u8]) -> Result<Transition, EnvError> {
+            let action = action.discrete()?;
             self.actions_seen.lock().unwrap().push(action);
             self.t += 1;
             self.last_action = action as u8;
             self.write(obs);
             let end = self.t >= self.len;
-            Transition {
+            Ok(Transition {
                 reward: 1.0 + action as f32,
                 terminated: end && !self.truncate,
                 truncated: end && self.truncate,
-            }
+            })
         }
     }
 
@@ -314,7 +365,7 @@ mod tests {
                 }) as Box<dyn Env>
             })
             .collect();
-        (EnvPool::new(envs, &spec(), 0), seen)
+        (EnvPool::new(envs, &spec(), 0).unwrap(), seen)
     }
 
     #[test]
@@ -341,7 +392,7 @@ mod tests {
     fn observations_are_rows_in_env_order() {
         let (mut p, _) = pool(4, 10, false);
         p.take_batch(1, 0);
-        p.step_half(1, &[2, 1]);
+        p.step_half(1, &[2, 1]).unwrap();
         let b = p.take_batch(1, 1);
         // Env 2 took action 2, env 3 action 1; both at step 1 after one reset.
         assert_eq!(&b.observations[..], &[2, 1, 2, 1, 3, 1, 1, 1]);
@@ -357,11 +408,11 @@ mod tests {
         let first = p.take_batch(0, 0);
         let ptr = first.observations.as_ptr();
         drop(first);
-        p.step_half(0, &[0]);
+        p.step_half(0, &[0]).unwrap();
         let second = p.take_batch(0, 1);
         assert_eq!(second.observations.as_ptr(), ptr);
         // While a batch is still alive its bytes are never overwritten.
-        p.step_half(0, &[1]);
+        p.step_half(0, &[1]).unwrap();
         let third = p.take_batch(0, 2);
         assert_ne!(third.observations.as_ptr(), second.observations.as_ptr());
         assert_eq!(second.observations[1], 1);
@@ -372,10 +423,10 @@ mod tests {
     fn termination_resets_at_once_and_reports_the_episode() {
         let (mut p, _) = pool(1, 2, false);
         p.take_batch(0, 0);
-        p.step_half(0, &[1]);
+        p.step_half(0, &[1]).unwrap();
         let b = p.take_batch(0, 1);
         assert_eq!((b.terminated[0], b.truncated[0]), (false, false));
-        p.step_half(0, &[2]);
+        p.step_half(0, &[2]).unwrap();
         let b = p.take_batch(0, 2);
         assert!(b.terminated[0] && !b.truncated[0]);
         assert_eq!(b.rewards[0], 3.0, "the final reward");
@@ -389,7 +440,7 @@ mod tests {
             }]
         );
         assert_eq!(p.episodes_finished(), 1);
-        p.step_half(0, &[0]);
+        p.step_half(0, &[0]).unwrap();
         let b = p.take_batch(0, 3);
         assert!(b.episodes.is_empty());
         assert_eq!(&b.observations[..], &[0, 1, 0, 2]);
@@ -399,9 +450,9 @@ mod tests {
     fn truncation_sends_the_final_observation_then_ignores_its_action() {
         let (mut p, seen) = pool(2, 2, true);
         p.take_batch(1, 0);
-        p.step_half(1, &[0]);
+        p.step_half(1, &[0]).unwrap();
         p.take_batch(1, 1);
-        p.step_half(1, &[1]);
+        p.step_half(1, &[1]).unwrap();
         let b = p.take_batch(1, 2);
         assert!(b.truncated[0] && !b.terminated[0]);
         assert_eq!(b.rewards[0], 2.0);
@@ -415,7 +466,7 @@ mod tests {
             }]
         );
         // The learner's action for the final observation must not reach the env.
-        p.step_half(1, &[2]);
+        p.step_half(1, &[2]).unwrap();
         let b = p.take_batch(1, 3);
         assert_eq!(*seen.lock().unwrap(), [0, 1]);
         assert_eq!(
@@ -425,7 +476,7 @@ mod tests {
         assert_eq!(&b.observations[..], &[1, 0, 0, 2], "the reset observation");
         assert!(b.episodes.is_empty());
         // And the new episode counts from there.
-        p.step_half(1, &[2]);
+        p.step_half(1, &[2]).unwrap();
         let b = p.take_batch(1, 4);
         assert_eq!(
             (b.rewards[0], &b.observations[..]),
@@ -440,12 +491,62 @@ mod tests {
         let distinct: std::collections::HashSet<_> = before.iter().collect();
         assert_eq!(distinct.len(), 4);
         p.take_batch(0, 0);
-        p.step_half(0, &[1, 1]);
-        p.restart();
+        p.step_half(0, &[1, 1]).unwrap();
+        p.restart().unwrap();
         assert!(p.run_ids().iter().all(|id| !before.contains(id)));
         let b = p.take_batch(0, 0);
         assert_eq!(b.run_ids, p.run_ids()[0..2]);
         assert_eq!(&b.observations[..], &[0, 0, 0, 2, 1, 0, 0, 2]);
         assert!(b.rewards.iter().all(|&r| r == 0.0));
+    }
+
+    /// Records the continuous actions it is given; observation = its step count.
+    struct RecordingBoxEnv {
+        seen: Arc<Mutex<Vec<Vec<f32>>>>,
+    }
+
+    impl Env for RecordingBoxEnv {
+        fn reset(&mut self, _seed: u64, obs: &mut [u8]) -> Result<(), EnvError> {
+            obs.fill(0);
+            Ok(())
+        }
+        fn step(&mut self, action: Action<'_>, obs: &mut [u8]) -> Result<Transition, EnvError> {
+            let Action::Continuous(a) = action else {
+                return Err(EnvError::msg("wants a box action"));
+            };
+            self.seen.lock().unwrap().push(a.to_vec());
+            obs.fill(1);
+            Ok(Transition {
+                reward: 0.0,
+                terminated: false,
+                truncated: false,
+            })
+        }
+    }
+
+    #[test]
+    fn continuous_actions_are_clipped_per_element_before_the_env_sees_them() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let spec = EnvSpec {
+            env_name: "box".into(),
+            obs_shape: vec![1],
+            obs_dtype: ObsDType::U8,
+            action: ActionSpace::Box {
+                shape: vec![2],
+                low: vec![-1.0, 0.0],
+                high: vec![1.0, f32::INFINITY],
+            },
+        };
+        let envs = (0..4)
+            .map(|_| Box::new(RecordingBoxEnv { seen: seen.clone() }) as Box<dyn Env>)
+            .collect();
+        let mut p = EnvPool::new(envs, &spec, 0).unwrap();
+        p.take_batch(1, 0);
+        p.step_half_with(1, HalfActions::Continuous(&[-3.0, -3.0, 0.5, 1e9]))
+            .unwrap();
+        assert_eq!(*seen.lock().unwrap(), [vec![-1.0, 0.0], vec![0.5, 1e9]]);
+        // An env's error surfaces from the step.
+        let err = p.step_half(1, &[0, 0]).unwrap_err();
+        assert!(err.to_string().contains("wants a box action"), "{err}");
     }
 }

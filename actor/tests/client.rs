@@ -160,16 +160,15 @@ async fn invalid_action_batches_end_the_actor_with_a_protocol_error() {
                 expected: 0,
                 got: 1,
             },
-            Corruption::WrongCount => ProtocolViolation::ActionCount {
+            Corruption::WrongCount => ProtocolViolation::Actions {
                 seq: 0,
-                expected: 2,
-                got: 1,
+                field: "actions",
+                reason: "1 entries for 2 envs".into(),
             },
-            Corruption::OutOfRange => ProtocolViolation::ActionOutOfRange {
+            Corruption::OutOfRange => ProtocolViolation::Actions {
                 seq: 0,
-                position: 0,
-                action: 2,
-                num_actions: 2,
+                field: "actions",
+                reason: "entry 0 = 2 is not below num_actions = 2".into(),
             },
         };
         assert_eq!(violation, expected, "{corruption:?}");

@@ -31,8 +31,7 @@ fn atari() -> EnvConfig {
 fn step_message(env: &EnvConfig, envs: usize) -> pb::ActorMessage {
     // A pool of 2*envs has two halves of `envs` each (1 env: one half of 1).
     let pool_envs = if envs == 1 { 1 } else { 2 * envs };
-    let mut pool = EnvPool::from_config(env, pool_envs, 7);
-    pool.restart();
+    let mut pool = EnvPool::from_config(env, pool_envs, 7).expect("env pool");
     let batch = pool.take_batch(0, 3);
     assert_eq!(batch.env_indices.len(), envs);
     pb::ActorMessage {

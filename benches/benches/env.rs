@@ -15,7 +15,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use seed_actor::EnvPool;
-use seed_env::{CartPole, Env, EnvConfig, SyntheticConfig};
+use seed_env::{Action, CartPole, Env, EnvConfig, SyntheticConfig};
 use seed_shared::ObsDType;
 
 fn bench_cartpole(c: &mut Criterion) {
@@ -23,16 +23,18 @@ fn bench_cartpole(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     let mut env = CartPole::new();
     let mut obs = [0u8; 16];
-    env.reset(1, &mut obs);
+    env.reset(1, &mut obs).expect("reset");
     let mut action = 0u32;
     let mut episode = 1u64;
     group.bench_function("step", |b| {
         b.iter(|| {
             action ^= 1;
-            let t = env.step(black_box(action), &mut obs);
+            let t = env
+                .step(Action::Discrete(black_box(action)), &mut obs)
+                .expect("cartpole step");
             if t.terminated || t.truncated {
                 episode += 1;
-                env.reset(episode, &mut obs);
+                env.reset(episode, &mut obs).expect("reset");
             }
             t.reward
         })
@@ -43,15 +45,14 @@ fn bench_cartpole(c: &mut Criterion) {
 fn bench_pool(c: &mut Criterion, name: &str, env: &EnvConfig, sizes: &[usize]) {
     let mut group = c.benchmark_group(name);
     for &k in sizes {
-        let mut pool = EnvPool::from_config(env, k, 3);
-        pool.restart();
+        let mut pool = EnvPool::from_config(env, k, 3).expect("env pool");
         let half = pool.half_envs(0).len();
         let actions: Vec<u32> = (0..half as u32).map(|i| i % 2).collect();
         let mut seq = 0u64;
         group.throughput(Throughput::Elements(half as u64));
         group.bench_with_input(BenchmarkId::new("step_half_and_encode", k), &k, |b, _| {
             b.iter(|| {
-                pool.step_half(0, black_box(&actions));
+                pool.step_half(0, black_box(&actions)).expect("step");
                 seq += 1;
                 pool.take_batch(0, seq).observations.len()
             })

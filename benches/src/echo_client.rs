@@ -83,8 +83,7 @@ pub fn run_echo_clients(load: &EchoLoad) -> Result<Vec<EchoClientResult>, Harnes
 /// One stream: hello, then keep every half's batch in flight for `duration`.
 pub async fn echo_client(load: &EchoLoad, seed: u64) -> Result<EchoClientResult, HarnessError> {
     let err = |what: &str, e: &dyn std::fmt::Display| HarnessError::Echo(format!("{what}: {e}"));
-    let mut pool = EnvPool::from_config(&load.env, load.envs, seed);
-    pool.restart();
+    let mut pool = EnvPool::from_config(&load.env, load.envs, seed).map_err(|e| err("env", &e))?;
     let templates: Vec<pb::StepBatch> = (0..pool.num_halves())
         .map(|h| pool.take_batch(h, 0))
         .collect();

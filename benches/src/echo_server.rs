@@ -53,6 +53,7 @@ impl Learner for EchoLearner {
                         seq: s.seq,
                         actions: vec![0; s.env_indices.len()],
                         policy_version: 0,
+                        continuous_actions: Vec::new(),
                     }),
                     None => continue,
                 };

@@ -14,7 +14,7 @@ pub mod tls;
 
 pub use error::{ProtocolError, TlsFileError};
 pub use keepalive::Keepalive;
-pub use spec::{EnvSpec, ObsDType};
+pub use spec::{ActionSpace, EnvSpec, ObsDType};
 
 /// Default learner address (loopback, so nothing is exposed by accident).
 pub const DEFAULT_LEARNER_ADDR: &str = "127.0.0.1:50051";

@@ -71,16 +71,87 @@ impl std::fmt::Display for ObsDType {
 pub const MAX_OBS_BYTES: usize = 64 << 20;
 /// Largest number of discrete actions accepted.
 pub const MAX_ACTIONS: u32 = 1 << 16;
+/// Largest number of floats in one continuous action.
+pub const MAX_ACTION_DIM: usize = 1 << 12;
+
+/// What an env's actions are: Gymnasium's `Discrete(n)` or an f32 `Box`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ActionSpace {
+    /// Actions are `0..n`.
+    Discrete(u32),
+    /// One action is `prod(shape)` f32s, row-major, element `i` within
+    /// `[low[i], high[i]]` (bounds may be infinite, never NaN).
+    Box {
+        shape: Vec<usize>,
+        low: Vec<f32>,
+        high: Vec<f32>,
+    },
+}
+
+impl ActionSpace {
+    /// A box of `dim` floats, each within `[low, high]`.
+    pub fn uniform_box(dim: usize, low: f32, high: f32) -> Self {
+        ActionSpace::Box {
+            shape: vec![dim],
+            low: vec![low; dim],
+            high: vec![high; dim],
+        }
+    }
+
+    /// Discrete: the number of actions; Box: the floats in one action. The
+    /// width of the policy's output per distribution parameter.
+    pub fn dim(&self) -> usize {
+        match self {
+            ActionSpace::Discrete(n) => *n as usize,
+            ActionSpace::Box { shape, .. } => shape.iter().product(),
+        }
+    }
+
+    /// The number of actions of a discrete space, `None` for a box.
+    pub fn discrete(&self) -> Option<u32> {
+        match self {
+            ActionSpace::Discrete(n) => Some(*n),
+            ActionSpace::Box { .. } => None,
+        }
+    }
+
+    pub fn is_continuous(&self) -> bool {
+        matches!(self, ActionSpace::Box { .. })
+    }
+
+    /// Clips a continuous action (`dim()` floats) to the bounds in place.
+    /// Does nothing for a discrete space.
+    pub fn clip(&self, action: &mut [f32]) {
+        if let ActionSpace::Box { low, high, .. } = self {
+            for ((a, &lo), &hi) in action.iter_mut().zip(low).zip(high) {
+                *a = a.clamp(lo, hi);
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ActionSpace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ActionSpace::Discrete(n) => write!(f, "Discrete({n})"),
+            ActionSpace::Box { shape, low, high } => {
+                let lo = low.iter().copied().fold(f32::INFINITY, f32::min);
+                let hi = high.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                write!(f, "Box({shape:?}, {lo}..{hi})")
+            }
+        }
+    }
+}
 
 /// What every env of one actor looks like.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EnvSpec {
     pub env_name: String,
-    /// Shape of one env's observation, without a batch dimension.
+    /// Shape of one env's observation, without a batch dimension. Images
+    /// are channels-first, `[C, H, W]`.
     pub obs_shape: Vec<usize>,
     pub obs_dtype: ObsDType,
-    /// Number of discrete actions; actions are `0..num_actions`.
-    pub num_actions: u32,
+    pub action: ActionSpace,
 }
 
 impl EnvSpec {
@@ -90,7 +161,7 @@ impl EnvSpec {
             env_name: "CartPole-v1".into(),
             obs_shape: vec![4],
             obs_dtype: ObsDType::F32,
-            num_actions: 2,
+            action: ActionSpace::Discrete(2),
         }
     }
 
@@ -100,8 +171,13 @@ impl EnvSpec {
             env_name: "Synthetic".into(),
             obs_shape,
             obs_dtype,
-            num_actions,
+            action: ActionSpace::Discrete(num_actions),
         }
+    }
+
+    /// The number of discrete actions, `None` for continuous actions.
+    pub fn num_actions(&self) -> Option<u32> {
+        self.action.discrete()
     }
 
     /// Elements in one env's observation.
@@ -112,6 +188,54 @@ impl EnvSpec {
     /// Bytes of one env's observation on the wire.
     pub fn obs_bytes(&self) -> usize {
         self.obs_len() * self.obs_dtype.size()
+    }
+
+    /// The first field in which `other` differs from this spec, with both
+    /// values as text: `(field, ours, theirs)`. `None` when they are equal.
+    pub fn difference(&self, other: &EnvSpec) -> Option<(&'static str, String, String)> {
+        if self.obs_shape != other.obs_shape {
+            return Some((
+                "spec.obs_shape",
+                format!("{:?}", self.obs_shape),
+                format!("{:?}", other.obs_shape),
+            ));
+        }
+        if self.obs_dtype != other.obs_dtype {
+            return Some((
+                "spec.obs_dtype",
+                self.obs_dtype.to_string(),
+                other.obs_dtype.to_string(),
+            ));
+        }
+        match (&self.action, &other.action) {
+            (ActionSpace::Discrete(a), ActionSpace::Discrete(b)) if a != b => {
+                return Some(("spec.num_actions", a.to_string(), b.to_string()));
+            }
+            (ActionSpace::Box { .. }, ActionSpace::Box { .. }) if self.action != other.action => {
+                return Some((
+                    "spec.action_box",
+                    self.action.to_string(),
+                    other.action.to_string(),
+                ));
+            }
+            (ActionSpace::Discrete(_), ActionSpace::Box { .. })
+            | (ActionSpace::Box { .. }, ActionSpace::Discrete(_)) => {
+                return Some((
+                    "spec.action_box",
+                    self.action.to_string(),
+                    other.action.to_string(),
+                ));
+            }
+            _ => {}
+        }
+        if self.env_name != other.env_name {
+            return Some((
+                "spec.env_name",
+                format!("{:?}", self.env_name),
+                format!("{:?}", other.env_name),
+            ));
+        }
+        None
     }
 
     /// Checks a spec received from an actor.
@@ -139,27 +263,115 @@ impl EnvSpec {
                 reason: format!("{bytes} bytes per observation exceeds {MAX_OBS_BYTES}"),
             });
         }
-        if spec.num_actions == 0 || spec.num_actions > MAX_ACTIONS {
-            return Err(ProtocolError::InvalidSpec {
-                field: "spec.num_actions",
-                reason: format!("{} is not in 1..={MAX_ACTIONS}", spec.num_actions),
-            });
-        }
+        let action = match &spec.action_box {
+            None => {
+                if spec.num_actions == 0 || spec.num_actions > MAX_ACTIONS {
+                    return Err(ProtocolError::InvalidSpec {
+                        field: "spec.num_actions",
+                        reason: format!(
+                            "{} is not in 1..={MAX_ACTIONS} (and no `spec.action_box` is set)",
+                            spec.num_actions
+                        ),
+                    });
+                }
+                ActionSpace::Discrete(spec.num_actions)
+            }
+            Some(b) => {
+                if spec.num_actions != 0 {
+                    return Err(ProtocolError::InvalidSpec {
+                        field: "spec.num_actions",
+                        reason: format!(
+                            "is {} but `spec.action_box` is set: an action space is either \
+                             discrete or a box",
+                            spec.num_actions
+                        ),
+                    });
+                }
+                box_from_proto(b)?
+            }
+        };
         Ok(EnvSpec {
             env_name: spec.env_name.clone(),
             obs_shape: spec.obs_shape.iter().map(|&d| d as usize).collect(),
             obs_dtype,
-            num_actions: spec.num_actions,
+            action,
         })
     }
 
     pub fn to_proto(&self) -> pb::EnvSpec {
+        let (num_actions, action_box) = match &self.action {
+            ActionSpace::Discrete(n) => (*n, None),
+            ActionSpace::Box { shape, low, high } => (
+                0,
+                Some(pb::BoxSpace {
+                    shape: shape.iter().map(|&d| d as u32).collect(),
+                    low: low.clone(),
+                    high: high.clone(),
+                }),
+            ),
+        };
         pb::EnvSpec {
             env_name: self.env_name.clone(),
             obs_shape: self.obs_shape.iter().map(|&d| d as u32).collect(),
             obs_dtype: self.obs_dtype.to_proto() as i32,
-            num_actions: self.num_actions,
+            num_actions,
+            action_box,
         }
+    }
+
+    /// Checks an action batch answering a step batch of `num_rows` envs:
+    /// one valid action per row in the field this spec's action space uses,
+    /// nothing in the other. Returns the field and what is wrong.
+    pub fn check_actions(
+        &self,
+        batch: &pb::ActionBatch,
+        num_rows: usize,
+    ) -> Result<(), (&'static str, String)> {
+        match &self.action {
+            ActionSpace::Discrete(n) => {
+                if batch.actions.len() != num_rows {
+                    return Err((
+                        "actions",
+                        format!("{} entries for {num_rows} envs", batch.actions.len()),
+                    ));
+                }
+                if !batch.continuous_actions.is_empty() {
+                    return Err((
+                        "continuous_actions",
+                        "set for a discrete action space".into(),
+                    ));
+                }
+                if let Some((i, a)) = batch.actions.iter().enumerate().find(|(_, &a)| a >= *n) {
+                    return Err((
+                        "actions",
+                        format!("entry {i} = {a} is not below num_actions = {n}"),
+                    ));
+                }
+            }
+            ActionSpace::Box { .. } => {
+                let want = num_rows * self.action.dim();
+                if batch.continuous_actions.len() != want {
+                    return Err((
+                        "continuous_actions",
+                        format!(
+                            "{} floats for {num_rows} envs of {} each",
+                            batch.continuous_actions.len(),
+                            self.action.dim()
+                        ),
+                    ));
+                }
+                if !batch.actions.is_empty() {
+                    return Err(("actions", "set for a continuous action space".into()));
+                }
+                if let Some(i) = batch.continuous_actions.iter().position(|a| !a.is_finite()) {
+                    return Err((
+                        "continuous_actions",
+                        format!("entry {i} is not finite: {}", batch.continuous_actions[i]),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Checks a step batch from an actor with `num_envs` envs of this spec.
@@ -271,6 +483,45 @@ impl EnvSpec {
     }
 }
 
+/// Checks a continuous action space received from an actor.
+fn box_from_proto(b: &pb::BoxSpace) -> Result<ActionSpace, ProtocolError> {
+    let bad = |reason: String| ProtocolError::InvalidSpec {
+        field: "spec.action_box",
+        reason,
+    };
+    if b.shape.is_empty() || b.shape.contains(&0) {
+        return Err(bad(format!(
+            "shape {:?} must have at least one dimension, none zero",
+            b.shape
+        )));
+    }
+    let dim = b
+        .shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d as usize))
+        .filter(|&n| n <= MAX_ACTION_DIM)
+        .ok_or_else(|| bad(format!("more than {MAX_ACTION_DIM} floats per action")))?;
+    if b.low.len() != dim || b.high.len() != dim {
+        return Err(bad(format!(
+            "low and high need {dim} entries each (one per element), got {} and {}",
+            b.low.len(),
+            b.high.len()
+        )));
+    }
+    for (i, (&lo, &hi)) in b.low.iter().zip(&b.high).enumerate() {
+        if lo.is_nan() || hi.is_nan() || lo > hi {
+            return Err(bad(format!(
+                "element {i}: low {lo} and high {hi} are not a range"
+            )));
+        }
+    }
+    Ok(ActionSpace::Box {
+        shape: b.shape.iter().map(|&d| d as usize).collect(),
+        low: b.low.clone(),
+        high: b.high.clone(),
+    })
+}
+
 /// Index of the first non-finite little-endian f32 in `bytes` (whose length
 /// is a multiple of 4), if any.
 ///
@@ -363,6 +614,126 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("spec.num_actions"));
+    }
+
+    #[test]
+    fn box_specs_round_trip_and_bad_boxes_are_named() {
+        let spec = EnvSpec {
+            env_name: "Pendulum-v1".into(),
+            obs_shape: vec![3],
+            obs_dtype: ObsDType::F32,
+            action: ActionSpace::uniform_box(1, -2.0, 2.0),
+        };
+        assert_eq!(EnvSpec::from_proto(&spec.to_proto()).unwrap(), spec);
+        assert_eq!(spec.num_actions(), None);
+        assert_eq!(spec.action.dim(), 1);
+        let mut p = spec.to_proto();
+        p.num_actions = 3;
+        let e = EnvSpec::from_proto(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("spec.num_actions") && e.contains("action_box"),
+            "{e}"
+        );
+        for (shape, low, high, says) in [
+            (vec![], vec![], vec![], "shape"),
+            (vec![2, 0], vec![], vec![], "shape"),
+            (vec![2], vec![0.0], vec![1.0, 1.0], "low and high"),
+            (vec![1], vec![1.0], vec![0.0], "element 0"),
+            (vec![1], vec![f32::NAN], vec![0.0], "element 0"),
+            (vec![1 << 20], vec![], vec![], "floats per action"),
+        ] {
+            let mut p = spec.to_proto();
+            p.action_box = Some(pb::BoxSpace { shape, low, high });
+            let e = EnvSpec::from_proto(&p).unwrap_err().to_string();
+            assert!(e.contains("spec.action_box") && e.contains(says), "{e}");
+        }
+        // Infinite bounds are a range.
+        let mut p = spec.to_proto();
+        p.action_box = Some(pb::BoxSpace {
+            shape: vec![2],
+            low: vec![f32::NEG_INFINITY, -1.0],
+            high: vec![f32::INFINITY, 1.0],
+        });
+        let open = EnvSpec::from_proto(&p).unwrap();
+        let mut a = [5.0, 5.0];
+        open.action.clip(&mut a);
+        assert_eq!(a, [5.0, 1.0]);
+    }
+
+    #[test]
+    fn differences_name_the_first_field_that_differs() {
+        let a = cartpole();
+        assert_eq!(a.difference(&a.clone()), None);
+        let mut b = a.clone();
+        b.obs_shape = vec![5];
+        assert_eq!(a.difference(&b).unwrap().0, "spec.obs_shape");
+        let mut b = a.clone();
+        b.action = ActionSpace::Discrete(3);
+        assert_eq!(
+            a.difference(&b).unwrap(),
+            ("spec.num_actions", "2".into(), "3".into())
+        );
+        b.action = ActionSpace::uniform_box(2, -1.0, 1.0);
+        let (field, ours, theirs) = a.difference(&b).unwrap();
+        assert_eq!(field, "spec.action_box");
+        assert_eq!(
+            (ours.as_str(), theirs.as_str()),
+            ("Discrete(2)", "Box([2], -1..1)")
+        );
+        let mut b = a.clone();
+        b.env_name = "other".into();
+        assert_eq!(a.difference(&b).unwrap().0, "spec.env_name");
+    }
+
+    #[test]
+    fn actions_are_checked_against_the_action_space() {
+        let reply = |actions: Vec<u32>, continuous: Vec<f32>| pb::ActionBatch {
+            seq: 0,
+            actions,
+            policy_version: 0,
+            continuous_actions: continuous,
+        };
+        let d = cartpole();
+        d.check_actions(&reply(vec![0, 1], vec![]), 2).unwrap();
+        assert_eq!(
+            d.check_actions(&reply(vec![0], vec![]), 2).unwrap_err().0,
+            "actions"
+        );
+        assert_eq!(
+            d.check_actions(&reply(vec![0, 2], vec![]), 2)
+                .unwrap_err()
+                .0,
+            "actions"
+        );
+        assert_eq!(
+            d.check_actions(&reply(vec![0, 1], vec![1.0]), 2)
+                .unwrap_err()
+                .0,
+            "continuous_actions"
+        );
+        let mut c = cartpole();
+        c.action = ActionSpace::uniform_box(2, -1.0, 1.0);
+        // Unclipped samples are valid; the actor clips them.
+        c.check_actions(&reply(vec![], vec![0.5, -3.0, 9.0, 0.0]), 2)
+            .unwrap();
+        assert_eq!(
+            c.check_actions(&reply(vec![], vec![0.5, -3.0, 9.0]), 2)
+                .unwrap_err()
+                .0,
+            "continuous_actions"
+        );
+        assert_eq!(
+            c.check_actions(&reply(vec![], vec![0.5, f32::NAN, 9.0, 0.0]), 2)
+                .unwrap_err()
+                .0,
+            "continuous_actions"
+        );
+        assert_eq!(
+            c.check_actions(&reply(vec![1, 1], vec![0.0; 4]), 2)
+                .unwrap_err()
+                .0,
+            "actions"
+        );
     }
 
     #[test]

@@ -130,11 +130,20 @@ proptest! {
         shape in proptest::collection::vec(any::<u32>(), 0..4),
         dtype in -1i32..4,
         actions in any::<u32>(),
+        action_box in proptest::option::of((
+            proptest::collection::vec(0u32..5, 0..3),
+            proptest::collection::vec(-2.0f32..2.0, 0..5),
+            proptest::collection::vec(-2.0f32..2.0, 0..5),
+        )),
     ) {
-        let p = pb::EnvSpec { env_name: "x".into(), obs_shape: shape, obs_dtype: dtype, num_actions: actions };
+        let action_box = action_box.map(|(shape, low, high)| pb::BoxSpace { shape, low, high });
+        let p = pb::EnvSpec { env_name: "x".into(), obs_shape: shape, obs_dtype: dtype, num_actions: actions, action_box };
         match EnvSpec::from_proto(&p) {
             Ok(s) => {
-                prop_assert!(s.num_actions > 0 && !s.obs_shape.is_empty());
+                prop_assert!(s.action.dim() > 0 && !s.obs_shape.is_empty());
+                if let seed_shared::ActionSpace::Box { low, high, .. } = &s.action {
+                    prop_assert!(low.iter().zip(high).all(|(l, h)| l <= h));
+                }
                 // Sizes are representable.
                 let _ = s.obs_bytes();
             }

@@ -210,9 +210,10 @@ impl Stream {
                     seq: b.seq,
                     // Alternating actions, always valid.
                     actions: (0..b.env_indices.len() as u32)
-                        .map(|i| (i + b.seq as u32) % spec.num_actions)
+                        .map(|i| (i + b.seq as u32) % spec.action.dim() as u32)
                         .collect(),
                     policy_version: policy_version_for(b.seq),
+                    continuous_actions: vec![],
                 };
                 if let Script::Corrupt(c) = self.script {
                     match c {
@@ -220,7 +221,7 @@ impl Stream {
                         Corruption::WrongCount => {
                             actions.actions.pop();
                         }
-                        Corruption::OutOfRange => actions.actions[0] = spec.num_actions,
+                        Corruption::OutOfRange => actions.actions[0] = spec.action.dim() as u32,
                     }
                 }
                 if !self.reply(Kind::Actions(actions)).await {

@@ -95,7 +95,7 @@ fn measure(model: &str, device_name: &str, batch: usize, budget: Duration) -> Re
     };
     let mut sampler = ActionSampler::new(1);
     let mut actions = vec![0u32; batch];
-    let num_actions = spec.num_actions as usize;
+    let num_actions = spec.action.dim();
     let mut iteration = || -> Result<()> {
         let obs = match &host {
             HostObs::F32(v) => Tensor::from_slice(v, shape.as_slice(), &device)?,

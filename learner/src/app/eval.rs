@@ -13,7 +13,7 @@
 use std::path::Path;
 
 use candle_core::{Device, Tensor};
-use seed_env::{EnvConfig, SyntheticConfig};
+use seed_env::{Action, EnvConfig, EnvError, SyntheticConfig};
 use seed_shared::codec::read_f32_le_into;
 use seed_shared::ObsDType;
 use serde::Serialize;
@@ -57,9 +57,14 @@ pub struct EvalReport {
     pub policy_version: u64,
 }
 
+fn env_failed(e: EnvError) -> LearnerError {
+    LearnerError::Config(format!("evaluation env failed: {e}"))
+}
+
 fn env_config(d: &EnvDescription) -> Result<EnvConfig, LearnerError> {
     match d.kind.as_str() {
         "cartpole" => Ok(EnvConfig::CartPole),
+        "pendulum" => Ok(EnvConfig::Pendulum),
         "synthetic" => Ok(EnvConfig::Synthetic(SyntheticConfig {
             obs_shape: d.obs_shape.clone(),
             obs_dtype: d
@@ -71,7 +76,8 @@ fn env_config(d: &EnvDescription) -> Result<EnvConfig, LearnerError> {
             episode_len: d.episode_len,
         })),
         other => Err(LearnerError::Config(format!(
-            "checkpoint env kind {other:?} is not cartpole or synthetic"
+            "checkpoint env kind {other:?} is not cartpole, pendulum or synthetic (an env \
+             served by remote actors cannot be rebuilt here)"
         ))),
     }
 }
@@ -97,7 +103,7 @@ pub fn evaluate(run_dir: &Path, config: &EvalConfig) -> Result<EvalReport, Learn
     let env_cfg = env_config(&ckpt.config.env)?;
     let spec = env_cfg.spec();
     let (n, obs_bytes, obs_len) = (episodes.max(1), spec.obs_bytes(), spec.obs_len());
-    let a = spec.num_actions as usize;
+    let a = spec.action.dim();
     let mut envs: Vec<_> = (0..n)
         .map(|i| env_cfg.build(seed.wrapping_add(i as u64)))
         .collect();
@@ -106,7 +112,8 @@ pub fn evaluate(run_dir: &Path, config: &EvalConfig) -> Result<EvalReport, Learn
         env.reset(
             seed.wrapping_add(i as u64),
             &mut obs[i * obs_bytes..(i + 1) * obs_bytes],
-        );
+        )
+        .map_err(env_failed)?;
     }
     let mut running: Vec<usize> = (0..n).collect();
     let mut returns = vec![0f64; n];
@@ -168,7 +175,12 @@ pub fn evaluate(run_dir: &Path, config: &EvalConfig) -> Result<EvalReport, Learn
         }
         let mut still = Vec::with_capacity(k);
         for (row, &i) in running.iter().enumerate() {
-            let t = envs[i].step(actions[row], &mut obs[i * obs_bytes..(i + 1) * obs_bytes]);
+            let t = envs[i]
+                .step(
+                    Action::Discrete(actions[row]),
+                    &mut obs[i * obs_bytes..(i + 1) * obs_bytes],
+                )
+                .map_err(env_failed)?;
             returns[i] += f64::from(t.reward);
             if !(t.terminated || t.truncated) {
                 still.push(i);

@@ -308,13 +308,14 @@ fn env_description(env: &EnvConfig) -> EnvDescription {
     let spec = env.spec();
     let (kind, synthetic) = match env {
         EnvConfig::CartPole => ("cartpole", SyntheticConfig::default()),
+        EnvConfig::Pendulum => ("pendulum", SyntheticConfig::default()),
         EnvConfig::Synthetic(s) => ("synthetic", s.clone()),
     };
     EnvDescription {
         kind: kind.into(),
         obs_shape: spec.obs_shape.clone(),
         obs_dtype: spec.obs_dtype.to_string(),
-        num_actions: spec.num_actions,
+        num_actions: spec.action.dim() as u32,
         episode_len: synthetic.episode_len,
         step_cost_us: synthetic.step_cost_us,
     }

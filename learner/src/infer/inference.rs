@@ -348,7 +348,7 @@ impl InferenceWorker {
         };
         let policy = shared.weights.load();
         let step = policy.model.step(&obs, state.as_ref())?;
-        let num_actions = shared.spec.num_actions as usize;
+        let num_actions = shared.spec.action.dim();
         let logits = step.logits.flatten_all()?.to_vec1::<f32>()?;
         self.actions.clear();
         self.actions.resize(rows, 0);
@@ -408,6 +408,7 @@ impl InferenceWorker {
                     seq: batch.seq,
                     actions: self.actions[row..row + k].to_vec(),
                     policy_version: version,
+                    continuous_actions: Vec::new(),
                 })),
             };
             // A closed channel means the stream already ended; nothing to do.

@@ -95,13 +95,15 @@ impl TrainingSetup {
             Some(l) => l.config.model.clone(),
             None => model,
         };
-        if model_config.obs_shape != spec.obs_shape
-            || model_config.num_actions != spec.num_actions as usize
+        if model_config.obs_shape != spec.obs_shape || model_config.num_actions != spec.action.dim()
         {
             return Err(LearnerError::Config(format!(
                 "--resume: the checkpoint's model is for observations {:?} and {} actions, \
                  the env has {:?} and {}",
-                model_config.obs_shape, model_config.num_actions, spec.obs_shape, spec.num_actions
+                model_config.obs_shape,
+                model_config.num_actions,
+                spec.obs_shape,
+                spec.action.dim()
             )));
         }
         let mut model = TrainableModel::new(&model_config, device, seed)?;
@@ -120,7 +122,7 @@ impl TrainingSetup {
             unroll_length: train.unroll_length,
             obs_shape: spec.obs_shape.clone(),
             obs_dtype: spec.obs_dtype,
-            num_actions: spec.num_actions as usize,
+            num_actions: spec.action.dim(),
             state_size: model_config.lstm_size.unwrap_or(0),
         };
         // FIFO consume-once; reuse (`--replay-ratio`) happens after

@@ -79,7 +79,7 @@ impl ModelConfig {
         ModelConfig {
             obs_shape: spec.obs_shape.clone(),
             obs_is_u8: spec.obs_dtype == ObsDType::U8,
-            num_actions: spec.num_actions as usize,
+            num_actions: spec.action.dim(),
             hidden_sizes: vec![64, 64],
             conv_features: 256,
             lstm_size: None,

@@ -631,32 +631,11 @@ impl StreamTask {
             .ok_or(ProtocolError::Missing { field: "spec" })?;
         let spec = EnvSpec::from_proto(spec_proto)?;
         let ours = &self.ctx.spec;
-        if spec.obs_shape != ours.obs_shape {
+        if let Some((field, learner, actor)) = ours.difference(&spec) {
             return Err(StreamError::SpecMismatch {
-                field: "spec.obs_shape",
-                learner: format!("{:?}", ours.obs_shape),
-                actor: format!("{:?}", spec.obs_shape),
-            });
-        }
-        if spec.obs_dtype != ours.obs_dtype {
-            return Err(StreamError::SpecMismatch {
-                field: "spec.obs_dtype",
-                learner: ours.obs_dtype.to_string(),
-                actor: spec.obs_dtype.to_string(),
-            });
-        }
-        if spec.num_actions != ours.num_actions {
-            return Err(StreamError::SpecMismatch {
-                field: "spec.num_actions",
-                learner: ours.num_actions.to_string(),
-                actor: spec.num_actions.to_string(),
-            });
-        }
-        if spec.env_name != ours.env_name {
-            return Err(StreamError::SpecMismatch {
-                field: "spec.env_name",
-                learner: format!("{:?}", ours.env_name),
-                actor: format!("{:?}", spec.env_name),
+                field,
+                learner,
+                actor,
             });
         }
         if hello.num_envs == 0 {

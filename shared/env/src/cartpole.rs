@@ -13,7 +13,7 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::env::{Env, Transition};
+use crate::env::{Action, Env, EnvError, Transition};
 
 const GRAVITY: f64 = 9.8;
 const MASSCART: f64 = 1.0;
@@ -78,16 +78,18 @@ impl CartPole {
 }
 
 impl Env for CartPole {
-    fn reset(&mut self, seed: u64, obs: &mut [u8]) {
+    fn reset(&mut self, seed: u64, obs: &mut [u8]) -> Result<(), EnvError> {
         self.rng = SmallRng::seed_from_u64(seed);
         for v in &mut self.state {
             *v = self.rng.random_range(-RESET_BOUND..RESET_BOUND);
         }
         self.elapsed_steps = 0;
         self.write_obs(obs);
+        Ok(())
     }
 
-    fn step(&mut self, action: u32, obs: &mut [u8]) -> Transition {
+    fn step(&mut self, action: Action<'_>, obs: &mut [u8]) -> Result<Transition, EnvError> {
+        let action = action.discrete()?;
         let [x, x_dot, theta, theta_dot] = self.state;
         let force = if action == 1 { FORCE_MAG } else { -FORCE_MAG };
         let costheta = theta.cos();
@@ -116,11 +118,11 @@ impl Env for CartPole {
         self.elapsed_steps += 1;
         let truncated = self.elapsed_steps >= CARTPOLE_MAX_EPISODE_STEPS;
         self.write_obs(obs);
-        Transition {
+        Ok(Transition {
             reward: 1.0,
             terminated,
             truncated,
-        }
+        })
     }
 }
 
@@ -141,7 +143,7 @@ mod tests {
         let mut seen_negative = false;
         let mut seen_positive = false;
         for seed in 0..200 {
-            env.reset(seed, &mut obs);
+            env.reset(seed, &mut obs).unwrap();
             for v in env.state() {
                 assert!((-RESET_BOUND..RESET_BOUND).contains(&v), "{v}");
                 seen_negative |= v < 0.0;
@@ -152,10 +154,10 @@ mod tests {
         assert!(seen_negative && seen_positive);
         let mut other = CartPole::new();
         let mut other_obs = [0u8; 16];
-        env.reset(42, &mut obs);
-        other.reset(42, &mut other_obs);
+        env.reset(42, &mut obs).unwrap();
+        other.reset(42, &mut other_obs).unwrap();
         assert_eq!(obs, other_obs);
-        other.reset(43, &mut other_obs);
+        other.reset(43, &mut other_obs).unwrap();
         assert_ne!(obs, other_obs);
     }
 
@@ -163,13 +165,13 @@ mod tests {
     fn reset_restarts_the_time_limit() {
         let mut env = CartPole::new();
         let mut obs = [0u8; 16];
-        env.reset(1, &mut obs);
+        env.reset(1, &mut obs).unwrap();
         for _ in 0..CARTPOLE_MAX_EPISODE_STEPS - 1 {
             env.set_state([0.0; 4]);
-            assert!(!env.step(0, &mut obs).truncated);
+            assert!(!env.step(Action::Discrete(0), &mut obs).unwrap().truncated);
         }
-        env.reset(2, &mut obs);
+        env.reset(2, &mut obs).unwrap();
         env.set_state([0.0; 4]);
-        assert!(!env.step(0, &mut obs).truncated);
+        assert!(!env.step(Action::Discrete(0), &mut obs).unwrap().truncated);
     }
 }

@@ -10,6 +10,7 @@ use seed_shared::EnvSpec;
 
 use crate::cartpole::CartPole;
 use crate::env::Env;
+use crate::pendulum::Pendulum;
 use crate::synthetic::{SyntheticConfig, SyntheticEnv};
 
 /// Which environment every env of an actor runs.
@@ -17,6 +18,9 @@ use crate::synthetic::{SyntheticConfig, SyntheticEnv};
 pub enum EnvConfig {
     /// Gymnasium's CartPole-v1 (4 x f32 observation, 2 actions, 500-step limit).
     CartPole,
+    /// Gymnasium's Pendulum-v1 (3 x f32 observation, one torque in [-2, 2],
+    /// 200-step limit): continuous actions.
+    Pendulum,
     /// The synthetic benchmark env.
     Synthetic(SyntheticConfig),
 }
@@ -26,6 +30,7 @@ impl EnvConfig {
     pub fn spec(&self) -> EnvSpec {
         match self {
             EnvConfig::CartPole => EnvSpec::cartpole(),
+            EnvConfig::Pendulum => Pendulum::spec(),
             EnvConfig::Synthetic(cfg) => cfg.spec(),
         }
     }
@@ -34,6 +39,7 @@ impl EnvConfig {
     pub fn build(&self, seed: u64) -> Box<dyn Env> {
         match self {
             EnvConfig::CartPole => Box::new(CartPole::new()),
+            EnvConfig::Pendulum => Box::new(Pendulum::new()),
             EnvConfig::Synthetic(cfg) => Box::new(SyntheticEnv::new(cfg.clone(), seed)),
         }
     }

@@ -18,6 +18,8 @@ use crate::synthetic::SyntheticConfig;
 pub enum EnvKind {
     /// Gymnasium's CartPole-v1.
     Cartpole,
+    /// Gymnasium's Pendulum-v1 (continuous actions).
+    Pendulum,
     /// Configurable benchmark env (`--obs-shape`, `--obs-dtype`, ...).
     Synthetic,
 }
@@ -27,7 +29,8 @@ pub enum EnvKind {
 /// actors) and the latency harness.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct EnvArgs {
-    /// Environment: `cartpole` (Gymnasium CartPole-v1) or `synthetic` [default: cartpole].
+    /// Environment: `cartpole` (Gymnasium CartPole-v1), `pendulum` (Pendulum-v1, continuous
+    /// actions) or `synthetic` [default: cartpole].
     #[arg(long, value_enum, hide_default_value = true, default_value_t = EnvKind::Cartpole)]
     pub env: EnvKind,
     /// Synthetic env: observation shape, comma-separated [default: 84,84,4].
@@ -57,6 +60,7 @@ impl EnvArgs {
     pub fn env_config(&self) -> EnvConfig {
         match self.env {
             EnvKind::Cartpole => EnvConfig::CartPole,
+            EnvKind::Pendulum => EnvConfig::Pendulum,
             EnvKind::Synthetic => EnvConfig::Synthetic(SyntheticConfig {
                 obs_shape: self.obs_shape.clone(),
                 obs_dtype: self.obs_dtype,
@@ -78,6 +82,7 @@ impl EnvArgs {
 pub fn env_flags(env: &EnvConfig) -> Vec<String> {
     match env {
         EnvConfig::CartPole => vec!["--env".into(), "cartpole".into()],
+        EnvConfig::Pendulum => vec!["--env".into(), "pendulum".into()],
         EnvConfig::Synthetic(s) => {
             let shape: Vec<String> = s.obs_shape.iter().map(|d| d.to_string()).collect();
             vec![

@@ -1,9 +1,11 @@
 //! Environments of a SEED-style central-inference RL system: what an actor
 //! steps and what the learner evaluates on.
 //!
-//! - [`Env`] and [`Transition`] ([`env`](mod@env)): one environment with discrete
-//!   actions that writes its observation into the caller's buffer.
+//! - [`Env`], [`Action`] and [`Transition`] ([`env`](mod@env)): one environment
+//!   with discrete or continuous actions that writes its observation into the
+//!   caller's buffer.
 //! - [`CartPole`] ([`cartpole`]): Gymnasium's CartPole-v1 with its exact dynamics.
+//! - [`Pendulum`] ([`pendulum`]): Gymnasium's Pendulum-v1, continuous actions.
 //! - [`SyntheticEnv`] and [`SyntheticConfig`] ([`synthetic`]): a benchmark env
 //!   of any observation shape, dtype and per-step CPU cost.
 //! - [`EnvConfig`] ([`config`]): which env to run; builds envs and their spec.
@@ -19,10 +21,12 @@ pub mod cartpole;
 pub mod config;
 pub mod env;
 pub mod flags;
+pub mod pendulum;
 pub mod synthetic;
 
 pub use cartpole::{CartPole, CARTPOLE_MAX_EPISODE_STEPS};
 pub use config::EnvConfig;
-pub use env::{Env, Transition};
+pub use env::{Action, Env, EnvError, Transition};
 pub use flags::{env_flags, EnvArgs, EnvKind};
+pub use pendulum::{Pendulum, PENDULUM_MAX_EPISODE_STEPS};
 pub use synthetic::{SyntheticConfig, SyntheticEnv};

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use seed_shared::{EnvSpec, ObsDType};
 
-use crate::env::{Env, Transition};
+use crate::env::{Action, Env, EnvError, Transition};
 
 /// Parameters of the synthetic env.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,13 +104,15 @@ impl SyntheticEnv {
 }
 
 impl Env for SyntheticEnv {
-    fn reset(&mut self, seed: u64, obs: &mut [u8]) {
+    fn reset(&mut self, seed: u64, obs: &mut [u8]) -> Result<(), EnvError> {
         self.t = 0;
         self.salt = self.build_salt.wrapping_add(seed as u8);
         self.write_obs(obs);
+        Ok(())
     }
 
-    fn step(&mut self, action: u32, obs: &mut [u8]) -> Transition {
+    fn step(&mut self, action: Action<'_>, obs: &mut [u8]) -> Result<Transition, EnvError> {
+        let action = action.discrete()?;
         if self.busy_iterations > 0 {
             busy_work(self.busy_iterations);
         }
@@ -121,11 +123,11 @@ impl Env for SyntheticEnv {
         };
         self.t += 1;
         self.write_obs(obs);
-        Transition {
+        Ok(Transition {
             reward,
             terminated: self.t >= self.cfg.episode_len,
             truncated: false,
-        }
+        })
     }
 }
 
@@ -178,7 +180,7 @@ mod tests {
     fn spec_matches_shape_and_dtype() {
         let atari = cfg(&[84, 84, 4], ObsDType::U8).spec();
         assert_eq!(atari.obs_bytes(), 84 * 84 * 4);
-        assert_eq!(atari.num_actions, 3);
+        assert_eq!(atari.num_actions(), Some(3));
         let vector = cfg(&[2, 5], ObsDType::F32).spec();
         assert_eq!(vector.obs_bytes(), 40);
         assert_eq!(vector.obs_dtype, ObsDType::F32);
@@ -190,12 +192,12 @@ mod tests {
         let n = c.spec().obs_bytes();
         let (mut a, mut b) = (SyntheticEnv::new(c.clone(), 5), SyntheticEnv::new(c, 5));
         let (mut oa, mut ob) = (vec![0u8; n], vec![0u8; n]);
-        a.reset(9, &mut oa);
-        b.reset(9, &mut ob);
+        a.reset(9, &mut oa).unwrap();
+        b.reset(9, &mut ob).unwrap();
         assert_eq!(oa, ob);
         assert_eq!(oa[1], oa[0].wrapping_add(1));
         let first = oa.clone();
-        a.step(0, &mut oa);
+        a.step(Action::Discrete(0), &mut oa).unwrap();
         assert_ne!(oa, first);
         assert_eq!(oa[0], first[0].wrapping_add(1));
     }
@@ -205,7 +207,7 @@ mod tests {
         let c = cfg(&[3, 7], ObsDType::F32);
         let mut env = SyntheticEnv::new(c, 0);
         let mut obs = vec![0u8; 84];
-        env.reset(0, &mut obs);
+        env.reset(0, &mut obs).unwrap();
         let mut values = [0f32; 21];
         seed_shared::codec::read_f32_le_into(&obs, &mut values);
         assert!(values.iter().all(|v| (0.0..=1.0).contains(v)));
@@ -216,13 +218,19 @@ mod tests {
     fn reward_follows_the_step_index_and_episode_terminates() {
         let mut env = SyntheticEnv::new(cfg(&[1], ObsDType::U8), 0);
         let mut obs = [0u8; 1];
-        env.reset(0, &mut obs);
-        let rewards: Vec<f32> = (0..4).map(|_| env.step(1, &mut obs).reward).collect();
+        env.reset(0, &mut obs).unwrap();
+        let rewards: Vec<f32> = (0..4)
+            .map(|_| env.step(Action::Discrete(1), &mut obs).unwrap().reward)
+            .collect();
         // t = 0, 1, 2, 3 with 3 actions: action 1 matches only t = 1.
         assert_eq!(rewards, [0.0, 1.0, 0.0, 0.0]);
-        env.reset(0, &mut obs);
+        env.reset(0, &mut obs).unwrap();
         let ends: Vec<bool> = (0..4)
-            .map(|t| env.step(t % 3, &mut obs).terminated)
+            .map(|t| {
+                env.step(Action::Discrete(t % 3), &mut obs)
+                    .unwrap()
+                    .terminated
+            })
             .collect();
         assert_eq!(ends, [false, false, false, true]);
     }

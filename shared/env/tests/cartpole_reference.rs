@@ -6,7 +6,7 @@
 //! the reward and the flags. Two states terminate (x past 2.4; θ past -12°),
 //! and the time limit truncates exactly at step 500.
 
-use seed_env::{CartPole, Env, CARTPOLE_MAX_EPISODE_STEPS};
+use seed_env::{Action, CartPole, Env, CARTPOLE_MAX_EPISODE_STEPS};
 use seed_shared::codec::read_f32_le_into;
 
 struct Case {
@@ -42,9 +42,9 @@ fn transitions_match_gymnasium() {
     let mut env = CartPole::new();
     let mut obs = [0u8; 16];
     for (i, case) in CASES.iter().enumerate() {
-        env.reset(0, &mut obs);
+        env.reset(0, &mut obs).unwrap();
         env.set_state(case.state);
-        let t = env.step(case.action, &mut obs);
+        let t = env.step(Action::Discrete(case.action), &mut obs).unwrap();
         let mut got = [0f32; 4];
         read_f32_le_into(&obs, &mut got);
         let state = env.state();
@@ -74,11 +74,11 @@ fn transitions_match_gymnasium() {
 fn time_limit_truncates_at_step_500() {
     let mut env = CartPole::new();
     let mut obs = [0u8; 16];
-    env.reset(7, &mut obs);
+    env.reset(7, &mut obs).unwrap();
     for step in 1..=CARTPOLE_MAX_EPISODE_STEPS {
         // Upright state before every step, as in the generator: never terminates.
         env.set_state([0.0; 4]);
-        let t = env.step(step % 2, &mut obs);
+        let t = env.step(Action::Discrete(step % 2), &mut obs).unwrap();
         assert!(!t.terminated, "step {step}");
         assert_eq!(t.truncated, step == 500, "step {step}");
     }
