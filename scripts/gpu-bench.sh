@@ -54,14 +54,14 @@ for dev in $DEVICES; do
   timeout 45 "$BIN/learner" --device "$dev" --no-train --local-actors "$ACTORS" --envs-per-actor 256 \
     --max-batch 1024 --max-seconds 15 --progress-secs 5 --summary-json "$OUT/serve_cartpole_$tag.json"
   step "serving only (--no-train), synthetic 84x84x4 u8, learner on $dev, $ACTORS actors x 64 envs"
-  timeout 45 "$BIN/learner" --device "$dev" --no-train --env synthetic --obs-shape 84,84,4 \
+  timeout 45 "$BIN/learner" --device "$dev" --no-train --env synthetic --obs-shape 4,84,84 \
     --obs-dtype u8 --num-actions 6 --local-actors "$ACTORS" --envs-per-actor 64 --max-batch 512 \
     --max-seconds 15 --progress-secs 5 --summary-json "$OUT/serve_atari_$tag.json"
   step "end to end with training, CartPole, learner on $dev, $ACTORS actors x 256 envs"
   timeout 45 "$BIN/learner" --device "$dev" --local-actors "$ACTORS" --envs-per-actor 256 \
     --max-seconds 20 --progress-secs 10 --summary-json "$OUT/e2e_cartpole_$tag.json"
   step "end to end with training, synthetic 84x84x4 u8, learner on $dev, $ACTORS actors x 64 envs"
-  timeout 45 "$BIN/learner" --device "$dev" --env synthetic --obs-shape 84,84,4 --obs-dtype u8 \
+  timeout 45 "$BIN/learner" --device "$dev" --env synthetic --obs-shape 4,84,84 --obs-dtype u8 \
     --num-actions 6 --local-actors "$ACTORS" --envs-per-actor 64 \
     --max-seconds 20 --progress-secs 10 --summary-json "$OUT/e2e_atari_$tag.json"
   step "time to solve CartPole, training on $dev"
@@ -71,7 +71,7 @@ for dev in $DEVICES; do
   timeout 60 "$BIN/latency" --device "$dev" --duration-secs 4 \
     --json "$OUT/latency_cartpole_1x1_$tag.json"
   step "actor-side round trip, $ACTORS actors x 64 synthetic 84x84x4 u8 envs, learner on $dev"
-  timeout 60 "$BIN/latency" --device "$dev" --env synthetic --obs-shape 84,84,4 --obs-dtype u8 \
+  timeout 60 "$BIN/latency" --device "$dev" --env synthetic --obs-shape 4,84,84 --obs-dtype u8 \
     --actors "$ACTORS" --envs-per-actor 64 --max-batch 512 --duration-secs 4 \
     --json "$OUT/latency_atari_${ACTORS}x64_$tag.json"
 done

@@ -114,7 +114,7 @@ async fn serves_atari_sized_frames_over_a_unix_socket() {
     let dir = tempfile::tempdir().unwrap();
     let mut fake = FakeServer::unix(&dir.path().join("learner.sock"), Script::Serve);
     let env = EnvConfig::Synthetic(SyntheticConfig {
-        obs_shape: vec![84, 84, 4],
+        obs_shape: vec![4, 84, 84],
         obs_dtype: ObsDType::U8,
         num_actions: 6,
         step_cost_us: 0,

@@ -19,7 +19,7 @@ use seed_shared::{codec, pb, ObsDType};
 
 fn atari() -> EnvConfig {
     EnvConfig::Synthetic(SyntheticConfig {
-        obs_shape: vec![84, 84, 4],
+        obs_shape: vec![4, 84, 84],
         obs_dtype: ObsDType::U8,
         num_actions: 6,
         step_cost_us: 0,

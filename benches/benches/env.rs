@@ -65,7 +65,7 @@ fn bench_env(c: &mut Criterion) {
     bench_cartpole(c);
     bench_pool(c, "env/pool_cartpole", &EnvConfig::CartPole, &[2, 64, 512]);
     let atari = EnvConfig::Synthetic(SyntheticConfig {
-        obs_shape: vec![84, 84, 4],
+        obs_shape: vec![4, 84, 84],
         obs_dtype: ObsDType::U8,
         num_actions: 6,
         step_cost_us: 0,

@@ -80,7 +80,7 @@ fn bench_model(c: &mut Criterion) {
     bench_spec(
         c,
         "model/conv_84x84x4u8",
-        &EnvSpec::synthetic(vec![84, 84, 4], ObsDType::U8, 6),
+        &EnvSpec::synthetic(vec![4, 84, 84], ObsDType::U8, 6),
         &[1, 8, 32],
     );
 }

@@ -62,7 +62,7 @@ fn echo_clients_count_every_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let (addr, _stop) = start_echo(Transport::Unix, dir.path());
     let env = EnvConfig::Synthetic(SyntheticConfig {
-        obs_shape: vec![84, 84, 4],
+        obs_shape: vec![4, 84, 84],
         obs_dtype: ObsDType::U8,
         num_actions: 6,
         step_cost_us: 0,

@@ -51,6 +51,12 @@ pub enum LearnerError {
     },
     #[error("server: {0}")]
     Serve(String),
+    /// Stopped (interrupted, or `--max-seconds`) while waiting for the
+    /// first actor's hello to fix the env spec: nothing ran.
+    #[error(
+        "stopped before any actor connected ({0}): no env spec was fixed, nothing was trained"
+    )]
+    NoActor(&'static str),
     /// A TLS flag's file cannot be used (`--tls-cert`, `--tls-key`,
     /// `--tls-client-ca`): the message names the flag and the path.
     #[error(transparent)]

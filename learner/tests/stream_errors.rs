@@ -179,7 +179,8 @@ async fn each_bad_input_gets_its_status_and_the_good_actor_keeps_going() {
         names: "spec.obs_dtype".to_string(),
     });
 
-    // A spec that differs from the learner's.
+    // A spec that differs from the learner's: its observations, or its
+    // action space.
     let mut h = hello(4, TOKEN);
     if let Some(spec) = h.spec.as_mut() {
         spec.obs_shape = vec![5];
@@ -187,8 +188,23 @@ async fn each_bad_input_gets_its_status_and_the_good_actor_keeps_going() {
     cases.push(Rejection {
         welcome_first: false,
         message: Kind::Hello(h),
-        code: Code::InvalidArgument,
+        code: Code::FailedPrecondition,
         names: "spec.obs_shape".to_string(),
+    });
+    let mut h = hello(4, TOKEN);
+    if let Some(spec) = h.spec.as_mut() {
+        spec.num_actions = 0;
+        spec.action_box = Some(pb::BoxSpace {
+            shape: vec![1],
+            low: vec![-1.0],
+            high: vec![1.0],
+        });
+    }
+    cases.push(Rejection {
+        welcome_first: false,
+        message: Kind::Hello(h),
+        code: Code::FailedPrecondition,
+        names: "spec.action_box".to_string(),
     });
 
     // Missing and wrong token.

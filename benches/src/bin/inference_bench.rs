@@ -80,7 +80,7 @@ fn measure(model: &str, device_name: &str, batch: usize, budget: Duration) -> Re
     let device = open_device(device_name)?;
     let spec = match model {
         "mlp" => EnvSpec::cartpole(),
-        "conv" => EnvSpec::synthetic(vec![84, 84, 4], ObsDType::U8, 6),
+        "conv" => EnvSpec::synthetic(vec![4, 84, 84], ObsDType::U8, 6),
         other => bail!("unknown model `{other}` (expected mlp or conv)"),
     };
     let cfg = ModelConfig::for_spec(&spec);

@@ -15,8 +15,6 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use seed_actor::cli::ActorArgs;
 use seed_env::EnvArgs;
-#[cfg(test)]
-use seed_env::EnvKind;
 use seed_learner::app::config::{InferenceConfig, RunConfig, ServeConfig, DEFAULT_INLINE_MAX_ROWS};
 use seed_learner::app::LearnerConfig;
 use seed_learner::error::LearnerError;
@@ -569,7 +567,9 @@ impl TrainArgs {
             },
         });
         let config = LearnerConfig {
-            env: self.environment.env_config(),
+            // Remote actors only and no --env: the first hello fixes the spec.
+            env: (self.local_actors > 0 || self.environment.env.is_some())
+                .then(|| self.environment.env_config()),
             seed: self.seed,
             model: ModelShape {
                 hidden_sizes: self.hidden_sizes.clone(),
@@ -639,7 +639,8 @@ mod tests {
         assert_eq!(t.listen, None);
         assert_eq!(t.local_actors, 2);
         assert_eq!(t.envs_per_actor, 32);
-        assert_eq!(t.environment.env, EnvKind::Cartpole);
+        assert_eq!(t.environment.env, None);
+        assert_eq!(t.environment.env_config(), seed_env::EnvConfig::CartPole);
         assert_eq!(t.max_batch, 256);
         assert_eq!(t.flush_us, 500);
         assert_eq!(t.actor_idle_ms, 100);
@@ -668,6 +669,8 @@ mod tests {
             "0",
             "--listen",
             "127.0.0.1:50051",
+            "--env",
+            "cartpole",
         ])
         .unwrap()
         .train
@@ -677,8 +680,18 @@ mod tests {
             serving,
             LearnerConfig::serving(
                 "127.0.0.1:50051".parse().unwrap(),
-                LearnerConfig::default().env
+                seed_env::EnvConfig::CartPole
             )
+        );
+        // Without --env, remote actors fix the spec.
+        let remote = parse(&["--local-actors", "0"]).unwrap().train;
+        assert_eq!(remote.to_config().unwrap().env, None);
+        let pendulum = parse(&["--local-actors", "0", "--env", "pendulum"])
+            .unwrap()
+            .train;
+        assert_eq!(
+            pendulum.to_config().unwrap().env,
+            Some(seed_env::EnvConfig::Pendulum)
         );
     }
 

@@ -27,8 +27,10 @@ use crate::serve::transport::ListenAddr;
 /// and when to stop.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LearnerConfig {
-    /// The environment actors must run (also what local actors run).
-    pub env: EnvConfig,
+    /// The environment actors must run (also what local actors run);
+    /// `None` (`--local-actors 0` without `--env`): the first actor's hello
+    /// fixes the env spec and the model is built from it.
+    pub env: Option<EnvConfig>,
     /// Seed of the initial weights, action sampling, replay and local actors.
     pub seed: u64,
     /// The network's shape beyond what the env spec fixes.
@@ -124,7 +126,7 @@ impl Default for LearnerConfig {
     /// The CLI's defaults: CartPole, 2 local actors of 32 envs, training on.
     fn default() -> Self {
         LearnerConfig {
-            env: EnvConfig::CartPole,
+            env: Some(EnvConfig::CartPole),
             seed: 0,
             model: ModelShape::default(),
             serve: ServeConfig::default(),
@@ -199,7 +201,7 @@ impl LearnerConfig {
     /// (what tests and embedders that bring their own actors start from).
     pub fn serving(listen: ListenAddr, env: EnvConfig) -> Self {
         LearnerConfig {
-            env,
+            env: Some(env),
             serve: ServeConfig {
                 listen,
                 fallback_to_ephemeral: false,
@@ -231,6 +233,12 @@ impl LearnerConfig {
         }
         if self.serve.max_env_slots == 0 {
             return bad("--max-env-slots must be at least 1");
+        }
+        if self.env.is_none() && self.run.local_actors > 0 {
+            return bad(
+                "local actors need an env (--env); only with --local-actors 0 can the first \
+                 actor's hello fix it",
+            );
         }
         if let Some(problem) = self.serve.keepalive.problem() {
             return bad(problem);

@@ -5,17 +5,21 @@
 //! # Order
 //! Stages are built along the data flow (server → batcher → inference →
 //! unroll → replay → prefetch → train → weights), with one rule on top: a
-//! stage is started only once everything it pushes into exists. So:
-//! 1. the learning side's objects ([`TrainingSetup`]: model and weights,
-//!    replay buffer, unroll builder), since inference pushes into the unroll
-//!    builder and reads the weights (a fresh network when not training);
-//! 2. the state table and the batcher (what stream tasks push into);
-//! 3. the listener (and, when it serves TLS to remote actors while local
+//! stage gets work only once everything it pushes into exists. So:
+//! 1. the listener (and, when it serves TLS to remote actors while local
 //!    actors run, the local actors' private plaintext socket) and the
 //!    metrics endpoint, bound before any thread starts so that a busy port
-//!    leaves nothing behind;
-//! 4. the inference threads, then the service (streams are accepted from
-//!    here on);
+//!    leaves nothing behind; then the service, which accepts streams but
+//!    welcomes none until step 4. Without `--env` (`config.env` `None`)
+//!    the first actor's hello fixes the env spec here
+//!    ([`SpecGate`](crate::serve::SpecGate)), since the model is built
+//!    from it;
+//! 2. the learning side's objects ([`TrainingSetup`]: model and weights,
+//!    replay buffer, unroll builder), since inference pushes into the unroll
+//!    builder and reads the weights (a fresh network when not training);
+//! 3. the state table and the batcher (what stream tasks push into);
+//! 4. the inference threads, then the stages go to the service (waiting
+//!    streams are welcomed from here on);
 //! 5. prefetch and the training thread.
 //!
 //! Stopping runs the other way: training first (closing the replay buffer
@@ -28,6 +32,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use seed_env::{EnvConfig, SyntheticConfig};
+use seed_shared::EnvSpec;
+use tracing::info;
 
 use crate::app::config::LearnerConfig;
 use crate::error::LearnerError;
@@ -44,6 +50,7 @@ use crate::model::{ModelConfig, TrainableModel};
 use crate::report::metrics_endpoint::MetricsEndpoint;
 use crate::serve::server::{Listeners, Server, ServerHandle, ServiceConfig, ServiceStages};
 use crate::serve::transport::{self, ListenAddr};
+use crate::serve::SpecGate;
 
 /// A running learner: serving, inferring and (unless `--no-train`) training.
 pub struct Learner {
@@ -62,9 +69,17 @@ pub struct Learner {
 
 impl Learner {
     /// Builds and starts every stage `config` describes (see the module
-    /// docs for the order). Must run inside a tokio runtime.
+    /// docs for the order). Must run inside a tokio runtime. Without an env
+    /// (`config.env` `None`) this waits for the first actor's hello; use
+    /// [`Learner::bind`] to learn the address before that.
     pub async fn start(config: &LearnerConfig) -> Result<Learner, LearnerError> {
-        Self::build(config, None).await
+        Self::bind(config).await?.start().await
+    }
+
+    /// Step 1 only: binds the sockets and starts the service (see the
+    /// module docs). [`BoundLearner::start`] does the rest.
+    pub async fn bind(config: &LearnerConfig) -> Result<BoundLearner, LearnerError> {
+        Self::bind_with(config, None).await
     }
 
     /// Serves with the caller's inference sink instead of the trainer: for
@@ -80,72 +95,20 @@ impl Learner {
                     .into(),
             ));
         }
-        Self::build(config, Some(sink)).await
+        Self::bind_with(config, Some(sink)).await?.start().await
     }
 
-    async fn build(
+    async fn bind_with(
         config: &LearnerConfig,
         external_sink: Option<SinkFactory>,
-    ) -> Result<Learner, LearnerError> {
+    ) -> Result<BoundLearner, LearnerError> {
         config.validate()?;
-        let spec = config.env.spec();
         let device = config.inference.device.open()?;
-        let model = ModelConfig::new(&spec, &config.model);
-
-        // 1. The learning side (or a fresh network to serve).
-        let setup = match &config.train {
-            Some(train) => Some(TrainingSetup::new(
-                train,
-                TrainingTarget {
-                    model: model.clone(),
-                    spec: spec.clone(),
-                    env: env_description(&config.env),
-                    device: device.clone(),
-                    seed: config.seed,
-                    max_env_slots: config.serve.max_env_slots,
-                    run_dir: config.run_dir().cloned(),
-                },
-            )?),
-            None => None,
-        };
-        let (weights, sink) = match &setup {
-            Some(s) => (Arc::clone(&s.weights), Some(Arc::clone(&s.sink))),
-            None => {
-                let model = TrainableModel::new(&model, &device, config.seed)?;
-                let weights = Arc::new(WeightsHandle::new(model.snapshot()?, PolicyVersion(0)));
-                (weights, external_sink)
-            }
-        };
-
-        // 2. What stream tasks push into.
-        let state_size = weights.load().model.state_size();
-        let table = StateTable::with_idle_threshold(
-            config.serve.max_env_slots,
-            state_size,
-            config.inference.actor_idle,
-        );
-        let batcher = Arc::new(DynamicBatcher::new(
-            config.inference.batcher,
-            config.inference.threads.max(1),
-        ));
-        {
-            let batcher = Arc::clone(&batcher);
-            table.set_release_hook(Box::new(move || batcher.wake()));
-        }
         let metrics = Arc::new(Metrics::new());
-        {
-            let live = Arc::clone(&table);
-            metrics.attach_live_slots(Box::new(move || live.live_slots()));
-            let active = Arc::clone(&table);
-            metrics.attach_active_slots(Box::new(move || active.active_slots()));
-            let batcher = Arc::clone(&batcher);
-            metrics.attach_batcher_queued(Box::new(move || batcher.queued()));
-        }
-        metrics
-            .policy_version
-            .store(weights.version().0, Ordering::Relaxed);
 
-        // 3. The sockets, before any thread starts.
+        // 1. The sockets, before any thread starts, then the service: it
+        // accepts streams from here on and welcomes them once step 4 has
+        // installed the stages.
         let (listener, local) =
             transport::bind(&config.serve.listen, config.serve.fallback_to_ephemeral).await?;
         let private = match (&config.serve.tls, config.run.local_actors) {
@@ -159,22 +122,10 @@ impl Learner {
             Some(addr) => Some(MetricsEndpoint::bind(addr, Arc::clone(&metrics)).await?),
             None => None,
         };
-
-        // 4. Inference, then the service.
-        let (inference_threads, inline) = spawn_inference_threads(
-            Arc::new(InferenceShared {
-                batcher: Arc::clone(&batcher),
-                table: Arc::clone(&table),
-                weights: Arc::clone(&weights),
-                metrics: Arc::clone(&metrics),
-                spec: spec.clone(),
-                device: device.clone(),
-                seed: config.seed,
-                sink,
-            }),
-            config.inference.threads,
-            config.inference.inline_max_rows,
-        )?;
+        let gate = match &config.env {
+            Some(env) => SpecGate::fixed(env.spec()),
+            None => SpecGate::adopting(),
+        };
         let server = Server::serve(
             Listeners {
                 public: listener,
@@ -182,22 +133,74 @@ impl Learner {
                 private,
             },
             ServiceConfig {
-                spec,
+                spec: gate,
+                metrics: Arc::clone(&metrics),
                 token: config.serve.token.clone(),
                 max_message_bytes: config.serve.max_message_bytes,
                 keepalive: config.serve.keepalive,
                 tls: config.serve.tls.clone(),
             },
-            ServiceStages {
-                table,
-                batcher: Arc::clone(&batcher),
-                inline,
-                metrics: Arc::clone(&metrics),
-                weights: Arc::clone(&weights),
-            },
         )
         .await?;
+        Ok(BoundLearner {
+            config: config.clone(),
+            external_sink,
+            device,
+            metrics,
+            server,
+            local,
+            local_actor_addr,
+            metrics_endpoint,
+        })
+    }
+}
 
+/// A learner whose sockets are bound and whose service accepts streams, but
+/// which has not built its model yet ([`Learner::bind`]).
+pub struct BoundLearner {
+    config: LearnerConfig,
+    external_sink: Option<SinkFactory>,
+    device: candle_core::Device,
+    metrics: Arc<Metrics>,
+    server: ServerHandle,
+    local: ListenAddr,
+    local_actor_addr: ListenAddr,
+    metrics_endpoint: Option<MetricsEndpoint>,
+}
+
+impl BoundLearner {
+    /// The address actually listened on (ephemeral port resolved).
+    pub fn local_addr(&self) -> &ListenAddr {
+        &self.local
+    }
+
+    /// Steps 2 to 5 (see the module docs), once the env spec is fixed: at
+    /// once with `config.env`, else when the first actor with a usable spec
+    /// says hello (this waits for it). On error the service stops.
+    pub async fn start(self) -> Result<Learner, LearnerError> {
+        let BoundLearner {
+            config,
+            external_sink,
+            device,
+            metrics,
+            server,
+            local,
+            local_actor_addr,
+            metrics_endpoint,
+        } = self;
+        if config.env.is_none() {
+            info!(addr = %local, "waiting for the first actor's hello to fix the env spec \
+                (--local-actors 0 without --env)");
+        }
+        let spec = server.env_spec().await;
+        let built = Self::build(&config, external_sink, &device, &metrics, &server, &spec);
+        let (setup, weights, batcher, inference_threads) = match built {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = server.shutdown().await;
+                return Err(e);
+            }
+        };
         // 5. Prefetch and training, counting on from a resumed run.
         let training = match setup {
             Some(s) => {
@@ -223,6 +226,105 @@ impl Learner {
         })
     }
 
+    /// Steps 2 to 4, for `spec`.
+    #[allow(clippy::type_complexity)]
+    fn build(
+        config: &LearnerConfig,
+        external_sink: Option<SinkFactory>,
+        device: &candle_core::Device,
+        metrics: &Arc<Metrics>,
+        server: &ServerHandle,
+        spec: &EnvSpec,
+    ) -> Result<
+        (
+            Option<TrainingSetup>,
+            Arc<WeightsHandle>,
+            Arc<DynamicBatcher<StepRequest>>,
+            Vec<JoinHandle<()>>,
+        ),
+        LearnerError,
+    > {
+        let model = ModelConfig::new(&spec, &config.model);
+
+        // 2. The learning side (or a fresh network to serve).
+        let setup = match &config.train {
+            Some(train) => Some(TrainingSetup::new(
+                train,
+                TrainingTarget {
+                    model: model.clone(),
+                    spec: spec.clone(),
+                    env: env_description(config.env.as_ref(), &spec),
+                    device: device.clone(),
+                    seed: config.seed,
+                    max_env_slots: config.serve.max_env_slots,
+                    run_dir: config.run_dir().cloned(),
+                },
+            )?),
+            None => None,
+        };
+        let (weights, sink) = match &setup {
+            Some(s) => (Arc::clone(&s.weights), Some(Arc::clone(&s.sink))),
+            None => {
+                let model = TrainableModel::new(&model, &device, config.seed)?;
+                let weights = Arc::new(WeightsHandle::new(model.snapshot()?, PolicyVersion(0)));
+                (weights, external_sink)
+            }
+        };
+
+        // 3. What stream tasks push into.
+        let state_size = weights.load().model.state_size();
+        let table = StateTable::with_idle_threshold(
+            config.serve.max_env_slots,
+            state_size,
+            config.inference.actor_idle,
+        );
+        let batcher = Arc::new(DynamicBatcher::new(
+            config.inference.batcher,
+            config.inference.threads.max(1),
+        ));
+        {
+            let batcher = Arc::clone(&batcher);
+            table.set_release_hook(Box::new(move || batcher.wake()));
+        }
+        {
+            let live = Arc::clone(&table);
+            metrics.attach_live_slots(Box::new(move || live.live_slots()));
+            let active = Arc::clone(&table);
+            metrics.attach_active_slots(Box::new(move || active.active_slots()));
+            let batcher = Arc::clone(&batcher);
+            metrics.attach_batcher_queued(Box::new(move || batcher.queued()));
+        }
+        metrics
+            .policy_version
+            .store(weights.version().0, Ordering::Relaxed);
+
+        // 4. Inference, then the stages go to the service.
+        let (inference_threads, inline) = spawn_inference_threads(
+            Arc::new(InferenceShared {
+                batcher: Arc::clone(&batcher),
+                table: Arc::clone(&table),
+                weights: Arc::clone(&weights),
+                metrics: Arc::clone(&metrics),
+                spec: spec.clone(),
+                device: device.clone(),
+                seed: config.seed,
+                sink,
+            }),
+            config.inference.threads,
+            config.inference.inline_max_rows,
+        )?;
+        server.install(ServiceStages {
+            table,
+            batcher: Arc::clone(&batcher),
+            inline,
+            weights: Arc::clone(&weights),
+        });
+
+        Ok((setup, weights, batcher, inference_threads))
+    }
+}
+
+impl Learner {
     /// The address actually listened on (ephemeral port resolved).
     pub fn local_addr(&self) -> &ListenAddr {
         &self.addr
@@ -303,13 +405,14 @@ impl Learner {
     }
 }
 
-/// What a checkpoint records of the env, so `learner eval` can rebuild it.
-fn env_description(env: &EnvConfig) -> EnvDescription {
-    let spec = env.spec();
+/// What a checkpoint records of the env, so `learner eval` can rebuild it
+/// (not for an env only remote actors run: kind `remote`).
+fn env_description(env: Option<&EnvConfig>, spec: &EnvSpec) -> EnvDescription {
     let (kind, synthetic) = match env {
-        EnvConfig::CartPole => ("cartpole", SyntheticConfig::default()),
-        EnvConfig::Pendulum => ("pendulum", SyntheticConfig::default()),
-        EnvConfig::Synthetic(s) => ("synthetic", s.clone()),
+        Some(EnvConfig::CartPole) => ("cartpole", SyntheticConfig::default()),
+        Some(EnvConfig::Pendulum) => ("pendulum", SyntheticConfig::default()),
+        Some(EnvConfig::Synthetic(s)) => ("synthetic", s.clone()),
+        None => ("remote", SyntheticConfig::default()),
     };
     EnvDescription {
         kind: kind.into(),

@@ -9,4 +9,4 @@ pub mod run;
 pub mod threads;
 
 pub use config::LearnerConfig;
-pub use learner::Learner;
+pub use learner::{BoundLearner, Learner};

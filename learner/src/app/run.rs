@@ -63,7 +63,9 @@ fn actor_flags(config: &LearnerConfig) -> Vec<String> {
         "--keepalive-timeout-secs".into(),
         keepalive.timeout.as_secs().max(1).to_string(),
     ];
-    flags.extend(seed_env::env_flags(&config.env));
+    if let Some(env) = &config.env {
+        flags.extend(seed_env::env_flags(env));
+    }
     flags.extend(config.run.local_actor_flags.iter().cloned());
     flags
 }
@@ -77,7 +79,16 @@ pub async fn run_until(
     // metrics.jsonl all count from here.
     let t0 = Instant::now();
     let args = &config.run;
-    let mut learner = Learner::start(config).await?;
+    tokio::pin!(interrupt);
+    let deadline = args
+        .max_seconds
+        .map(|s| tokio::time::Instant::now() + Duration::from_secs_f64(s.max(0.0)));
+    // Without --env, starting waits for the first actor's hello.
+    let mut learner = tokio::select! {
+        started = Learner::start(config) => started?,
+        _ = &mut interrupt => return Err(LearnerError::NoActor("interrupted")),
+        _ = sleep_until_opt(deadline) => return Err(LearnerError::NoActor("--max-seconds")),
+    };
     let addr = learner.local_addr().clone();
     let metrics = std::sync::Arc::clone(learner.metrics());
     let resumed_episodes = metrics.episodes.load(std::sync::atomic::Ordering::Relaxed);
@@ -110,16 +121,12 @@ pub async fn run_until(
         None
     };
 
-    let deadline = args
-        .max_seconds
-        .map(|s| tokio::time::Instant::now() + Duration::from_secs_f64(s.max(0.0)));
     let progress_every = args.progress_every;
     let mut next_progress = progress_every.map(|p| tokio::time::Instant::now() + p);
     let mut last = metrics.snapshot();
     let mut failures = 0usize;
     let mut check = tokio::time::interval(STOP_CHECK);
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(interrupt);
 
     let outcome: Result<(), LearnerError> = loop {
         let actor_exit = async {
@@ -276,4 +283,12 @@ fn shutdown_signal() -> Result<impl Future<Output = ()>, LearnerError> {
             _ = terminate.recv() => info!("SIGTERM received"),
         }
     })
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }

@@ -2,7 +2,8 @@
 //! observation type.
 //!
 //! - vector observations (`[D]`, f32): an MLP torso ([`mlp`]);
-//! - image observations (`[H, W, C]`, u8 or f32): a small conv torso ([`conv`]);
+//! - image observations (`[C, H, W]`, channels-first, u8 or f32): a small conv
+//!   torso ([`conv`]);
 //! - optionally an LSTM core ([`lstm`]) whose state lives per env slot at
 //!   inference and is stored at the start of each unroll for training.
 //!
@@ -86,7 +87,24 @@ impl ModelConfig {
         }
     }
 
-    /// Image observations (`[H, W, C]`) get the conv torso; everything else is flattened.
+    /// Why no network can be built for `spec`, if none can: observations of
+    /// rank 1 or 2 go through the MLP (flattened), rank 3 must be images the
+    /// conv torso takes, higher ranks are refused.
+    pub fn check_spec(spec: &EnvSpec) -> std::result::Result<(), String> {
+        match spec.obs_shape.len() {
+            1 | 2 => Ok(()),
+            3 => conv::ConvTorso::check_shape(&spec.obs_shape),
+            _ => Err(format!(
+                "observations of shape {:?}: rank {} is not supported (rank 1-2 vectors go \
+                 to the MLP, rank 3 must be channels-first images [C, H, W]; stack frames \
+                 into channels)",
+                spec.obs_shape,
+                spec.obs_shape.len()
+            )),
+        }
+    }
+
+    /// Image observations (`[C, H, W]`) get the conv torso; everything else is flattened.
     pub fn is_image(&self) -> bool {
         self.obs_shape.len() == 3
     }
@@ -409,9 +427,9 @@ mod tests {
 
     #[test]
     fn conv_torso_takes_u8_frames() -> Result<()> {
-        let spec = EnvSpec::synthetic(vec![84, 84, 4], ObsDType::U8, 6);
+        let spec = EnvSpec::synthetic(vec![4, 84, 84], ObsDType::U8, 6);
         let m = TrainableModel::new(&ModelConfig::for_spec(&spec), &Device::Cpu, 3)?;
-        let obs = Tensor::zeros((2, 84, 84, 4), DType::U8, &Device::Cpu)?;
+        let obs = Tensor::zeros((2, 4, 84, 84), DType::U8, &Device::Cpu)?;
         let out = m.model.step(&obs, None)?;
         assert_eq!(out.logits.dims(), &[2, 6]);
         Ok(())

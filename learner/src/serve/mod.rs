@@ -6,8 +6,10 @@
 //! [`crate::infer::step_request::StepRequest`] pushed into the batcher. It
 //! builds nothing; [`crate::app::Learner::start`] hands it the stages.
 pub mod server;
+pub mod spec_gate;
 pub mod stream_error;
 pub mod tls;
 pub mod transport;
 
+pub use spec_gate::SpecGate;
 pub use stream_error::StreamError;

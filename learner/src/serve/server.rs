@@ -2,8 +2,10 @@
 //! standard gRPC health checking.
 //!
 //! # A stream's life
-//! The stream task reads the hello, checks the token and the env spec,
-//! leases env slots and sends the welcome. Then, per step batch: validate,
+//! The stream task reads the hello, checks the token and the env spec
+//! ([`SpecGate`]: fixed, or adopted from the first hello), waits for the
+//! stages if the composition root is still building them (an adopted spec
+//! is needed to build the model), leases env slots and sends the welcome. Then, per step batch: validate,
 //! claim the envs, push a [`StepRequest`] (with the stream's reply channel)
 //! onto the [`DynamicBatcher`]; an inference thread answers it directly.
 //! A small request that holds every live env slot, which the batcher would
@@ -43,7 +45,7 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -65,6 +67,7 @@ use crate::infer::step_request::{ReplySender, StepRequest};
 use crate::log_throttle::{LogThrottle, WARN_INTERVAL};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::model::weights::WeightsHandle;
+use crate::serve::spec_gate::SpecGate;
 use crate::serve::stream_error::StreamError;
 use crate::serve::tls::ServerTls;
 use crate::serve::transport::{BoundListener, ListenAddr, PrivateSocket};
@@ -74,10 +77,11 @@ pub const MAX_STEP_BATCHES_IN_FLIGHT: usize = 8;
 
 /// The service's own settings (the stages it forwards to come apart, in
 /// [`ServiceStages`]).
-#[derive(Debug, Clone)]
 pub struct ServiceConfig {
-    /// The env spec every actor must declare.
-    pub spec: EnvSpec,
+    /// The env spec every actor must declare, or the first one declared.
+    pub spec: SpecGate,
+    /// The learner's counters (`Status`, stream errors, episodes).
+    pub metrics: Arc<Metrics>,
     /// Shared secret actors must send in their hello; `None` or empty: none.
     pub token: Option<String>,
     /// Largest message accepted (and sent) on a stream.
@@ -100,12 +104,13 @@ pub struct Listeners {
 }
 
 /// The stages a stream task hands its work to, built by the composition
-/// root ([`crate::app::Learner::start`]).
+/// root ([`crate::app::Learner::start`]) and handed over with
+/// [`ServerHandle::install`]: streams that arrive earlier wait for them
+/// after their hello.
 pub struct ServiceStages {
     pub table: Arc<StateTable>,
     pub batcher: Arc<DynamicBatcher<StepRequest>>,
     pub inline: InlineInference,
-    pub metrics: Arc<Metrics>,
     pub weights: Arc<WeightsHandle>,
 }
 
@@ -165,18 +170,30 @@ impl StreamRegistry {
 
 /// State shared by every stream task.
 struct ServiceContext {
-    spec: EnvSpec,
+    spec: SpecGate,
     token: Option<String>,
     max_message_bytes: usize,
-    table: Arc<StateTable>,
-    batcher: Arc<DynamicBatcher<StepRequest>>,
-    inline: InlineInference,
     metrics: Arc<Metrics>,
-    weights: Arc<WeightsHandle>,
+    /// Set once by [`ServerHandle::install`].
+    stages: OnceLock<ServiceStages>,
+    /// `true` once `stages` is set.
+    stages_set: watch::Sender<bool>,
     streams: StreamRegistry,
     /// Rate limit of the "ending actor stream" warning (a misbehaving actor
     /// that reconnects at once would otherwise write one line per stream).
     ended_log: LogThrottle,
+}
+
+impl ServiceContext {
+    /// The stages, waiting until they are installed.
+    async fn stages(&self) -> Result<&ServiceStages, StreamError> {
+        let mut set = self.stages_set.subscribe();
+        // The sender lives in `self`; shutdown aborts waiting tasks.
+        if set.wait_for(|s| *s).await.is_err() {
+            return Err(StreamError::ShuttingDown);
+        }
+        self.stages.get().ok_or(StreamError::ShuttingDown)
+    }
 }
 
 /// The `seed.v1.Learner` service implementation.
@@ -190,13 +207,14 @@ pub struct Server;
 
 impl Server {
     /// Serves the `Learner` service and gRPC health checking on
-    /// `listeners` until [`ServerHandle::shutdown`]. Must run inside a tokio
-    /// runtime. Fails only when the TLS configuration cannot be built
-    /// (which [`ServerTls::from_files`] has already checked).
+    /// `listeners` until [`ServerHandle::shutdown`]. Streams are accepted at
+    /// once; they get their welcome once [`ServerHandle::install`] has
+    /// handed over the stages. Must run inside a tokio runtime. Fails only
+    /// when the TLS configuration cannot be built (which
+    /// [`ServerTls::from_files`] has already checked).
     pub async fn serve(
         listeners: Listeners,
         config: ServiceConfig,
-        stages: ServiceStages,
     ) -> Result<ServerHandle, LearnerError> {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let service = ActorService {
@@ -204,11 +222,9 @@ impl Server {
                 spec: config.spec,
                 token: config.token.filter(|t| !t.is_empty()),
                 max_message_bytes: config.max_message_bytes,
-                table: stages.table,
-                batcher: stages.batcher,
-                inline: stages.inline,
-                metrics: stages.metrics,
-                weights: stages.weights,
+                metrics: config.metrics,
+                stages: OnceLock::new(),
+                stages_set: watch::channel(false).0,
                 streams: StreamRegistry::default(),
                 ended_log: LogThrottle::new(WARN_INTERVAL),
             }),
@@ -308,6 +324,20 @@ impl ServerHandle {
     /// The address actually listened on (ephemeral port resolved).
     pub fn local_addr(&self) -> &ListenAddr {
         &self.addr
+    }
+
+    /// The run's env spec once fixed: at once when it was given, else when
+    /// the first actor with a usable spec says hello.
+    pub async fn env_spec(&self) -> EnvSpec {
+        self.ctx.spec.adopted().await.clone()
+    }
+
+    /// Hands the stream tasks their stages; streams waiting after their
+    /// hello go on. A second call is ignored (the first stages stay).
+    pub fn install(&self, stages: ServiceStages) {
+        if self.ctx.stages.set(stages).is_ok() {
+            self.ctx.stages_set.send_replace(true);
+        }
     }
 
     /// Ends every stream with UNAVAILABLE and stops serving: the port or
@@ -538,9 +568,11 @@ impl StreamTask {
             None => return Err(StreamError::EmptyMessage),
         };
         self.actor_id = hello.actor_id.clone();
-        let num_envs = self.check_hello(&hello)?;
+        let ctx = Arc::clone(&self.ctx);
+        let (num_envs, spec) = self.check_hello(&ctx, &hello)?;
+        let stages = ctx.stages().await?;
         let lease =
-            self.ctx
+            stages
                 .table
                 .lease(num_envs as usize)
                 .map_err(|e| StreamError::SlotsExhausted {
@@ -550,7 +582,7 @@ impl StreamTask {
                 })?;
         let welcome = pb::Welcome {
             env_slots: lease.slots().iter().map(|s| s.0).collect(),
-            policy_version: self.ctx.weights.version().0,
+            policy_version: stages.weights.version().0,
         };
         self.lease = Some(Arc::clone(&lease));
         self.ctx
@@ -579,7 +611,7 @@ impl StreamTask {
                 .into());
             }
             expected_seq += 1;
-            self.ctx.spec.validate_step_batch(&batch, num_envs)?;
+            spec.validate_step_batch(&batch, num_envs)?;
             if self.in_flight.fetch_add(1, Ordering::Relaxed) >= MAX_STEP_BATCHES_IN_FLIGHT {
                 return Err(StreamError::TooManyInFlight {
                     limit: MAX_STEP_BATCHES_IN_FLIGHT,
@@ -606,8 +638,8 @@ impl StreamTask {
                 reply: self.tx.clone(),
                 received_at,
             };
-            if let Some(request) = self.ctx.inline.try_infer(request) {
-                self.ctx
+            if let Some(request) = stages.inline.try_infer(request) {
+                stages
                     .batcher
                     .push(request)
                     .map_err(|_| StreamError::ShuttingDown)?;
@@ -615,8 +647,13 @@ impl StreamTask {
         }
     }
 
-    /// Checks token, spec and env count; returns the number of envs.
-    fn check_hello(&self, hello: &pb::Hello) -> Result<u32, StreamError> {
+    /// Checks token, spec (admitted through the [`SpecGate`]) and env count;
+    /// returns the number of envs and the run's spec.
+    fn check_hello<'c>(
+        &self,
+        ctx: &'c ServiceContext,
+        hello: &pb::Hello,
+    ) -> Result<(u32, &'c EnvSpec), StreamError> {
         if let Some(token) = &self.ctx.token {
             if hello.token.is_empty() {
                 return Err(StreamError::MissingToken);
@@ -630,14 +667,7 @@ impl StreamTask {
             .as_ref()
             .ok_or(ProtocolError::Missing { field: "spec" })?;
         let spec = EnvSpec::from_proto(spec_proto)?;
-        let ours = &self.ctx.spec;
-        if let Some((field, learner, actor)) = ours.difference(&spec) {
-            return Err(StreamError::SpecMismatch {
-                field,
-                learner,
-                actor,
-            });
-        }
+        let ours = ctx.spec.admit(&spec, &hello.actor_id)?;
         if hello.num_envs == 0 {
             return Err(StreamError::InvalidHello {
                 field: "num_envs",
@@ -654,7 +684,7 @@ impl StreamTask {
                 ),
             });
         }
-        Ok(hello.num_envs)
+        Ok((hello.num_envs, ours))
     }
 
     fn send(&self, kind: pb::learner_message::Kind) -> Result<(), StreamError> {

@@ -4,7 +4,8 @@
 //! Every message names the offending field so an operator can fix the actor;
 //! the code says whose fault it is (`INVALID_ARGUMENT` for bad input,
 //! `UNAUTHENTICATED` for the token, `RESOURCE_EXHAUSTED` for limits,
-//! `UNAVAILABLE` on shutdown). Never fatal to the learner.
+//! `FAILED_PRECONDITION` for a spec other than the run's or one no network
+//! fits, `UNAVAILABLE` on shutdown). Never fatal to the learner.
 use seed_shared::ProtocolError;
 use tonic::Status;
 
@@ -31,6 +32,9 @@ pub enum StreamError {
         learner: String,
         actor: String,
     },
+    /// The first hello's spec (adopted as the run's) fits no network.
+    #[error("field `spec`: unsupported: {reason}")]
+    UnsupportedSpec { reason: String },
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
     #[error("field `env_indices[{position}]` = {index}: that env already has a step awaiting its action")]
@@ -68,11 +72,13 @@ impl From<StreamError> for Status {
                 Status::resource_exhausted(e.to_string())
             }
             ShuttingDown => Status::unavailable(e.to_string()),
+            SpecMismatch { .. } | UnsupportedSpec { .. } => {
+                Status::failed_precondition(e.to_string())
+            }
             FirstNotHello { .. }
             | SecondHello
             | EmptyMessage
             | InvalidHello { .. }
-            | SpecMismatch { .. }
             | Protocol(_)
             | Undecodable { .. }
             | EnvBusy { .. } => Status::invalid_argument(e.to_string()),
@@ -119,6 +125,20 @@ mod tests {
                 tonic::Code::InvalidArgument,
             ),
             (StreamError::ShuttingDown, tonic::Code::Unavailable),
+            (
+                StreamError::SpecMismatch {
+                    field: "spec.obs_shape",
+                    learner: "[4]".into(),
+                    actor: "[5]".into(),
+                },
+                tonic::Code::FailedPrecondition,
+            ),
+            (
+                StreamError::UnsupportedSpec {
+                    reason: "rank 4".into(),
+                },
+                tonic::Code::FailedPrecondition,
+            ),
         ];
         for (err, code) in cases {
             let msg = err.to_string();

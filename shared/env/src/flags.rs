@@ -30,15 +30,16 @@ pub enum EnvKind {
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct EnvArgs {
     /// Environment: `cartpole` (Gymnasium CartPole-v1), `pendulum` (Pendulum-v1, continuous
-    /// actions) or `synthetic` [default: cartpole].
-    #[arg(long, value_enum, hide_default_value = true, default_value_t = EnvKind::Cartpole)]
-    pub env: EnvKind,
-    /// Synthetic env: observation shape, comma-separated [default: 84,84,4].
+    /// actions) or `synthetic` [default: cartpole; a learner with `--local-actors 0` and no
+    /// `--env` takes the env spec from the first actor's hello instead].
+    #[arg(long, value_enum, hide_default_value = true)]
+    pub env: Option<EnvKind>,
+    /// Synthetic env: observation shape, comma-separated [default: 4,84,84].
     #[arg(
         long,
         value_delimiter = ',',
         hide_default_value = true,
-        default_value = "84,84,4"
+        default_value = "4,84,84"
     )]
     pub obs_shape: Vec<usize>,
     /// Synthetic env: observation dtype, `f32` or `u8` [default: u8].
@@ -56,9 +57,9 @@ pub struct EnvArgs {
 }
 
 impl EnvArgs {
-    /// The env these flags describe.
+    /// The env these flags describe (CartPole without `--env`).
     pub fn env_config(&self) -> EnvConfig {
-        match self.env {
+        match self.env.unwrap_or(EnvKind::Cartpole) {
             EnvKind::Cartpole => EnvConfig::CartPole,
             EnvKind::Pendulum => EnvConfig::Pendulum,
             EnvKind::Synthetic => EnvConfig::Synthetic(SyntheticConfig {

@@ -23,7 +23,7 @@ use crate::env::{Action, Env, EnvError, Transition};
 /// Parameters of the synthetic env.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyntheticConfig {
-    /// Shape of one observation, e.g. `[84, 84, 4]`.
+    /// Shape of one observation, e.g. `[4, 84, 84]` (images channels-first).
     pub obs_shape: Vec<usize>,
     /// Element type of the observation.
     pub obs_dtype: ObsDType,
@@ -39,7 +39,7 @@ impl Default for SyntheticConfig {
     /// An Atari-sized frame: 84x84x4 u8, 6 actions, no busy work, 1000-step episodes.
     fn default() -> Self {
         SyntheticConfig {
-            obs_shape: vec![84, 84, 4],
+            obs_shape: vec![4, 84, 84],
             obs_dtype: ObsDType::U8,
             num_actions: 6,
             step_cost_us: 0,
@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn spec_matches_shape_and_dtype() {
-        let atari = cfg(&[84, 84, 4], ObsDType::U8).spec();
+        let atari = cfg(&[4, 84, 84], ObsDType::U8).spec();
         assert_eq!(atari.obs_bytes(), 84 * 84 * 4);
         assert_eq!(atari.num_actions(), Some(3));
         let vector = cfg(&[2, 5], ObsDType::F32).spec();
@@ -188,7 +188,7 @@ mod tests {
 
     #[test]
     fn u8_content_is_deterministic_and_changes_per_step() {
-        let c = cfg(&[84, 84, 4], ObsDType::U8);
+        let c = cfg(&[4, 84, 84], ObsDType::U8);
         let n = c.spec().obs_bytes();
         let (mut a, mut b) = (SyntheticEnv::new(c.clone(), 5), SyntheticEnv::new(c, 5));
         let (mut oa, mut ob) = (vec![0u8; n], vec![0u8; n]);

@@ -1,0 +1,89 @@
+//! A learner started without an env (`--local-actors 0`, no `--env`) takes
+//! the env spec from the first actor's hello whose spec a network fits,
+//! builds its model for it, and refuses later actors that declare another
+//! spec with FAILED_PRECONDITION naming the field.
+mod support;
+
+use seed_learner::app::{Learner, LearnerConfig};
+use seed_learner::serve::transport::ListenAddr;
+use seed_shared::pb::{self, actor_message::Kind};
+use seed_shared::{EnvSpec, ObsDType};
+use support::{hello, init, within, GoodActor, RawStream};
+use tonic::Code;
+
+fn hello_with(spec: EnvSpec) -> pb::Hello {
+    pb::Hello {
+        spec: Some(spec.to_proto()),
+        ..hello(2, "")
+    }
+}
+
+/// Sends `h` on a new stream and returns the status that ends it.
+async fn refused(uri: &str, h: pb::Hello) -> tonic::Status {
+    let mut s = RawStream::open_at(uri).await;
+    s.send(Kind::Hello(h)).await;
+    s.status().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_usable_hello_fixes_the_spec_and_later_ones_must_match_it() {
+    init();
+    let mut config = LearnerConfig::serving(
+        "127.0.0.1:0".parse::<ListenAddr>().expect("literal"),
+        seed_env::EnvConfig::CartPole,
+    );
+    config.env = None;
+    let bound = Learner::bind(&config).await.expect("binds");
+    let uri = match bound.local_addr() {
+        ListenAddr::Tcp(a) => format!("http://{a}"),
+        ListenAddr::Unix(_) => unreachable!("tcp listen address"),
+    };
+    let starting = tokio::spawn(bound.start());
+
+    // A spec no network fits is refused, and does not fix the run's spec
+    // (else the CartPole actor below would be refused).
+    let rank4 = EnvSpec::synthetic(vec![2, 3, 4, 5], ObsDType::F32, 2);
+    let status = refused(&uri, hello_with(rank4)).await;
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("unsupported"), "{status:?}");
+    let channels_last = EnvSpec::synthetic(vec![84, 84, 4], ObsDType::U8, 6);
+    let status = refused(&uri, hello_with(channels_last)).await;
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("channels-last"), "{status:?}");
+
+    // The first usable hello: CartPole. Its actor is welcomed once the
+    // model is built, and gets actions.
+    let good = GoodActor::start_on(RawStream::open_at(&uri).await, 4, "").await;
+    let learner = within("the learner to start", starting)
+        .await
+        .expect("start task")
+        .expect("learner starts");
+    good.progresses(5).await;
+    let model = learner.weights().load().model.config().clone();
+    assert_eq!(model.obs_shape, vec![4]);
+
+    // Later hellos must declare the same spec.
+    let mut other_obs = EnvSpec::cartpole();
+    other_obs.obs_shape = vec![3];
+    let status = refused(&uri, hello_with(other_obs)).await;
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("spec.obs_shape"), "{status:?}");
+    let mut other_actions = EnvSpec::cartpole();
+    other_actions.action = seed_shared::ActionSpace::uniform_box(2, -1.0, 1.0);
+    let status = refused(&uri, hello_with(other_actions)).await;
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("spec.action_box"), "{status:?}");
+    // And the first actor never noticed.
+    good.progresses(5).await;
+    good.stop();
+    learner.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test]
+async fn local_actors_need_an_env() {
+    init();
+    let mut config = LearnerConfig::default();
+    config.env = None;
+    let err = Learner::start(&config).await.err().expect("refused");
+    assert!(err.to_string().contains("--env"), "{err}");
+}
