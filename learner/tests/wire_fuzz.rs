@@ -80,7 +80,10 @@ fn is_precise(status: &tonic::Status) -> bool {
     let m = status.message();
     matches!(
         status.code(),
-        Code::InvalidArgument | Code::Unauthenticated | Code::ResourceExhausted
+        Code::InvalidArgument
+            | Code::Unauthenticated
+            | Code::ResourceExhausted
+            | Code::FailedPrecondition
     ) && (m.contains("field `") || m.starts_with("message"))
 }
 

@@ -298,7 +298,7 @@ mod tests {
     /// and (optionally) the LSTM core: the loss is finite, the version rises,
     /// and the policy moves toward the rewarded action.
     fn train_on_images(lstm: Option<usize>) {
-        let spec_env = EnvSpec::synthetic(vec![20, 20, 2], ObsDType::U8, 3);
+        let spec_env = EnvSpec::synthetic(vec![2, 20, 20], ObsDType::U8, 3);
         let mut cfg = ModelConfig::for_spec(&spec_env);
         cfg.conv_features = 16;
         cfg.lstm_size = lstm;
@@ -309,7 +309,7 @@ mod tests {
         ));
         let spec = UnrollSpec {
             unroll_length: 4,
-            obs_shape: vec![20, 20, 2],
+            obs_shape: vec![2, 20, 20],
             obs_dtype: ObsDType::U8,
             num_actions: 3,
             state_size: lstm.unwrap_or(0),
@@ -343,7 +343,7 @@ mod tests {
         let mut collator = Collator::new(spec.clone(), Device::Cpu, 8).unwrap();
         let mut sample = replay.new_batch(8);
         let prob_of_2 = |t: &Trainer| {
-            let o = Tensor::from_slice(&obs, (1, 20, 20, 2), &Device::Cpu).unwrap();
+            let o = Tensor::from_slice(&obs, (1, 2, 20, 20), &Device::Cpu).unwrap();
             let p = candle_nn::ops::softmax(&t.model.model.step(&o, None).unwrap().logits, 1)
                 .unwrap()
                 .to_vec2::<f32>()
