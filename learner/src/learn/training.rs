@@ -91,21 +91,16 @@ impl TrainingSetup {
             None => None,
         };
         let model_config = match &loaded {
-            // The architecture is the checkpoint's, whatever the flags say.
-            Some(l) => l.config.model.clone(),
+            // The architecture is the checkpoint's, whatever the flags say,
+            // as long as it fits the env.
+            Some(l) => {
+                l.config
+                    .check_env(spec)
+                    .map_err(|e| LearnerError::Config(format!("--resume: {e}")))?;
+                l.config.model.clone()
+            }
             None => model,
         };
-        if model_config.obs_shape != spec.obs_shape || model_config.num_actions != spec.action.dim()
-        {
-            return Err(LearnerError::Config(format!(
-                "--resume: the checkpoint's model is for observations {:?} and {} actions, \
-                 the env has {:?} and {}",
-                model_config.obs_shape,
-                model_config.num_actions,
-                spec.obs_shape,
-                spec.action.dim()
-            )));
-        }
         let mut model = TrainableModel::new(&model_config, device, seed)?;
         if let Some(l) = &loaded {
             l.restore_weights(&mut model)
@@ -122,7 +117,7 @@ impl TrainingSetup {
             unroll_length: train.unroll_length,
             obs_shape: spec.obs_shape.clone(),
             obs_dtype: spec.obs_dtype,
-            num_actions: spec.action.dim(),
+            action: model_config.action,
             state_size: model_config.lstm_size.unwrap_or(0),
         };
         // FIFO consume-once; reuse (`--replay-ratio`) happens after
