@@ -7,8 +7,9 @@
 //! unclipped; the actor clips them, so some land exactly on a bound), the
 //! run's checkpoint evaluates (greedy and sampled) and resumes. And that it
 //! learns: the run stops once the mean return over the last 100 episodes
-//! reaches [`TARGET_RETURN`], far above a random policy's (about -1200 to
-//! -1450 per 200-step episode), and fails if it has not by
+//! reaches [`TARGET_RETURN`], far above the untrained policy's (-1243 over
+//! 100 episodes of `--no-train`; random play scores about -1200 to -1300
+//! per 200-step episode), and fails if it has not by
 //! [`MAX_ENV_STEPS`]. Runs got there in 0.69M to 0.88M env steps (10 runs,
 //! 8 seeds; 5 to 8 s each on 2 idle cores, 17 to 19 s with both cores busy
 //! with other work), so the cap leaves more than three times that for the

@@ -477,10 +477,12 @@ pub struct TrainArgs {
     /// optimizer, counters, policy version); implies --run-dir DIR unless given [default: none].
     #[arg(help_heading = "Checkpoints", long)]
     pub resume: Option<PathBuf>,
-    /// Mean return over the last 100 episodes that counts as solved [default: 475, CartPole-v1's threshold].
+    /// Mean return over the last 100 episodes that counts as solved; may be
+    /// negative (`--target-return -250` for Pendulum) [default: 475, CartPole-v1's threshold].
     #[arg(
         help_heading = "Stopping, reports and metrics",
         long,
+        allow_negative_numbers = true,
         hide_default_value = true,
         default_value_t = 475.0
     )]
@@ -712,6 +714,8 @@ mod tests {
             "7",
             "--reward-scale",
             "0.1",
+            "--target-return",
+            "-250",
         ])
         .unwrap()
         .train
@@ -737,6 +741,7 @@ mod tests {
         assert_eq!(c.run_dir(), Some(&PathBuf::from("/tmp/r")));
         assert_eq!(c.inference.batcher.flush_after, Duration::from_micros(7));
         assert_eq!(t.trainer.loss.reward_scale, 0.1);
+        assert_eq!(c.run.target_return, -250.0);
         for (flags, named) in [
             (&["--max-batch", "0"][..], "--max-batch"),
             (&["--unroll-length", "0"][..], "--unroll-length"),
