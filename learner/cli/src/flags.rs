@@ -69,9 +69,10 @@ pub struct EvalArgs {
     /// Stop an episode after this many steps (envs without a time limit) [default: 10000].
     #[arg(long, hide_default_value = true, default_value_t = 10_000)]
     pub max_steps: u64,
-    /// Actions: `greedy` (argmax of the logits) or `sample` (drawn from the
-    /// policy as actors do in training; a stochastic policy's argmax can
-    /// score far below its samples) [default: greedy].
+    /// Actions: `greedy` (argmax of the logits; a Gaussian policy's mean,
+    /// clipped to the bounds) or `sample` (drawn from the policy as actors
+    /// do in training; a stochastic policy's argmax can score far below its
+    /// samples) [default: greedy].
     #[arg(long, value_enum, hide_default_value = true, default_value_t = EvalPolicyArg::Greedy)]
     pub policy: EvalPolicyArg,
 }
