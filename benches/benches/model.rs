@@ -43,7 +43,7 @@ fn bench_spec(c: &mut Criterion, group_name: &str, spec: &EnvSpec, batches: &[us
             bench.iter(|| {
                 let obs = Tensor::from_slice(&host, dims.as_slice(), &device)?;
                 let step = model.step(&obs, None)?;
-                step.logits.flatten_all()?.to_vec1::<f32>()
+                step.policy_params.flatten_all()?.to_vec1::<f32>()
             })
         });
     }

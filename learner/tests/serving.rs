@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use seed_actor::{run_actor, ActorConfig};
 use seed_env::EnvConfig;
-use seed_learner::infer::sink::{InferenceSink, InferredBatch};
+use seed_learner::infer::sink::{InferenceSink, InferredBatch, SampledAction};
 use seed_learner::infer::state_table::{EnvSlot, LeaseId};
 use seed_learner::serve::transport::ListenAddr;
 use seed_shared::pb::{self, actor_message::Kind, learner_message};
@@ -84,7 +84,8 @@ impl InferenceSink for RecordingSink {
         let mut r = self.0.lock().unwrap_or_else(|p| p.into_inner());
         for row in batch.rows() {
             r.rows += 1;
-            if row.observation.len() != 16 || row.logits.len() != 2 || row.action >= 2 {
+            let action_ok = matches!(row.action, SampledAction::Discrete(a) if a < 2);
+            if row.observation.len() != 16 || row.policy_params.len() != 2 || !action_ok {
                 r.bad_rows.push(format!("{row:?}"));
             }
         }

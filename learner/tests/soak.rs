@@ -117,7 +117,7 @@ async fn killed_actors_and_a_learner_restart_never_glue_two_runs_into_an_unroll(
         unroll_length: T,
         obs_shape: vec![2],
         obs_dtype: ObsDType::U8,
-        num_actions: 2,
+        action: seed_learner::model::ActionDistribution::Categorical { num_actions: 2 },
         state_size: 0,
     };
     let replay = Arc::new(

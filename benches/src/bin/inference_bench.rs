@@ -103,7 +103,7 @@ fn measure(model: &str, device_name: &str, batch: usize, budget: Duration) -> Re
         };
         let out = net.step(&obs, None)?;
         let logits = out
-            .logits
+            .policy_params
             .to_dtype(DType::F32)?
             .flatten_all()?
             .to_vec1::<f32>()?;

@@ -67,9 +67,10 @@ pub struct EvalArgs {
     /// Stop an episode after this many steps (envs without a time limit) [default: 10000].
     #[arg(long, hide_default_value = true, default_value_t = 10_000)]
     pub max_steps: u64,
-    /// Actions: `greedy` (argmax of the logits) or `sample` (drawn from the
-    /// policy as actors do in training; a stochastic policy's argmax can
-    /// score far below its samples) [default: greedy].
+    /// Actions: `greedy` (argmax of the logits; a Gaussian policy's mean,
+    /// clipped to the bounds) or `sample` (drawn from the policy as actors
+    /// do in training; a stochastic policy's argmax can score far below its
+    /// samples) [default: greedy].
     #[arg(long, value_enum, hide_default_value = true, default_value_t = EvalPolicyArg::Greedy)]
     pub policy: EvalPolicyArg,
 }
@@ -360,6 +361,17 @@ pub struct TrainArgs {
         default_value_t = 0.5
     )]
     pub baseline_cost: f32,
+    /// Multiply every reward by this in the loss (values and advantages
+    /// are then in scaled units; reported returns are not). Large rewards
+    /// make large value errors that swamp the policy gradient in the
+    /// shared torso: Pendulum's reach −16 per step [default: 1].
+    #[arg(
+        help_heading = "Training",
+        long,
+        hide_default_value = true,
+        default_value_t = 1.0
+    )]
+    pub reward_scale: f32,
     /// Global gradient-norm clip [default: 40].
     #[arg(
         help_heading = "Training",
@@ -464,10 +476,12 @@ pub struct TrainArgs {
     /// optimizer, counters, policy version); implies --run-dir DIR unless given [default: none].
     #[arg(help_heading = "Checkpoints", long)]
     pub resume: Option<PathBuf>,
-    /// Mean return over the last 100 episodes that counts as solved [default: 475, CartPole-v1's threshold].
+    /// Mean return over the last 100 episodes that counts as solved; may be
+    /// negative (`--target-return -250` for Pendulum) [default: 475, CartPole-v1's threshold].
     #[arg(
         help_heading = "Stopping, reports and metrics",
         long,
+        allow_negative_numbers = true,
         hide_default_value = true,
         default_value_t = 475.0
     )]
@@ -541,6 +555,7 @@ impl TrainArgs {
                     discount: self.discount,
                     baseline_cost: self.baseline_cost,
                     entropy_cost: self.entropy_cost,
+                    reward_scale: self.reward_scale,
                     clip: VTraceClip {
                         rho: self.vtrace_clip,
                         c: self.vtrace_clip,
@@ -711,6 +726,10 @@ mod tests {
             "/tmp/r",
             "--flush-us",
             "7",
+            "--reward-scale",
+            "0.1",
+            "--target-return",
+            "-250",
         ])
         .unwrap()
         .train
@@ -735,9 +754,12 @@ mod tests {
         );
         assert_eq!(c.run_dir(), Some(&PathBuf::from("/tmp/r")));
         assert_eq!(c.inference.batcher.flush_after, Duration::from_micros(7));
+        assert_eq!(t.trainer.loss.reward_scale, 0.1);
+        assert_eq!(c.run.target_return, -250.0);
         for (flags, named) in [
             (&["--max-batch", "0"][..], "--max-batch"),
             (&["--unroll-length", "0"][..], "--unroll-length"),
+            (&["--reward-scale", "0"][..], "--reward-scale"),
             (&["--device", "tpu"][..], "--device"),
             (&["--listen", "nowhere"][..], "--listen"),
         ] {

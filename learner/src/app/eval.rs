@@ -3,11 +3,16 @@
 //!
 //! All episodes run side by side: one batched forward per step over the
 //! envs still running (recurrent state carried per env). Actions are greedy
-//! (argmax of the logits, the default) or sampled from the policy as the
-//! actors do in training ([`EvalPolicy::Sample`]): a stochastic policy's
-//! argmax can score far below its samples (a policy that relies on its
-//! randomness to balance), so the two answer different questions. No server
-//! and no actors are involved.
+//! (the most likely action: argmax of the logits, or a Gaussian's mean; the
+//! default) or sampled from the policy as the actors do in training
+//! ([`EvalPolicy::Sample`]): a stochastic policy's argmax can score far below
+//! its samples (a policy that relies on its randomness to balance), so the
+//! two answer different questions. Continuous actions are clipped to the
+//! env's bounds before the step, as actors do. No server and no actors are
+//! involved.
+//!
+//! The checkpoint's model must fit the env its `config.json` names (same
+//! observations and action space), else evaluation is refused.
 //!
 //! Cost: one forward per step of the longest episode.
 use std::path::Path;
@@ -20,16 +25,17 @@ use serde::Serialize;
 
 use crate::error::LearnerError;
 use crate::learn::checkpoint::{EnvDescription, LoadedCheckpoint};
-use crate::model::{ActionSampler, ActorCritic, RecurrentState};
+use crate::model::{ActionDistribution, ActionSampler, ActorCritic, RecurrentState};
 
-/// How `evaluate` picks actions from the policy's logits.
+/// How `evaluate` picks actions from the policy's distribution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EvalPolicy {
-    /// Argmax of the logits: deterministic given the env seeds.
+    /// The most likely action (argmax of the logits, or the Gaussian's
+    /// mean, clipped): deterministic given the env seeds.
     #[default]
     Greedy,
-    /// Sampled from the softmax, as actors do in training, from a sampler
-    /// seeded with the eval seed.
+    /// Sampled from the policy (softmax, or `μ + σ ε` clipped), as actors
+    /// do in training, from a sampler seeded with the eval seed.
     Sample,
 }
 
@@ -102,8 +108,12 @@ pub fn evaluate(run_dir: &Path, config: &EvalConfig) -> Result<EvalReport, Learn
     )?;
     let env_cfg = env_config(&ckpt.config.env)?;
     let spec = env_cfg.spec();
+    ckpt.config
+        .check_env(&spec)
+        .map_err(|e| LearnerError::Config(format!("--checkpoint: {e}")))?;
+    let distribution = ckpt.config.model.action;
     let (n, obs_bytes, obs_len) = (episodes.max(1), spec.obs_bytes(), spec.obs_len());
-    let a = spec.action.dim();
+    let dim = distribution.continuous_dim();
     let mut envs: Vec<_> = (0..n)
         .map(|i| env_cfg.build(seed.wrapping_add(i as u64)))
         .collect();
@@ -123,6 +133,7 @@ pub fn evaluate(run_dir: &Path, config: &EvalConfig) -> Result<EvalReport, Learn
     let mut obs_f32 = vec![0f32; n * obs_len];
     let mut obs_u8 = vec![0u8; n * obs_len];
     let mut actions = vec![0u32; n];
+    let mut continuous = vec![0f32; n * dim];
     let mut sampler = ActionSampler::new(seed);
     let mut dims = vec![0];
     dims.extend(&spec.obs_shape);
@@ -158,10 +169,25 @@ pub fn evaluate(run_dir: &Path, config: &EvalConfig) -> Result<EvalReport, Learn
             None
         };
         let out = model.step(&x, state.as_ref())?;
-        let logits = out.logits.flatten_all()?.to_vec1::<f32>()?;
-        match policy {
-            EvalPolicy::Greedy => ActionSampler::greedy(&logits, a, &mut actions[..k]),
-            EvalPolicy::Sample => sampler.sample(&logits, a, &mut actions[..k]),
+        let params = out.policy_params.flatten_all()?.to_vec1::<f32>()?;
+        match (distribution, policy) {
+            (ActionDistribution::Categorical { num_actions }, EvalPolicy::Greedy) => {
+                ActionSampler::greedy(&params, num_actions, &mut actions[..k])
+            }
+            (ActionDistribution::Categorical { num_actions }, EvalPolicy::Sample) => {
+                sampler.sample(&params, num_actions, &mut actions[..k])
+            }
+            (ActionDistribution::Gaussian { dim }, EvalPolicy::Greedy) => {
+                ActionSampler::gaussian_mean(&params, dim, &mut continuous[..k * dim])
+            }
+            (ActionDistribution::Gaussian { dim }, EvalPolicy::Sample) => {
+                sampler.sample_gaussian(&params, dim, &mut continuous[..k * dim])
+            }
+        }
+        if dim > 0 {
+            for action in continuous[..k * dim].chunks_exact_mut(dim) {
+                spec.action.clip(action);
+            }
         }
         if let Some(next) = &out.state {
             let (nh, nc) = (
@@ -175,11 +201,13 @@ pub fn evaluate(run_dir: &Path, config: &EvalConfig) -> Result<EvalReport, Learn
         }
         let mut still = Vec::with_capacity(k);
         for (row, &i) in running.iter().enumerate() {
+            let action = if dim == 0 {
+                Action::Discrete(actions[row])
+            } else {
+                Action::Continuous(&continuous[row * dim..(row + 1) * dim])
+            };
             let t = envs[i]
-                .step(
-                    Action::Discrete(actions[row]),
-                    &mut obs[i * obs_bytes..(i + 1) * obs_bytes],
-                )
+                .step(action, &mut obs[i * obs_bytes..(i + 1) * obs_bytes])
                 .map_err(env_failed)?;
             returns[i] += f64::from(t.reward);
             if !(t.terminated || t.truncated) {
@@ -201,13 +229,14 @@ pub fn evaluate(run_dir: &Path, config: &EvalConfig) -> Result<EvalReport, Learn
 
 #[cfg(test)]
 mod tests {
-    use candle_core::{Device, Tensor};
+    use candle_core::{DType, Device, Tensor};
+    use seed_env::Action;
     use seed_shared::EnvSpec;
 
     use crate::app::eval::{evaluate, EvalConfig, EvalPolicy};
     use crate::learn::checkpoint::{save, CheckpointConfig, CheckpointState, EnvDescription};
     use crate::learn::optimizer::{Optimizer, OptimizerConfig};
-    use crate::model::{ModelConfig, ModelShape, TrainableModel};
+    use crate::model::{ActionDistribution, ModelConfig, ModelShape, TrainableModel};
 
     /// A checkpoint of a hand-set CartPole controller: one tanh unit reads
     /// `theta + 0.5 * theta_dot` and the policy head pushes towards the
@@ -243,6 +272,7 @@ mod tests {
                 obs_shape: vec![4],
                 obs_dtype: "f32".into(),
                 num_actions: 2,
+                action_box: None,
                 episode_len: 500,
                 step_cost_us: 0,
             },
@@ -279,6 +309,107 @@ mod tests {
                 "{policy:?} reversed controller: {b:?}"
             );
         }
+    }
+
+    /// A Pendulum checkpoint whose Gaussian policy ignores the observation:
+    /// mean `mean`, log-std `log_std`. With `categorical`, a model of the
+    /// wrong kind for Pendulum (one discrete action) instead.
+    fn pendulum_checkpoint(dir: &std::path::Path, mean: f32, log_std: f32, categorical: bool) {
+        let spec = seed_env::EnvConfig::Pendulum.spec();
+        let shape = ModelShape {
+            hidden_sizes: vec![4],
+            ..ModelShape::default()
+        };
+        let mut config = ModelConfig::new(&spec, &shape);
+        if categorical {
+            config.action = ActionDistribution::Categorical { num_actions: 1 };
+        }
+        let mut model = TrainableModel::new(&config, &Device::Cpu, 0).unwrap();
+        if !categorical {
+            let d = Device::Cpu;
+            let mut set = |name: &str, t: Tensor| model.varmap.set_one(name, t).unwrap();
+            set(
+                "policy.weight",
+                Tensor::zeros((1, 4), DType::F32, &d).unwrap(),
+            );
+            set("policy.bias", Tensor::new(&[mean], &d).unwrap());
+            set("log_std", Tensor::new(&[log_std], &d).unwrap());
+        }
+        let optimizer = Optimizer::new(&model.varmap, OptimizerConfig::default()).unwrap();
+        let config = CheckpointConfig {
+            model: config,
+            env: EnvDescription {
+                kind: "pendulum".into(),
+                obs_shape: vec![3],
+                obs_dtype: "f32".into(),
+                num_actions: 0,
+                action_box: EnvDescription::action_box_of(&spec.action),
+                episode_len: 0,
+                step_cost_us: 0,
+            },
+            flags: serde_json::Value::Null,
+        };
+        save(
+            dir,
+            &model,
+            &optimizer,
+            &CheckpointState::default(),
+            &config,
+        )
+        .unwrap();
+    }
+
+    /// Returns of Pendulum episodes (env `i` seeded `1 + i`, as [`run`]
+    /// seeds them) under a constant torque.
+    fn constant_torque_returns(torque: f32) -> Vec<f64> {
+        (0..8u64)
+            .map(|i| {
+                let mut env = seed_env::EnvConfig::Pendulum.build(1 + i);
+                let mut obs = [0u8; 12];
+                env.reset(1 + i, &mut obs).unwrap();
+                let mut total = 0.0;
+                loop {
+                    let t = env.step(Action::Continuous(&[torque]), &mut obs).unwrap();
+                    total += f64::from(t.reward);
+                    if t.truncated || t.terminated {
+                        return total;
+                    }
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pendulum_greedy_plays_the_clipped_mean_and_sample_draws_around_it() {
+        let dir = tempfile::tempdir().unwrap();
+        // Mean 2.5 is outside [-2, 2]: greedy play is the torque 2
+        // throughout; σ = 1 puts 31% of the samples below 2.
+        pendulum_checkpoint(dir.path(), 2.5, 0.0, false);
+        let greedy = run(dir.path(), EvalPolicy::Greedy);
+        assert_eq!(greedy.returns, constant_torque_returns(2.0));
+        assert_ne!(greedy.returns, constant_torque_returns(0.0));
+        let sample = run(dir.path(), EvalPolicy::Sample);
+        assert_eq!(sample, run(dir.path(), EvalPolicy::Sample), "seeded");
+        assert_ne!(sample.returns, greedy.returns, "σ = 1 moves the torque");
+        // 200 steps of rewards in [-16.3, 0] each.
+        assert!(sample.min_return >= -16.3 * 200.0 && sample.max_return <= 0.0);
+    }
+
+    #[test]
+    fn eval_refuses_a_model_of_another_action_space() {
+        let dir = tempfile::tempdir().unwrap();
+        pendulum_checkpoint(dir.path(), 0.0, 0.0, true);
+        let config = EvalConfig {
+            episodes: 1,
+            seed: 1,
+            max_steps: 10,
+            policy: EvalPolicy::Greedy,
+        };
+        let err = evaluate(dir.path(), &config).unwrap_err().to_string();
+        assert!(
+            err.contains("categorical over 1 actions") && err.contains("Box([1], -2..2)"),
+            "{err}"
+        );
     }
 
     #[test]

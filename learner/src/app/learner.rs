@@ -418,7 +418,8 @@ fn env_description(env: Option<&EnvConfig>, spec: &EnvSpec) -> EnvDescription {
         kind: kind.into(),
         obs_shape: spec.obs_shape.clone(),
         obs_dtype: spec.obs_dtype.to_string(),
-        num_actions: spec.action.dim() as u32,
+        num_actions: spec.num_actions().unwrap_or(0),
+        action_box: EnvDescription::action_box_of(&spec.action),
         episode_len: synthetic.episode_len,
         step_cost_us: synthetic.step_cost_us,
     }

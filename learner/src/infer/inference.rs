@@ -9,7 +9,10 @@
 //!    where a new episode starts: after `terminated`, after a truncated step,
 //!    or on a new run id), when the model is recurrent;
 //! 3. runs the current policy snapshot (loaded once per batch), downloads the
-//!    `[B, A]` logits once and samples actions on the host;
+//!    `[B, P]` distribution parameters once and samples actions on the host
+//!    (an index per row from a categorical's logits, or `D` unclipped floats
+//!    per row from a Gaussian's mean and log-std, sent in
+//!    `ActionBatch.continuous_actions`);
 //! 4. writes the next recurrent state back, offers the whole batch to the
 //!    optional [`InferenceSink`] (the unroll builder), releases the envs'
 //!    claims and sends one `ActionBatch` per request straight into its
@@ -19,7 +22,7 @@
 //! Thread 0's worker is shared with [`InlineInference`]: a stream task whose
 //! request would be flushed alone anyway runs it on that worker itself.
 //! Cost per batch: one host copy of the observations, one tensor upload, one
-//! forward, one logits download, one small `Vec` per reply.
+//! forward, one parameter download, one small `Vec` per reply.
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -37,7 +40,7 @@ use crate::infer::state_table::StateTable;
 use crate::infer::step_request::StepRequest;
 use crate::metrics::Metrics;
 use crate::model::weights::WeightsHandle;
-use crate::model::{ActionSampler, RecurrentState};
+use crate::model::{ActionDistribution, ActionSampler, RecurrentState};
 
 /// What the inference threads share.
 pub struct InferenceShared {
@@ -192,6 +195,8 @@ struct InferenceWorker {
     index: usize,
     sink: Option<Box<dyn InferenceSink>>,
     sampler: ActionSampler,
+    /// The envs' action distribution (from the spec the actors announce).
+    distribution: ActionDistribution,
     obs_len: usize,
     /// `[B, ...obs_shape]` with the batch dimension rewritten per batch.
     dims: Vec<usize>,
@@ -200,7 +205,10 @@ struct InferenceWorker {
     h: Vec<f32>,
     c: Vec<f32>,
     episode_start: Vec<bool>,
+    /// `[B]` sampled indices (categorical).
     actions: Vec<u32>,
+    /// `[B, D]` sampled floats (Gaussian).
+    continuous_actions: Vec<f32>,
     /// Reused by [`InlineInference`] for its one-request batches.
     inline_requests: Vec<StepRequest>,
 }
@@ -216,10 +224,12 @@ impl InferenceWorker {
         let h = shared.table.state_size();
         let mut dims = vec![0];
         dims.extend(&shared.spec.obs_shape);
+        let distribution = ActionDistribution::for_space(&shared.spec.action);
         InferenceWorker {
             index,
             sink: shared.sink.as_ref().map(|make| make(index)),
             sampler: ActionSampler::new(shared.seed.wrapping_add(index as u64)),
+            distribution,
             obs_len,
             dims,
             obs_f32: vec![0.0; f32_cap],
@@ -228,6 +238,7 @@ impl InferenceWorker {
             c: vec![0.0; max_rows * h],
             episode_start: Vec::with_capacity(max_rows),
             actions: Vec::with_capacity(max_rows),
+            continuous_actions: Vec::with_capacity(max_rows * distribution.continuous_dim()),
             inline_requests: Vec::with_capacity(1),
         }
     }
@@ -348,11 +359,28 @@ impl InferenceWorker {
         };
         let policy = shared.weights.load();
         let step = policy.model.step(&obs, state.as_ref())?;
-        let num_actions = shared.spec.action.dim();
-        let logits = step.logits.flatten_all()?.to_vec1::<f32>()?;
+        let distribution = self.distribution;
+        let params = step.policy_params.flatten_all()?.to_vec1::<f32>()?;
+        if params.len() != rows * distribution.param_width() {
+            candle_core::bail!(
+                "the policy gave {} distribution parameters for {rows} rows of a {distribution}",
+                params.len()
+            );
+        }
         self.actions.clear();
-        self.actions.resize(rows, 0);
-        self.sampler.sample(&logits, num_actions, &mut self.actions);
+        self.continuous_actions.clear();
+        match distribution {
+            ActionDistribution::Categorical { num_actions } => {
+                self.actions.resize(rows, 0);
+                self.sampler.sample(&params, num_actions, &mut self.actions);
+            }
+            ActionDistribution::Gaussian { dim } => {
+                self.continuous_actions.resize(rows * dim, 0.0);
+                self.sampler
+                    .sample_gaussian(&params, dim, &mut self.continuous_actions);
+            }
+        }
+        let dim = distribution.continuous_dim();
 
         // 4. Recurrent write-back, sink, replies.
         if let Some(next) = &step.state {
@@ -373,10 +401,11 @@ impl InferenceWorker {
             let values = step.values.to_vec1::<f32>()?;
             sink.on_batch(&InferredBatch {
                 policy_version: policy.version,
-                num_actions,
+                distribution,
                 state_size: hsize,
                 actions: &self.actions,
-                logits: &logits,
+                continuous_actions: &self.continuous_actions,
+                policy_params: &params,
                 values: &values,
                 episode_start: &self.episode_start,
                 recurrent_h: &self.h[..rows * hsize],
@@ -403,12 +432,21 @@ impl InferenceWorker {
             // Release the envs before the actor can see their actions, so
             // its next step for them never finds them still claimed.
             drop(claim);
+            // One of the two is empty: the other kind's buffer.
+            let (actions, continuous_actions) = if dim == 0 {
+                (self.actions[row..row + k].to_vec(), Vec::new())
+            } else {
+                (
+                    Vec::new(),
+                    self.continuous_actions[row * dim..(row + k) * dim].to_vec(),
+                )
+            };
             let msg = pb::LearnerMessage {
                 kind: Some(pb::learner_message::Kind::Actions(pb::ActionBatch {
                     seq: batch.seq,
-                    actions: self.actions[row..row + k].to_vec(),
+                    actions,
                     policy_version: version,
-                    continuous_actions: Vec::new(),
+                    continuous_actions,
                 })),
             };
             // A closed channel means the stream already ended; nothing to do.

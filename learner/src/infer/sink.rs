@@ -1,6 +1,7 @@
 //! The hook between inference and learning: [`InferenceSink`] receives every
-//! inferred batch (observations, actions, behaviour logits, values, recurrent
-//! state) and every slot release, on the inference thread.
+//! inferred batch (observations, actions, the behaviour policy's
+//! distribution parameters, values, recurrent state) and every slot
+//! release, on the inference thread.
 //!
 //! Inference defines the interface and the learning side implements it (the
 //! unroll builder, `crate::learn::unroll`), so inference never names the
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use crate::infer::state_table::{EnvSlot, LeaseId};
 use crate::infer::step_request::StepRequest;
 use crate::model::weights::PolicyVersion;
+use crate::model::ActionDistribution;
 
 /// Receives every inferred batch and every slot release, on the inference
 /// thread, before the actions are sent. The unroll builder implements it.
@@ -35,13 +37,18 @@ pub type SinkFactory = Arc<dyn Fn(usize) -> Box<dyn InferenceSink> + Send + Sync
 /// One inferred batch, as offered to an [`InferenceSink`].
 pub struct InferredBatch<'a> {
     pub policy_version: PolicyVersion,
-    pub num_actions: usize,
+    /// The policy's action distribution (`P` parameters per row).
+    pub distribution: ActionDistribution,
     /// Recurrent hidden size `H` (0: feed-forward).
     pub state_size: usize,
-    /// `[B]` sampled actions.
+    /// `[B]` sampled actions of a categorical policy (empty for a Gaussian).
     pub actions: &'a [u32],
-    /// `[B, A]` logits of the behaviour policy.
-    pub logits: &'a [f32],
+    /// `[B, D]` sampled, unclipped actions of a Gaussian policy (empty for
+    /// a categorical).
+    pub continuous_actions: &'a [f32],
+    /// `[B, P]` distribution parameters of the behaviour policy (logits, or
+    /// means then log-stds).
+    pub policy_params: &'a [f32],
     /// `[B]` value estimates.
     pub values: &'a [f32],
     /// `[B]` this row starts a new episode (its recurrent state was zeroed).
@@ -51,6 +58,15 @@ pub struct InferredBatch<'a> {
     pub recurrent_c: &'a [f32],
     pub(super) requests: &'a [StepRequest],
     pub(super) obs_bytes: usize,
+}
+
+/// The action the policy sampled for one row, as sent to the actor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SampledAction<'a> {
+    /// An index below the categorical's `A`.
+    Discrete(u32),
+    /// `D` floats, not clipped to the env's bounds (the actor clips them).
+    Continuous(&'a [f32]),
 }
 
 /// One env's step within an [`InferredBatch`].
@@ -65,9 +81,9 @@ pub struct InferredRow<'a> {
     pub terminated: bool,
     pub truncated: bool,
     pub episode_start: bool,
-    pub action: u32,
-    /// `[A]`
-    pub logits: &'a [f32],
+    pub action: SampledAction<'a>,
+    /// `[P]` the behaviour policy's distribution parameters.
+    pub policy_params: &'a [f32],
     pub value: f32,
     /// `[H]` each, before the step; `None` when feed-forward.
     pub recurrent_h: Option<&'a [f32]>,
@@ -77,16 +93,20 @@ pub struct InferredRow<'a> {
 impl<'a> InferredBatch<'a> {
     /// Env rows in the batch.
     pub fn len(&self) -> usize {
-        self.actions.len()
+        self.values.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.actions.is_empty()
+        self.values.is_empty()
     }
 
     /// The rows, in batch order (requests in order, then their env indices).
     pub fn rows(&self) -> impl Iterator<Item = InferredRow<'a>> + '_ {
-        let (a, h) = (self.num_actions, self.state_size);
+        let (p, d, h) = (
+            self.distribution.param_width(),
+            self.distribution.continuous_dim(),
+            self.state_size,
+        );
         let this: &InferredBatch<'a> = self;
         self.requests
             .iter()
@@ -104,8 +124,12 @@ impl<'a> InferredBatch<'a> {
                     terminated: b.terminated[j],
                     truncated: b.truncated[j],
                     episode_start: this.episode_start[row],
-                    action: this.actions[row],
-                    logits: &this.logits[row * a..(row + 1) * a],
+                    action: if d == 0 {
+                        SampledAction::Discrete(this.actions[row])
+                    } else {
+                        SampledAction::Continuous(&this.continuous_actions[row * d..(row + 1) * d])
+                    },
+                    policy_params: &this.policy_params[row * p..(row + 1) * p],
                     value: this.values[row],
                     recurrent_h: (h > 0).then(|| &this.recurrent_h[row * h..(row + 1) * h]),
                     recurrent_c: (h > 0).then(|| &this.recurrent_c[row * h..(row + 1) * h]),

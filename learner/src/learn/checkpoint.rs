@@ -11,6 +11,11 @@
 //!     config.json                model, env and training flags
 //! ```
 //!
+//! A checkpoint belongs to its env's observation shape and action space: the
+//! model records its action distribution (categorical over `A` actions or a
+//! Gaussian over `D` floats), and [`CheckpointConfig::check_env`] refuses an
+//! env that does not match it (`--resume`, `learner eval`).
+//!
 //! Atomicity: a checkpoint is written into a temporary directory, flushed,
 //! and renamed into place; then `LATEST` is replaced by writing a temporary
 //! file and renaming it. A crash at any point leaves `LATEST` naming a
@@ -24,10 +29,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use candle_core::{Device, Tensor};
+use seed_shared::{ActionSpace, EnvSpec};
 use serde::{Deserialize, Serialize};
 
 use crate::learn::optimizer::Optimizer;
-use crate::model::{ModelConfig, TrainableModel};
+use crate::model::{ActionDistribution, ModelConfig, TrainableModel};
 
 /// Checkpoints kept in `checkpoints/`.
 const KEEP: usize = 2;
@@ -50,6 +56,16 @@ pub enum CheckpointError {
     Tensor(#[from] candle_core::Error),
     #[error("optimizer state: {0}")]
     Optimizer(#[from] crate::learn::optimizer::OptimizerError),
+    #[error(
+        "the checkpoint's model is for {field} {checkpoint}, but the env has {env}: a \
+         checkpoint only runs on the observations and action space it was trained for"
+    )]
+    EnvMismatch {
+        /// `observations` or `actions`.
+        field: &'static str,
+        checkpoint: String,
+        env: String,
+    },
 }
 
 fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError {
@@ -71,14 +87,87 @@ pub struct CheckpointState {
 /// The environment a run trained on, enough to rebuild it for `eval`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnvDescription {
-    /// `cartpole` or `synthetic`.
+    /// `cartpole`, `pendulum` or `synthetic`.
     pub kind: String,
     pub obs_shape: Vec<usize>,
     /// `f32` or `u8`.
     pub obs_dtype: String,
+    /// Discrete actions: their number; 0 when `action_box` is set.
     pub num_actions: u32,
+    /// Continuous actions: the box (absent in checkpoints of discrete
+    /// envs, and in all written before continuous actions existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_box: Option<ActionBox>,
     pub episode_len: u32,
     pub step_cost_us: u64,
+}
+
+/// A continuous action space as `config.json` records it: one action is
+/// `prod(shape)` floats, element `i` within `[low[i], high[i]]`. An infinite
+/// bound is written as the string `"inf"` or `"-inf"` (JSON has no
+/// infinity).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActionBox {
+    pub shape: Vec<usize>,
+    #[serde(with = "bounds")]
+    pub low: Vec<f32>,
+    #[serde(with = "bounds")]
+    pub high: Vec<f32>,
+}
+
+impl EnvDescription {
+    /// The box of `action`, for [`EnvDescription::action_box`]; `None` for
+    /// a discrete space.
+    pub fn action_box_of(action: &ActionSpace) -> Option<ActionBox> {
+        match action {
+            ActionSpace::Discrete(_) => None,
+            ActionSpace::Box { shape, low, high } => Some(ActionBox {
+                shape: shape.clone(),
+                low: low.clone(),
+                high: high.clone(),
+            }),
+        }
+    }
+}
+
+/// Box bounds in JSON: finite floats as numbers, infinities as strings.
+mod bounds {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Bound {
+        Finite(f32),
+        Infinite(String),
+    }
+
+    pub fn serialize<S: Serializer>(values: &[f32], s: S) -> Result<S::Ok, S::Error> {
+        let bounds: Vec<Bound> = values
+            .iter()
+            .map(|&v| match v {
+                f32::INFINITY => Bound::Infinite("inf".into()),
+                f32::NEG_INFINITY => Bound::Infinite("-inf".into()),
+                v => Bound::Finite(v),
+            })
+            .collect();
+        bounds.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f32>, D::Error> {
+        Vec::<Bound>::deserialize(d)?
+            .into_iter()
+            .map(|b| match b {
+                Bound::Finite(v) => Ok(v),
+                Bound::Infinite(s) => match s.as_str() {
+                    "inf" => Ok(f32::INFINITY),
+                    "-inf" => Ok(f32::NEG_INFINITY),
+                    other => Err(serde::de::Error::custom(format!(
+                        "action bound {other:?} is neither a number nor \"inf\" or \"-inf\""
+                    ))),
+                },
+            })
+            .collect()
+    }
 }
 
 /// `config.json`: the model, the env and the flags of the run.
@@ -88,6 +177,30 @@ pub struct CheckpointConfig {
     pub env: EnvDescription,
     /// The training flags, for the record (hyperparameters).
     pub flags: serde_json::Value,
+}
+
+impl CheckpointConfig {
+    /// Refuses an env whose observations or action space differ from what
+    /// the checkpoint's model was built for (a categorical model on a
+    /// continuous env, a different number of actions, ...).
+    pub fn check_env(&self, spec: &EnvSpec) -> Result<(), CheckpointError> {
+        let model = &self.model;
+        if model.obs_shape != spec.obs_shape {
+            return Err(CheckpointError::EnvMismatch {
+                field: "observations",
+                checkpoint: format!("{:?}", model.obs_shape),
+                env: format!("{:?}", spec.obs_shape),
+            });
+        }
+        if model.action != ActionDistribution::for_space(&spec.action) {
+            return Err(CheckpointError::EnvMismatch {
+                field: "actions",
+                checkpoint: format!("a {} policy", model.action),
+                env: format!("actions {}", spec.action),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// A checkpoint read from disk.
@@ -268,6 +381,7 @@ mod tests {
                 obs_shape: vec![4],
                 obs_dtype: "f32".into(),
                 num_actions: 2,
+                action_box: None,
                 episode_len: 500,
                 step_cost_us: 0,
             },
@@ -311,6 +425,92 @@ mod tests {
             let diff = (t - &wb[name]).unwrap().abs().unwrap().max_all().unwrap();
             assert_eq!(diff.to_scalar::<f32>().unwrap(), 0.0, "{name}");
         }
+    }
+
+    #[test]
+    fn a_checkpoint_refuses_an_env_of_another_action_space() {
+        let c = config();
+        assert!(c.check_env(&EnvSpec::cartpole()).is_ok());
+        let mut box_env = EnvSpec::cartpole();
+        box_env.action = ActionSpace::uniform_box(2, -1.0, 1.0);
+        let err = c.check_env(&box_env).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CheckpointError::EnvMismatch {
+                    field: "actions",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("categorical over 2 actions") && text.contains("Box([2], -1..1)"),
+            "{text}"
+        );
+        let mut three = EnvSpec::cartpole();
+        three.action = ActionSpace::Discrete(3);
+        assert!(c.check_env(&three).is_err());
+        let mut wider = EnvSpec::cartpole();
+        wider.obs_shape = vec![5];
+        assert!(matches!(
+            c.check_env(&wider),
+            Err(CheckpointError::EnvMismatch {
+                field: "observations",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn config_json_round_trips_a_gaussian_model_and_infinite_bounds() {
+        let spec = EnvSpec {
+            env_name: "Box".into(),
+            obs_shape: vec![3],
+            obs_dtype: seed_shared::ObsDType::F32,
+            action: ActionSpace::Box {
+                shape: vec![2],
+                low: vec![-2.0, f32::NEG_INFINITY],
+                high: vec![2.0, f32::INFINITY],
+            },
+        };
+        let c = CheckpointConfig {
+            model: ModelConfig::for_spec(&spec),
+            env: EnvDescription {
+                kind: "box".into(),
+                obs_shape: vec![3],
+                obs_dtype: "f32".into(),
+                num_actions: 0,
+                action_box: EnvDescription::action_box_of(&spec.action),
+                episode_len: 0,
+                step_cost_us: 0,
+            },
+            flags: serde_json::Value::Null,
+        };
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(
+            text.contains("\"-inf\"") && text.contains("\"gaussian\""),
+            "{text}"
+        );
+        let back: CheckpointConfig = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, c);
+        assert!(back.check_env(&spec).is_ok());
+        assert!(back.check_env(&EnvSpec::cartpole()).is_err());
+    }
+
+    #[test]
+    fn config_json_of_a_discrete_model_from_before_action_kinds_still_reads() {
+        // What checkpoints recorded before the action distribution existed.
+        let old = r#"{
+            "model": {"obs_shape": [4], "obs_is_u8": false, "num_actions": 2,
+                      "hidden_sizes": [64, 64], "conv_features": 256, "lstm_size": null},
+            "env": {"kind": "cartpole", "obs_shape": [4], "obs_dtype": "f32",
+                    "num_actions": 2, "episode_len": 500, "step_cost_us": 0},
+            "flags": {"lr": 0.001}
+        }"#;
+        let c: CheckpointConfig = serde_json::from_str(old).unwrap();
+        assert_eq!(c, config());
     }
 
     #[test]

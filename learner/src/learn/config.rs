@@ -63,6 +63,7 @@ impl Default for TrainConfig {
                     discount: 0.99,
                     baseline_cost: 0.5,
                     entropy_cost: 0.01,
+                    reward_scale: 1.0,
                     clip: VTraceClip {
                         rho: 1.0,
                         c: 1.0,
@@ -130,6 +131,9 @@ impl TrainConfig {
         }
         if !(0.0..=1.0).contains(&t.loss.discount) {
             return bad("--discount must be in [0, 1]");
+        }
+        if !(t.loss.reward_scale.is_finite() && t.loss.reward_scale > 0.0) {
+            return bad("--reward-scale must be positive");
         }
         Ok(())
     }

@@ -880,9 +880,10 @@ mod tests {
             let values = baseline.broadcast_as((T + 1, B)).unwrap();
             let loss = impala_loss(
                 &ImpalaLossInputs {
-                    target_logits: &target_logits,
+                    distribution: crate::model::ActionDistribution::Categorical { num_actions: 2 },
+                    target_params: &target_logits,
                     values: &values,
-                    behaviour_logits: &target_logits.detach(),
+                    behaviour_params: &target_logits.detach(),
                     actions: &Tensor::from_vec(actions, (T + 1, B), &device).unwrap(),
                     rewards: &Tensor::from_vec(rewards, (T + 1, B), &device).unwrap(),
                     terminated: &Tensor::from_vec(terminated, (T + 1, B), &device).unwrap(),

@@ -36,7 +36,8 @@ const POLL: Duration = Duration::from_millis(50);
 pub struct TrainBatch {
     /// `[T+1, B, ...obs_shape]`, u8 or f32.
     pub obs: Tensor,
-    /// `[T+1, B]` u32.
+    /// `[T+1, B]` u32 (categorical policies) or `[T+1, B, D]` f32
+    /// (Gaussian policies: the unclipped samples).
     pub actions: Tensor,
     /// `[T+1, B]` f32.
     pub rewards: Tensor,
@@ -46,8 +47,9 @@ pub struct TrainBatch {
     pub truncated: Tensor,
     /// `[T+1, B]` f32.
     pub episode_start: Tensor,
-    /// `[T+1, B, A]` f32.
-    pub behaviour_logits: Tensor,
+    /// `[T+1, B, P]` f32: the behaviour policy's distribution parameters
+    /// (logits, or means then log-stds).
+    pub behaviour_params: Tensor,
     /// `[B, H]` each, recurrent models only.
     pub initial_state: Option<RecurrentState>,
     /// `[B]` oldest policy version of each unroll.
@@ -69,41 +71,39 @@ impl TrainBatch {
 pub struct Collator {
     spec: UnrollSpec,
     device: Device,
-    /// One time-major host buffer per transposed field, sized for `max_rows`.
+    /// The fields that carry a time axis ([`UnrollSpec::time_fields`]).
+    time_fields: [&'static str; 7],
+    /// One time-major host buffer per field of `time_fields`, sized for
+    /// `max_rows`.
     host: Vec<Vec<u8>>,
 }
-
-/// The fields that carry a time axis, in [`Collator::host`] order.
-const TIME_FIELDS: [&str; 7] = [
-    fields::OBS,
-    fields::ACTIONS,
-    fields::REWARDS,
-    fields::TERMINATED,
-    fields::TRUNCATED,
-    fields::EPISODE_START,
-    fields::BEHAVIOUR_LOGITS,
-];
 
 impl Collator {
     pub fn new(spec: UnrollSpec, device: Device, max_rows: usize) -> Result<Self, ReplayError> {
         let layout = spec.layout()?;
-        let host = TIME_FIELDS
+        let time_fields = spec.time_fields();
+        let host = time_fields
             .iter()
             .map(|name| {
                 let bytes = layout.field(name).map_or(0, |(_, f)| f.num_bytes());
                 vec![0u8; bytes * max_rows]
             })
             .collect();
-        Ok(Collator { spec, device, host })
+        Ok(Collator {
+            spec,
+            device,
+            time_fields,
+            host,
+        })
     }
 
     /// Collates the rows of `batch` (any count up to `max_rows`).
     pub fn collate(&mut self, batch: &SampleBatch) -> Result<TrainBatch, CollateError> {
         let n = batch.len();
         let s = self.spec.steps();
-        let a = self.spec.num_actions;
-        let mut tensors = Vec::with_capacity(TIME_FIELDS.len());
-        for (i, name) in TIME_FIELDS.iter().enumerate() {
+        let p = self.spec.action.param_width();
+        let mut tensors = Vec::with_capacity(self.time_fields.len());
+        for (i, &name) in self.time_fields.iter().enumerate() {
             let (_, f) = batch
                 .layout()
                 .field(name)
@@ -155,11 +155,11 @@ impl Collator {
             terminated: next()?,
             truncated: next()?,
             episode_start: next()?,
-            behaviour_logits: next()?,
+            behaviour_params: next()?,
             initial_state,
             policy_versions: batch.policy_versions().to_vec(),
         };
-        debug_assert_eq!(out.behaviour_logits.dims(), &[s, n, a]);
+        debug_assert_eq!(out.behaviour_params.dims(), &[s, n, p]);
         Ok(out)
     }
 }
@@ -392,7 +392,7 @@ mod tests {
             unroll_length: 2,
             obs_shape: vec![2],
             obs_dtype: ObsDType::U8,
-            num_actions: 3,
+            action: crate::model::ActionDistribution::Categorical { num_actions: 3 },
             state_size: 1,
         };
         let replay = ReplayBuffer::new(
@@ -436,7 +436,7 @@ mod tests {
         assert_eq!(rewards, vec![vec![0.0, 1.0]; 3]);
         let actions = tb.actions.to_vec2::<u32>().unwrap();
         assert_eq!(actions, vec![vec![0, 0], vec![1, 1], vec![2, 2]]);
-        let logits = tb.behaviour_logits.to_vec3::<f32>().unwrap();
+        let logits = tb.behaviour_params.to_vec3::<f32>().unwrap();
         assert_eq!(logits[2][1], vec![1.0, 2.0, 0.0]);
         let h = tb.initial_state.unwrap().h.to_vec2::<f32>().unwrap();
         assert_eq!(h, vec![vec![0.5], vec![1.5]]);

@@ -122,9 +122,10 @@ impl Trainer {
         )?;
         let loss = impala_loss(
             &ImpalaLossInputs {
-                target_logits: &out.logits,
+                distribution: self.model.model.config().action,
+                target_params: &out.policy_params,
                 values: &out.values,
-                behaviour_logits: &batch.behaviour_logits,
+                behaviour_params: &batch.behaviour_params,
                 actions: &batch.actions,
                 rewards: &batch.rewards,
                 terminated: &batch.terminated,
@@ -286,10 +287,12 @@ pub fn spawn_training_thread(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::infer::sink::{InferredRow, SampledAction};
+    use crate::infer::state_table::{EnvSlot, LeaseId};
     use crate::learn::optimizer::{AdamConfig, Algorithm, LrSchedule};
     use crate::learn::prefetch::Collator;
     use crate::learn::unroll::{PushOutcome, UnrollBuilder, UnrollSpec};
-    use crate::model::ModelConfig;
+    use crate::model::{ActionDistribution, ActionSampler, ModelConfig};
     use candle_core::{Device, Tensor};
     use seed_replay::{ReplayConfig, SamplerConfig};
     use seed_shared::{EnvSpec, ObsDType};
@@ -311,7 +314,7 @@ mod tests {
             unroll_length: 4,
             obs_shape: vec![2, 20, 20],
             obs_dtype: ObsDType::U8,
-            num_actions: 3,
+            action: cfg.action,
             state_size: lstm.unwrap_or(0),
         };
         let replay = Arc::new(
@@ -344,7 +347,8 @@ mod tests {
         let mut sample = replay.new_batch(8);
         let prob_of_2 = |t: &Trainer| {
             let o = Tensor::from_slice(&obs, (1, 2, 20, 20), &Device::Cpu).unwrap();
-            let p = candle_nn::ops::softmax(&t.model.model.step(&o, None).unwrap().logits, 1)
+            let step = t.model.model.step(&o, None).unwrap();
+            let p = candle_nn::ops::softmax(&step.policy_params, 1)
                 .unwrap()
                 .to_vec2::<f32>()
                 .unwrap();
@@ -358,17 +362,17 @@ mod tests {
                 for t in 0..5u32 {
                     k = k.wrapping_mul(1_103_515_245).wrapping_add(12_345);
                     let action = (k >> 16) % 3;
-                    let row = crate::infer::sink::InferredRow {
-                        slot: crate::infer::state_table::EnvSlot(env as u32),
-                        lease: crate::infer::state_table::LeaseId(1),
+                    let row = InferredRow {
+                        slot: EnvSlot(env as u32),
+                        lease: LeaseId(1),
                         run_id: env,
                         observation: &obs,
                         reward: 0.0,
                         terminated: false,
                         truncated: false,
                         episode_start: t == 0,
-                        action,
-                        logits: &logits,
+                        action: SampledAction::Discrete(action),
+                        policy_params: &logits,
                         value: 0.0,
                         recurrent_h: lstm.map(|_| h.as_slice()),
                         recurrent_c: lstm.map(|_| h.as_slice()),
@@ -416,6 +420,124 @@ mod tests {
         train_on_images(Some(8));
     }
 
+    /// A continuous bandit through unrolls, replay and collation: the
+    /// reward of a torque `a` is `−(a − 1)²`, actions are sampled on-policy
+    /// from the Gaussian head. Training must move the mean towards 1.
+    #[test]
+    fn gaussian_policy_mean_moves_towards_the_rewarded_action() {
+        let spec_env = EnvSpec {
+            env_name: "Bandit".into(),
+            obs_shape: vec![3],
+            obs_dtype: ObsDType::F32,
+            action: seed_shared::ActionSpace::uniform_box(1, -2.0, 2.0),
+        };
+        let cfg = ModelConfig::for_spec(&spec_env);
+        assert_eq!(cfg.action, ActionDistribution::Gaussian { dim: 1 });
+        let model = TrainableModel::new(&cfg, &Device::Cpu, 5).unwrap();
+        let weights = Arc::new(WeightsHandle::new(
+            model.snapshot().unwrap(),
+            PolicyVersion(0),
+        ));
+        let spec = UnrollSpec {
+            unroll_length: 4,
+            obs_shape: vec![3],
+            obs_dtype: ObsDType::F32,
+            action: cfg.action,
+            state_size: 0,
+        };
+        let replay = Arc::new(
+            ReplayBuffer::new(
+                spec.layout().unwrap(),
+                ReplayConfig::new(64, SamplerConfig::Fifo),
+            )
+            .unwrap(),
+        );
+        let mut trainer = Trainer::new(
+            model,
+            TrainerConfig {
+                loss: ImpalaLossConfig {
+                    entropy_cost: 0.0,
+                    ..ImpalaLossConfig::default()
+                },
+                optimizer: OptimizerConfig {
+                    algorithm: Algorithm::Adam(AdamConfig::default()),
+                    schedule: LrSchedule::Constant { lr: 1e-2 },
+                },
+                max_grad_norm: 40.0,
+            },
+            Arc::clone(&weights),
+            Some(Arc::clone(&replay)),
+        )
+        .unwrap();
+        let obs_f32 = [0.5f32, -0.5, 0.1];
+        let obs: Vec<u8> = obs_f32.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let params_now = |t: &Trainer| {
+            let o = Tensor::new(&[obs_f32], &Device::Cpu).unwrap();
+            let step = t.model.model.step(&o, None).unwrap();
+            step.policy_params
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        };
+        let mut sampler = ActionSampler::new(9);
+        let mut collator = Collator::new(spec.clone(), Device::Cpu, 16).unwrap();
+        let mut sample = replay.new_batch(16);
+        let before = params_now(&trainer);
+        assert_eq!(before.len(), 2, "mean and log-std");
+        assert_eq!(before[1], 0.0, "log σ starts at 0");
+        for step in 0..30 {
+            let params = params_now(&trainer);
+            for env in 0..16u32 {
+                let mut b = UnrollBuilder::new(&spec);
+                for t in 0..5u32 {
+                    let mut a = [0f32];
+                    sampler.sample_gaussian(&params, 1, &mut a);
+                    let row = InferredRow {
+                        slot: EnvSlot(env),
+                        lease: LeaseId(1),
+                        run_id: u64::from(env),
+                        observation: &obs,
+                        reward: 0.0,
+                        terminated: false,
+                        truncated: false,
+                        episode_start: t == 0,
+                        action: SampledAction::Continuous(&a),
+                        policy_params: &params,
+                        value: 0.0,
+                        recurrent_h: None,
+                        recurrent_c: None,
+                    };
+                    if b.push(&row, trainer.weights().version()) == PushOutcome::Complete {
+                        replay.insert_ref(b.fields().as_slice()).unwrap();
+                    }
+                }
+            }
+            replay.sample_into(&mut sample, 16).unwrap();
+            let mut batch = collator.collate(&sample).unwrap();
+            assert_eq!(batch.actions.dims(), &[5, 16, 1]);
+            assert_eq!(batch.behaviour_params.dims(), &[5, 16, 2]);
+            let actions = batch.actions.to_vec3::<f32>().unwrap();
+            let mut rewards = vec![0f32; 5 * 16];
+            for t in 0..4 {
+                for b in 0..16 {
+                    rewards[(t + 1) * 16 + b] = -(actions[t][b][0] - 1.0).powi(2);
+                }
+            }
+            batch.rewards = Tensor::from_slice(&rewards, (5, 16), &Device::Cpu).unwrap();
+            let s = trainer.step(&batch).unwrap();
+            assert!(s.total_loss.is_finite() && s.grad_norm.is_finite(), "{s:?}");
+            assert_eq!(s.version, PolicyVersion(step + 1));
+        }
+        let after = params_now(&trainer);
+        assert!(
+            after[0] > before[0] + 0.3,
+            "mean {} -> {} (the reward peaks at 1)",
+            before[0],
+            after[0]
+        );
+    }
+
     #[test]
     fn policy_lag_is_measured_against_the_oldest_version() {
         let cfg = ModelConfig::for_spec(&EnvSpec::cartpole());
@@ -444,7 +566,7 @@ mod tests {
             terminated: z(&[3, 2], candle_core::DType::U8),
             truncated: z(&[3, 2], candle_core::DType::U8),
             episode_start: z(&[3, 2], candle_core::DType::F32),
-            behaviour_logits: z(&[3, 2, 2], candle_core::DType::F32),
+            behaviour_params: z(&[3, 2, 2], candle_core::DType::F32),
             initial_state: None,
             policy_versions: vec![9, 4],
         };

@@ -91,21 +91,16 @@ impl TrainingSetup {
             None => None,
         };
         let model_config = match &loaded {
-            // The architecture is the checkpoint's, whatever the flags say.
-            Some(l) => l.config.model.clone(),
+            // The architecture is the checkpoint's, whatever the flags say,
+            // as long as it fits the env.
+            Some(l) => {
+                l.config
+                    .check_env(spec)
+                    .map_err(|e| LearnerError::Config(format!("--resume: {e}")))?;
+                l.config.model.clone()
+            }
             None => model,
         };
-        if model_config.obs_shape != spec.obs_shape || model_config.num_actions != spec.action.dim()
-        {
-            return Err(LearnerError::Config(format!(
-                "--resume: the checkpoint's model is for observations {:?} and {} actions, \
-                 the env has {:?} and {}",
-                model_config.obs_shape,
-                model_config.num_actions,
-                spec.obs_shape,
-                spec.action.dim()
-            )));
-        }
         let mut model = TrainableModel::new(&model_config, device, seed)?;
         if let Some(l) = &loaded {
             l.restore_weights(&mut model)
@@ -122,7 +117,7 @@ impl TrainingSetup {
             unroll_length: train.unroll_length,
             obs_shape: spec.obs_shape.clone(),
             obs_dtype: spec.obs_dtype,
-            num_actions: spec.action.dim(),
+            action: model_config.action,
             state_size: model_config.lstm_size.unwrap_or(0),
         };
         // FIFO consume-once; reuse (`--replay-ratio`) happens after
@@ -360,5 +355,83 @@ impl Training {
             info!(path = %path.display(), learner_steps = state.learner_steps, "checkpoint written");
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::learn::optimizer::{Optimizer, OptimizerConfig};
+    use seed_shared::ActionSpace;
+
+    /// A learning side for `spec` resuming from `resume`.
+    fn setup(spec: &EnvSpec, resume: &std::path::Path) -> Result<TrainingSetup, LearnerError> {
+        let mut train = TrainConfig::default();
+        train.checkpoints.resume = Some(resume.to_path_buf());
+        TrainingSetup::new(
+            &train,
+            TrainingTarget {
+                model: ModelConfig::for_spec(spec),
+                spec: spec.clone(),
+                env: EnvDescription {
+                    kind: "test".into(),
+                    obs_shape: spec.obs_shape.clone(),
+                    obs_dtype: spec.obs_dtype.to_string(),
+                    num_actions: spec.num_actions().unwrap_or(0),
+                    action_box: EnvDescription::action_box_of(&spec.action),
+                    episode_len: 0,
+                    step_cost_us: 0,
+                },
+                device: Device::Cpu,
+                seed: 1,
+                max_env_slots: 4,
+                run_dir: None,
+            },
+        )
+    }
+
+    #[test]
+    fn resume_refuses_a_checkpoint_of_another_action_space() {
+        // A checkpoint of a Gaussian policy over 4 observations.
+        let mut gaussian = EnvSpec::cartpole();
+        gaussian.action = ActionSpace::uniform_box(1, -2.0, 2.0);
+        let dir = tempfile::tempdir().unwrap();
+        let model_config = ModelConfig::for_spec(&gaussian);
+        let model = TrainableModel::new(&model_config, &Device::Cpu, 1).unwrap();
+        let optimizer = Optimizer::new(&model.varmap, OptimizerConfig::default()).unwrap();
+        let config = CheckpointConfig {
+            model: model_config,
+            env: EnvDescription {
+                kind: "test".into(),
+                obs_shape: vec![4],
+                obs_dtype: "f32".into(),
+                num_actions: 0,
+                action_box: EnvDescription::action_box_of(&gaussian.action),
+                episode_len: 0,
+                step_cost_us: 0,
+            },
+            flags: serde_json::Value::Null,
+        };
+        checkpoint::save(
+            dir.path(),
+            &model,
+            &optimizer,
+            &CheckpointState::default(),
+            &config,
+        )
+        .unwrap();
+
+        let resumed = setup(&gaussian, dir.path()).unwrap();
+        assert_eq!(resumed.model_config.action, config.model.action);
+        let Err(err) = setup(&EnvSpec::cartpole(), dir.path()) else {
+            panic!("a Gaussian checkpoint resumed on CartPole's discrete actions");
+        };
+        let text = err.to_string();
+        assert!(
+            text.contains("--resume")
+                && text.contains("Gaussian over 1 floats")
+                && text.contains("Discrete(2)"),
+            "{text}"
+        );
     }
 }

@@ -29,8 +29,16 @@
 //! trainer's pace, as in SEED. An insert that times out drops the unroll
 //! (`unroll/dropped_full`) instead of stalling the learner forever.
 //!
-//! Cost per row: a copy of its observation, logits and a few scalars into the
-//! slot's builder. Per completed unroll: one replay insert (a copy of
+//! # Action kinds
+//! A categorical policy's unrolls hold `actions` (`[T+1]` u32) and
+//! `behaviour_logits` (`[T+1, A]`); a Gaussian policy's hold
+//! `continuous_actions` (`[T+1, D]` f32, the unclipped samples) and
+//! `behaviour_mean_log_std` (`[T+1, 2D]`): the behaviour policy's parameters,
+//! from which the learner recomputes `log μ(a_t|x_t)` with the same code as
+//! `log π` (`crate::model::distribution`). The other fields are shared.
+//!
+//! Cost per row: a copy of its observation, distribution parameters, action
+//! and a few scalars into the slot's builder. Per completed unroll: one replay insert (a copy of
 //! `T + 1` steps) and one copy of the bootstrap step to the front.
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,9 +49,10 @@ use crossbeam_utils::Backoff;
 use seed_shared::ObsDType;
 use tracing::warn;
 
-use crate::infer::sink::{InferenceSink, InferredBatch, InferredRow, SinkFactory};
+use crate::infer::sink::{InferenceSink, InferredBatch, InferredRow, SampledAction, SinkFactory};
 use crate::infer::state_table::{EnvSlot, LeaseId};
 use crate::model::weights::PolicyVersion;
+use crate::model::ActionDistribution;
 use seed_replay::{DType, FieldRef, ItemLayout, ReplayBuffer, ReplayError, Values};
 
 /// Field names of an unroll in the replay buffer (and of the collated
@@ -51,9 +60,13 @@ use seed_replay::{DType, FieldRef, ItemLayout, ReplayBuffer, ReplayError, Values
 pub mod fields {
     /// `[T+1, ...obs_shape]`, u8 or f32 (raw observation bytes).
     pub const OBS: &str = "obs";
-    /// `[T+1]` u32: the action taken at each step (row `T` is the next
-    /// unroll's first action; a step after truncation has a dummy action).
+    /// `[T+1]` u32 (categorical policies): the action taken at each step
+    /// (row `T` is the next unroll's first action; a step after truncation
+    /// has a dummy action).
     pub const ACTIONS: &str = "actions";
+    /// `[T+1, D]` f32 (Gaussian policies): the sampled, unclipped action of
+    /// each step, as [`ACTIONS`] otherwise.
+    pub const CONTINUOUS_ACTIONS: &str = "continuous_actions";
     /// `[T+1]` f32: reward received on the transition into each step.
     pub const REWARDS: &str = "rewards";
     /// `[T+1]` u8 (0/1): the transition into this step terminated.
@@ -62,8 +75,12 @@ pub mod fields {
     pub const TRUNCATED: &str = "truncated";
     /// `[T+1]` f32 (0/1): the recurrent state was zeroed before this step.
     pub const EPISODE_START: &str = "episode_start";
-    /// `[T+1, A]` f32: logits of the policy that chose each action.
+    /// `[T+1, A]` f32 (categorical policies): logits of the policy that
+    /// chose each action.
     pub const BEHAVIOUR_LOGITS: &str = "behaviour_logits";
+    /// `[T+1, 2D]` f32 (Gaussian policies): mean (first `D`) and log-std
+    /// (last `D`) of the policy that chose each action.
+    pub const BEHAVIOUR_MEAN_LOG_STD: &str = "behaviour_mean_log_std";
     /// `[]` u64: the oldest policy version in the unroll.
     pub const POLICY_VERSION: &str = "policy_version";
     /// `[H]` f32 each: recurrent state before step 0 (recurrent models only).
@@ -78,7 +95,9 @@ pub struct UnrollSpec {
     pub unroll_length: usize,
     pub obs_shape: Vec<usize>,
     pub obs_dtype: ObsDType,
-    pub num_actions: usize,
+    /// The policy's action distribution: which action and behaviour fields
+    /// the unroll has, and their widths.
+    pub action: ActionDistribution,
     /// Recurrent hidden size `H`; 0 for feed-forward models.
     pub state_size: usize,
 }
@@ -107,19 +126,59 @@ impl UnrollSpec {
         self.obs_len() * self.obs_replay_dtype().size()
     }
 
+    /// The field of the actions taken: [`fields::ACTIONS`] or
+    /// [`fields::CONTINUOUS_ACTIONS`].
+    pub fn action_field(&self) -> &'static str {
+        match self.action {
+            ActionDistribution::Categorical { .. } => fields::ACTIONS,
+            ActionDistribution::Gaussian { .. } => fields::CONTINUOUS_ACTIONS,
+        }
+    }
+
+    /// The field of the behaviour policy's parameters:
+    /// [`fields::BEHAVIOUR_LOGITS`] or [`fields::BEHAVIOUR_MEAN_LOG_STD`].
+    pub fn behaviour_field(&self) -> &'static str {
+        match self.action {
+            ActionDistribution::Categorical { .. } => fields::BEHAVIOUR_LOGITS,
+            ActionDistribution::Gaussian { .. } => fields::BEHAVIOUR_MEAN_LOG_STD,
+        }
+    }
+
+    /// The fields with a time axis (`[T+1, ...]`), in layout order.
+    pub fn time_fields(&self) -> [&'static str; 7] {
+        [
+            fields::OBS,
+            self.action_field(),
+            fields::REWARDS,
+            fields::TERMINATED,
+            fields::TRUNCATED,
+            fields::EPISODE_START,
+            self.behaviour_field(),
+        ]
+    }
+
     /// The replay item layout of one unroll (field order = insert order).
     pub fn layout(&self) -> Result<ItemLayout, ReplayError> {
         let s = self.steps();
         let mut obs_shape = vec![s];
         obs_shape.extend(&self.obs_shape);
-        let mut b = ItemLayout::builder()
-            .field(fields::OBS, self.obs_replay_dtype(), &obs_shape)
-            .field(fields::ACTIONS, DType::U32, &[s])
+        let b = ItemLayout::builder().field(fields::OBS, self.obs_replay_dtype(), &obs_shape);
+        let b = match self.action {
+            ActionDistribution::Categorical { .. } => b.field(fields::ACTIONS, DType::U32, &[s]),
+            ActionDistribution::Gaussian { dim } => {
+                b.field(fields::CONTINUOUS_ACTIONS, DType::F32, &[s, dim])
+            }
+        };
+        let mut b = b
             .field(fields::REWARDS, DType::F32, &[s])
             .field(fields::TERMINATED, DType::U8, &[s])
             .field(fields::TRUNCATED, DType::U8, &[s])
             .field(fields::EPISODE_START, DType::F32, &[s])
-            .field(fields::BEHAVIOUR_LOGITS, DType::F32, &[s, self.num_actions])
+            .field(
+                self.behaviour_field(),
+                DType::F32,
+                &[s, self.action.param_width()],
+            )
             .field(fields::POLICY_VERSION, DType::U64, &[])
             .policy_version_field(fields::POLICY_VERSION);
         if self.state_size > 0 {
@@ -141,7 +200,10 @@ impl UnrollSpec {
 pub struct UnrollBuilder {
     steps: usize,
     obs_bytes: usize,
-    num_actions: usize,
+    /// `P`: behaviour parameters per step.
+    param_width: usize,
+    /// `D`: floats per continuous action; 0 for a categorical policy.
+    action_dim: usize,
     state_size: usize,
     obs_dtype: DType,
     /// Whose steps these are; a row of another lease or run restarts us.
@@ -149,12 +211,16 @@ pub struct UnrollBuilder {
     /// Steps filled, `0..=steps`.
     len: usize,
     obs: Vec<u8>,
+    /// `[T+1]` (categorical) or empty.
     actions: Vec<u32>,
+    /// `[T+1, D]` (Gaussian) or empty.
+    continuous_actions: Vec<f32>,
     rewards: Vec<f32>,
     terminated: Vec<u8>,
     truncated: Vec<u8>,
     episode_start: Vec<f32>,
-    logits: Vec<f32>,
+    /// `[T+1, P]`: the behaviour policy's distribution parameters.
+    behaviour: Vec<f32>,
     versions: Vec<u64>,
     /// `[H]`: recurrent state before step 0 (and, while the last step is
     /// being filled, before step `T`, which becomes the next step 0).
@@ -172,7 +238,8 @@ pub struct UnrollBuilder {
 struct FieldShapes {
     obs: Vec<usize>,
     steps: [usize; 1],
-    logits: [usize; 2],
+    continuous_actions: [usize; 2],
+    behaviour: [usize; 2],
     state: [usize; 1],
 }
 
@@ -182,21 +249,24 @@ impl UnrollBuilder {
         let h = spec.state_size;
         let mut obs = vec![s];
         obs.extend(&spec.obs_shape);
+        let (p, d) = (spec.action.param_width(), spec.action.continuous_dim());
         UnrollBuilder {
             steps: s,
             obs_bytes: spec.obs_bytes(),
-            num_actions: spec.num_actions,
+            param_width: p,
+            action_dim: d,
             state_size: h,
             obs_dtype: spec.obs_replay_dtype(),
             owner: None,
             len: 0,
             obs: vec![0; s * spec.obs_bytes()],
-            actions: vec![0; s],
+            actions: vec![0; if d == 0 { s } else { 0 }],
+            continuous_actions: vec![0.0; s * d],
             rewards: vec![0.0; s],
             terminated: vec![0; s],
             truncated: vec![0; s],
             episode_start: vec![0.0; s],
-            logits: vec![0.0; s * spec.num_actions],
+            behaviour: vec![0.0; s * p],
             versions: vec![0; s],
             initial_h: vec![0.0; h],
             initial_c: vec![0.0; h],
@@ -206,7 +276,8 @@ impl UnrollBuilder {
             shapes: FieldShapes {
                 obs,
                 steps: [s],
-                logits: [s, spec.num_actions],
+                continuous_actions: [s, d],
+                behaviour: [s, p],
                 state: [h],
             },
         }
@@ -256,14 +327,26 @@ impl UnrollBuilder {
         // shapes); copy what fits rather than panic on the inference thread.
         let n = row.observation.len().min(ob);
         self.obs[i * ob..i * ob + n].copy_from_slice(&row.observation[..n]);
-        self.actions[i] = row.action;
+        match (row.action, self.action_dim) {
+            (SampledAction::Discrete(a), 0) => self.actions[i] = a,
+            (SampledAction::Continuous(xs), d) if d > 0 => {
+                let dst = &mut self.continuous_actions[i * d..(i + 1) * d];
+                let m = xs.len().min(d);
+                dst[..m].copy_from_slice(&xs[..m]);
+                dst[m..].fill(0.0);
+            }
+            // An action of the other kind is a bug upstream as well: record
+            // a zero action.
+            (_, 0) => self.actions[i] = 0,
+            (_, d) => self.continuous_actions[i * d..(i + 1) * d].fill(0.0),
+        }
         self.rewards[i] = row.reward;
         self.terminated[i] = row.terminated as u8;
         self.truncated[i] = row.truncated as u8;
         self.episode_start[i] = if row.episode_start { 1.0 } else { 0.0 };
-        let a = self.num_actions;
-        let m = row.logits.len().min(a);
-        self.logits[i * a..i * a + m].copy_from_slice(&row.logits[..m]);
+        let p = self.param_width;
+        let m = row.policy_params.len().min(p);
+        self.behaviour[i * p..i * p + m].copy_from_slice(&row.policy_params[..m]);
         self.versions[i] = version.0;
         if self.state_size > 0 {
             let (h, c) = if i == 0 {
@@ -300,12 +383,19 @@ impl UnrollBuilder {
                 bytes: &self.obs,
             },
         );
-        refs[1] = FieldRef::new(&sh.steps, Values::U32(&self.actions));
+        refs[1] = if self.action_dim == 0 {
+            FieldRef::new(&sh.steps, Values::U32(&self.actions))
+        } else {
+            FieldRef::new(
+                &sh.continuous_actions,
+                Values::F32(&self.continuous_actions),
+            )
+        };
         refs[2] = FieldRef::new(&sh.steps, Values::F32(&self.rewards));
         refs[3] = FieldRef::new(&sh.steps, Values::U8(&self.terminated));
         refs[4] = FieldRef::new(&sh.steps, Values::U8(&self.truncated));
         refs[5] = FieldRef::new(&sh.steps, Values::F32(&self.episode_start));
-        refs[6] = FieldRef::new(&sh.logits, Values::F32(&self.logits));
+        refs[6] = FieldRef::new(&sh.behaviour, Values::F32(&self.behaviour));
         refs[7] = FieldRef::new(&[], Values::U64(&self.version_out));
         let mut count = 8;
         if self.state_size > 0 {
@@ -324,13 +414,19 @@ impl UnrollBuilder {
         let last = self.steps - 1;
         let ob = self.obs_bytes;
         self.obs.copy_within(last * ob..(last + 1) * ob, 0);
-        self.actions[0] = self.actions[last];
+        if self.action_dim == 0 {
+            self.actions[0] = self.actions[last];
+        } else {
+            let d = self.action_dim;
+            self.continuous_actions
+                .copy_within(last * d..(last + 1) * d, 0);
+        }
         self.rewards[0] = self.rewards[last];
         self.terminated[0] = self.terminated[last];
         self.truncated[0] = self.truncated[last];
         self.episode_start[0] = self.episode_start[last];
-        let a = self.num_actions;
-        self.logits.copy_within(last * a..(last + 1) * a, 0);
+        let p = self.param_width;
+        self.behaviour.copy_within(last * p..(last + 1) * p, 0);
         self.versions[0] = self.versions[last];
         // The state before step T is the state before the new step 0. With
         // T = 1 step T was written to `next_*` as well (i = 1 > 0).
@@ -543,7 +639,7 @@ mod tests {
             unroll_length: t,
             obs_shape: vec![2],
             obs_dtype: ObsDType::F32,
-            num_actions: 2,
+            action: ActionDistribution::Categorical { num_actions: 2 },
             state_size: h,
         }
     }
@@ -579,8 +675,8 @@ mod tests {
                 terminated: false,
                 truncated: false,
                 episode_start: k == 0,
-                action: k % 2,
-                logits: &self.logits,
+                action: SampledAction::Discrete(k % 2),
+                policy_params: &self.logits,
                 value: 0.0,
                 recurrent_h: hs,
                 recurrent_c: hs,
@@ -702,6 +798,60 @@ mod tests {
         assert_eq!(
             l.field(fields::BEHAVIOUR_LOGITS).unwrap().1.shape(),
             &[5, 2]
+        );
+    }
+
+    #[test]
+    fn gaussian_unrolls_carry_actions_and_behaviour_parameters() {
+        let s = UnrollSpec {
+            action: ActionDistribution::Gaussian { dim: 2 },
+            ..spec(2, 0)
+        };
+        let l = s.layout().unwrap();
+        assert!(l.field(fields::ACTIONS).is_none());
+        assert!(l.field(fields::BEHAVIOUR_LOGITS).is_none());
+        assert_eq!(
+            l.field(fields::CONTINUOUS_ACTIONS).unwrap().1.shape(),
+            &[3, 2]
+        );
+        assert_eq!(
+            l.field(fields::BEHAVIOUR_MEAN_LOG_STD).unwrap().1.shape(),
+            &[3, 4]
+        );
+        assert_eq!(s.time_fields()[1], fields::CONTINUOUS_ACTIONS);
+        assert_eq!(s.time_fields()[6], fields::BEHAVIOUR_MEAN_LOG_STD);
+
+        let replay = buffer(&s);
+        let mut b = UnrollBuilder::new(&s);
+        for k in 0..5u32 {
+            let step = Step::new(k, 0);
+            let x = k as f32;
+            let action = [x, -x];
+            let params = [x, 0.0, -1.0, -2.0];
+            let row = InferredRow {
+                action: SampledAction::Continuous(&action),
+                policy_params: &params,
+                ..step.row(k, 1, 1)
+            };
+            if b.push(&row, PolicyVersion(0)) == PushOutcome::Complete {
+                replay.insert_ref(b.fields().as_slice()).unwrap();
+                b.advance();
+            }
+        }
+        let mut batch = replay.new_batch(2);
+        replay.sample_into(&mut batch, 2).unwrap();
+        let actions = f32s(batch.field(fields::CONTINUOUS_ACTIONS).unwrap());
+        // Steps 0..=2 and 2..=4.
+        let want: Vec<f32> = [0.0f32, 1.0, 2.0, 2.0, 3.0, 4.0]
+            .iter()
+            .flat_map(|&x| [x, -x])
+            .collect();
+        assert_eq!(actions, want);
+        let behaviour = f32s(batch.field(fields::BEHAVIOUR_MEAN_LOG_STD).unwrap());
+        assert_eq!(
+            &behaviour[12..16],
+            &[2.0, 0.0, -1.0, -2.0],
+            "bootstrap step carried"
         );
     }
 

@@ -4,10 +4,14 @@
 //!
 //! Rules: weights uniform in `±gain/sqrt(fan_in)` (fan_in = product of all
 //! dims but the first), biases zero; the policy head uses gain 0.01 so the
-//! initial policy is near uniform, which helps early exploration.
+//! initial policy is near uniform (a Gaussian's mean near 0), which helps
+//! early exploration; a Gaussian's `log_std` starts at
+//! [`LOG_STD_INIT`] everywhere.
 use candle_core::{Result, Tensor};
 use candle_nn::VarMap;
 use rand::{Rng, SeedableRng};
+
+use super::distribution::LOG_STD_INIT;
 
 pub fn reinitialise(varmap: &VarMap, seed: u64) -> Result<()> {
     let data = varmap
@@ -24,6 +28,8 @@ pub fn reinitialise(varmap: &VarMap, seed: u64) -> Result<()> {
         let is_bias = name.ends_with("bias") || name.contains(".b_");
         let values: Vec<f32> = if is_bias {
             vec![0.0; n]
+        } else if name == "log_std" {
+            vec![LOG_STD_INIT; n]
         } else {
             let fan_in: usize = dims.iter().skip(1).product::<usize>().max(1);
             let gain = if name.starts_with("policy.") {

@@ -7,10 +7,16 @@
 //! - optionally an LSTM core ([`lstm`]) whose state lives per env slot at
 //!   inference and is stored at the start of each unroll for training.
 //!
-//! Heads: `policy` gives logits `[B, A]`, `value` gives `[B]`. Weight names
-//! mirror the struct fields (`torso.*`, `core.*`, `policy.*`, `value.*`) so
-//! safetensors checkpoints read like the code.
+//! Heads: `policy` gives the parameters of the action distribution
+//! ([`distribution`]), `[B, P]`: the logits `[B, A]` for discrete actions, or
+//! for continuous ones the Gaussian's mean `[B, D]` followed by its log-std,
+//! a learned state-independent `log_std` `[D]` (clamped to
+//! `[LOG_STD_MIN, LOG_STD_MAX]`, broadcast over the batch); `value` gives
+//! `[B]`. Weight names mirror the struct fields (`torso.*`, `core.*`,
+//! `policy.*`, `log_std`, `value.*`) so safetensors checkpoints read like
+//! the code; a discrete model has no `log_std`.
 pub mod conv;
+pub mod distribution;
 pub mod init;
 pub mod lstm;
 pub mod mlp;
@@ -22,17 +28,21 @@ use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{Linear, VarBuilder, VarMap};
 use seed_shared::{EnvSpec, ObsDType};
 
+pub use distribution::{ActionDistribution, Distribution};
 pub use lstm::RecurrentState;
 pub use sampling::ActionSampler;
 
 /// Architecture of an [`ActorCritic`], derived from the env spec plus flags.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "ModelConfigFile")]
 pub struct ModelConfig {
     /// Shape of one observation, without batch dimension.
     pub obs_shape: Vec<usize>,
     /// `true` for u8 observations (scaled by 1/255 inside the model).
     pub obs_is_u8: bool,
-    pub num_actions: usize,
+    /// What the policy head parameterises: a categorical over the env's
+    /// discrete actions, or a Gaussian over its box's floats.
+    pub action: ActionDistribution,
     /// Widths of the MLP torso's hidden layers (vector observations).
     pub hidden_sizes: Vec<usize>,
     /// Output width of the conv torso (image observations).
@@ -80,7 +90,7 @@ impl ModelConfig {
         ModelConfig {
             obs_shape: spec.obs_shape.clone(),
             obs_is_u8: spec.obs_dtype == ObsDType::U8,
-            num_actions: spec.action.dim(),
+            action: ActionDistribution::for_space(&spec.action),
             hidden_sizes: vec![64, 64],
             conv_features: 256,
             lstm_size: None,
@@ -115,6 +125,42 @@ impl ModelConfig {
     }
 }
 
+/// A `config.json` model as any version wrote it: with `action`, or, before
+/// continuous actions existed, with `num_actions` (a categorical policy).
+#[derive(serde::Deserialize)]
+struct ModelConfigFile {
+    obs_shape: Vec<usize>,
+    obs_is_u8: bool,
+    #[serde(default)]
+    action: Option<ActionDistribution>,
+    #[serde(default)]
+    num_actions: Option<usize>,
+    hidden_sizes: Vec<usize>,
+    conv_features: usize,
+    #[serde(default)]
+    lstm_size: Option<usize>,
+}
+
+impl TryFrom<ModelConfigFile> for ModelConfig {
+    type Error = String;
+
+    fn try_from(f: ModelConfigFile) -> std::result::Result<Self, String> {
+        let action = match (f.action, f.num_actions) {
+            (Some(action), _) => action,
+            (None, Some(num_actions)) => ActionDistribution::Categorical { num_actions },
+            (None, None) => return Err("model: neither `action` nor `num_actions` is set".into()),
+        };
+        Ok(ModelConfig {
+            obs_shape: f.obs_shape,
+            obs_is_u8: f.obs_is_u8,
+            action,
+            hidden_sizes: f.hidden_sizes,
+            conv_features: f.conv_features,
+            lstm_size: f.lstm_size,
+        })
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Torso {
     Mlp(mlp::Mlp),
@@ -142,8 +188,9 @@ impl Module for Torso {
 /// Output of one inference step over a batch of envs.
 #[derive(Debug, Clone)]
 pub struct PolicyStep {
-    /// `[B, A]` action logits.
-    pub logits: Tensor,
+    /// `[B, P]` parameters of the action distribution (see
+    /// [`distribution`]): logits, or Gaussian means then log-stds.
+    pub policy_params: Tensor,
     /// `[B]` state values.
     pub values: Tensor,
     /// Next recurrent state `[B, H]` each, when the model has an LSTM core.
@@ -153,8 +200,8 @@ pub struct PolicyStep {
 /// Output of the model run over a whole unroll (training).
 #[derive(Debug, Clone)]
 pub struct PolicyUnroll {
-    /// `[T+1, B, A]` action logits.
-    pub logits: Tensor,
+    /// `[T+1, B, P]` parameters of the action distribution.
+    pub policy_params: Tensor,
     /// `[T+1, B]` state values.
     pub values: Tensor,
 }
@@ -165,7 +212,10 @@ pub struct ActorCritic {
     config: ModelConfig,
     torso: Torso,
     core: Option<lstm::LstmCore>,
+    /// Logits `[B, A]`, or the Gaussian's mean `[B, D]`.
     policy: Linear,
+    /// The Gaussian's log σ, `[D]`, before clamping; `None` for a categorical.
+    log_std: Option<Tensor>,
     value: Linear,
 }
 
@@ -194,13 +244,21 @@ impl ActorCritic {
             }
             None => None,
         };
-        let policy = candle_nn::linear(features, config.num_actions, vb.pp("policy"))?;
+        let (policy_width, log_std) = match config.action {
+            ActionDistribution::Categorical { num_actions } => (num_actions, None),
+            ActionDistribution::Gaussian { dim } => {
+                let init = candle_nn::Init::Const(f64::from(distribution::LOG_STD_INIT));
+                (dim, Some(vb.get_with_hints(dim, "log_std", init)?))
+            }
+        };
+        let policy = candle_nn::linear(features, policy_width, vb.pp("policy"))?;
         let value = candle_nn::linear(features, 1, vb.pp("value"))?;
         Ok(ActorCritic {
             config: config.clone(),
             torso,
             core,
             policy,
+            log_std,
             value,
         })
     }
@@ -230,13 +288,26 @@ impl ActorCritic {
         }
     }
 
+    /// `[N, P]` distribution parameters and `[N]` values from `[N, F]` features.
     fn heads(&self, features: &Tensor) -> Result<(Tensor, Tensor)> {
-        let logits = self.policy.forward(features)?;
+        let head = self.policy.forward(features)?;
+        let params = match &self.log_std {
+            None => head,
+            Some(log_std) => {
+                // The clamp passes no gradient outside the range (see
+                // `distribution::LOG_STD_MIN`).
+                let log_std = log_std
+                    .clamp(distribution::LOG_STD_MIN, distribution::LOG_STD_MAX)?
+                    .unsqueeze(0)?
+                    .broadcast_as(head.shape())?;
+                Tensor::cat(&[&head, &log_std], 1)?
+            }
+        };
         let values = self
             .value
             .forward(features)?
             .squeeze(candle_core::D::Minus1)?;
-        Ok((logits, values))
+        Ok((params, values))
     }
 
     /// One inference step. `obs`: `[B, ...obs_shape]`; `state`: the envs'
@@ -245,9 +316,9 @@ impl ActorCritic {
         let features = self.torso.forward(&self.torso_input(obs)?)?;
         match &self.core {
             None => {
-                let (logits, values) = self.heads(&features)?;
+                let (policy_params, values) = self.heads(&features)?;
                 Ok(PolicyStep {
-                    logits,
+                    policy_params,
                     values,
                     state: None,
                 })
@@ -263,9 +334,9 @@ impl ActorCritic {
                     }
                 };
                 let next = core.step(&features, state)?;
-                let (logits, values) = self.heads(&next.h)?;
+                let (policy_params, values) = self.heads(&next.h)?;
                 Ok(PolicyStep {
-                    logits,
+                    policy_params,
                     values,
                     state: Some(next),
                 })
@@ -296,9 +367,9 @@ impl ActorCritic {
                     .flatten(0, 1)?
             }
         };
-        let (logits, values) = self.heads(&features)?;
+        let (policy_params, values) = self.heads(&features)?;
         Ok(PolicyUnroll {
-            logits: logits.reshape((t1, b, self.config.num_actions))?,
+            policy_params: policy_params.reshape((t1, b, self.config.action.param_width()))?,
             values: values.reshape((t1, b))?,
         })
     }
@@ -362,7 +433,7 @@ mod tests {
         let m = TrainableModel::new(&cartpole_config(), &Device::Cpu, 1)?;
         let obs = Tensor::zeros((5, 4), DType::F32, &Device::Cpu)?;
         let out = m.model.step(&obs, None)?;
-        assert_eq!(out.logits.dims(), &[5, 2]);
+        assert_eq!(out.policy_params.dims(), &[5, 2]);
         assert_eq!(out.values.dims(), &[5]);
         assert!(out.state.is_none());
         Ok(())
@@ -374,9 +445,9 @@ mod tests {
         let obs = Tensor::randn(0f32, 1.0, (3, 2, 4), &Device::Cpu)?;
         let starts = Tensor::zeros((3, 2), DType::F32, &Device::Cpu)?;
         let u = m.model.unroll(&obs, &starts, None)?;
-        assert_eq!(u.logits.dims(), &[3, 2, 2]);
+        assert_eq!(u.policy_params.dims(), &[3, 2, 2]);
         let s = m.model.step(&obs.get(1)?, None)?;
-        let diff = (u.logits.get(1)? - s.logits)?
+        let diff = (u.policy_params.get(1)? - s.policy_params)?
             .abs()?
             .max_all()?
             .to_scalar::<f32>()?;
@@ -394,19 +465,19 @@ mod tests {
         let la = a
             .model
             .step(&obs, None)?
-            .logits
+            .policy_params
             .flatten_all()?
             .to_vec1::<f32>()?;
         let lb = b
             .model
             .step(&obs, None)?
-            .logits
+            .policy_params
             .flatten_all()?
             .to_vec1::<f32>()?;
         let lc = c
             .model
             .step(&obs, None)?
-            .logits
+            .policy_params
             .flatten_all()?
             .to_vec1::<f32>()?;
         assert_eq!(la, lb);
@@ -418,10 +489,110 @@ mod tests {
         }
         let ls = snap
             .step(&obs, None)?
-            .logits
+            .policy_params
             .flatten_all()?
             .to_vec1::<f32>()?;
         assert_eq!(ls, la, "snapshot must not see later updates");
+        Ok(())
+    }
+
+    fn pendulum_like_config() -> ModelConfig {
+        ModelConfig::for_spec(&EnvSpec {
+            env_name: "Pendulum-v1".into(),
+            obs_shape: vec![3],
+            obs_dtype: ObsDType::F32,
+            action: seed_shared::ActionSpace::uniform_box(2, -2.0, 2.0),
+        })
+    }
+
+    #[test]
+    fn weight_names_follow_the_action_kind() -> Result<()> {
+        let names = |cfg: &ModelConfig| -> Result<Vec<(String, Vec<usize>)>> {
+            let m = TrainableModel::new(cfg, &Device::Cpu, 1)?;
+            let mut v: Vec<_> = m
+                .named_tensors()?
+                .into_iter()
+                .map(|(n, t)| (n, t.dims().to_vec()))
+                .collect();
+            v.sort();
+            Ok(v)
+        };
+        let discrete = names(&cartpole_config())?;
+        let want = [
+            ("policy.bias", vec![2]),
+            ("policy.weight", vec![2, 64]),
+            ("torso.0.bias", vec![64]),
+            ("torso.0.weight", vec![64, 4]),
+            ("torso.1.bias", vec![64]),
+            ("torso.1.weight", vec![64, 64]),
+            ("value.bias", vec![1]),
+            ("value.weight", vec![1, 64]),
+        ];
+        let want: Vec<(String, Vec<usize>)> =
+            want.into_iter().map(|(n, d)| (n.to_string(), d)).collect();
+        assert_eq!(discrete, want, "discrete checkpoints keep their names");
+        let gaussian = names(&pendulum_like_config())?;
+        assert_eq!(gaussian[0], ("log_std".to_string(), vec![2]));
+        assert_eq!(gaussian[2], ("policy.weight".to_string(), vec![2, 64]));
+        Ok(())
+    }
+
+    #[test]
+    fn gaussian_head_gives_mean_then_clamped_log_std() -> Result<()> {
+        let m = TrainableModel::new(&pendulum_like_config(), &Device::Cpu, 2)?;
+        let obs = Tensor::randn(0f32, 1.0, (3, 2, 3), &Device::Cpu)?;
+        let starts = Tensor::zeros((3, 2), DType::F32, &Device::Cpu)?;
+        let u = m.model.unroll(&obs, &starts, None)?;
+        assert_eq!(u.policy_params.dims(), &[3, 2, 4]);
+        let s = m.model.step(&obs.get(1)?, None)?;
+        assert_eq!(s.policy_params.dims(), &[2, 4]);
+        let diff = (u.policy_params.get(1)? - &s.policy_params)?
+            .abs()?
+            .max_all()?
+            .to_scalar::<f32>()?;
+        assert!(diff < 1e-6, "{diff}");
+        let p = s.policy_params.to_vec2::<f32>()?;
+        assert_eq!(&p[0][2..], &[0.0, 0.0], "log σ starts at LOG_STD_INIT");
+        assert_eq!(&p[1][2..], &[0.0, 0.0], "and does not depend on the state");
+        assert!(p[0][0].abs() < 0.1, "policy gain 0.01: mean near 0");
+
+        let var = |name: &str| -> Result<candle_core::Var> {
+            let data = m
+                .varmap
+                .data()
+                .lock()
+                .map_err(|_| candle_core::Error::Msg("variable map lock poisoned".into()))?;
+            data.get(name)
+                .cloned()
+                .ok_or_else(|| candle_core::Error::Msg(format!("no variable {name}")))
+        };
+        let log_std = var("log_std")?;
+        log_std.set(&Tensor::new(&[9f32, -9.0], &Device::Cpu)?)?;
+        let p = m
+            .model
+            .step(&obs.get(0)?, None)?
+            .policy_params
+            .to_vec2::<f32>()?;
+        assert_eq!(
+            &p[0][2..],
+            &[distribution::LOG_STD_MAX, distribution::LOG_STD_MIN]
+        );
+
+        // Gradient of a log-probability reaches both heads' variables.
+        log_std.set(&Tensor::new(&[0.3f32, -0.2], &Device::Cpu)?)?;
+        let params = m.model.step(&obs.get(0)?, None)?.policy_params;
+        let actions = Tensor::new(&[[1f32, -1.0], [0.5, 0.5]], &Device::Cpu)?;
+        let lp = ActionDistribution::Gaussian { dim: 2 }
+            .over(&params)?
+            .log_prob(&actions)?;
+        let grads = lp.sum_all()?.backward()?;
+        for name in ["log_std", "policy.weight", "policy.bias", "torso.0.weight"] {
+            let g = grads
+                .get(var(name)?.as_tensor())
+                .ok_or_else(|| candle_core::Error::Msg(format!("no gradient for {name}")))?;
+            let norm = g.sqr()?.sum_all()?.to_scalar::<f32>()?;
+            assert!(norm > 0.0 && norm.is_finite(), "{name}: {norm}");
+        }
         Ok(())
     }
 
@@ -431,7 +602,7 @@ mod tests {
         let m = TrainableModel::new(&ModelConfig::for_spec(&spec), &Device::Cpu, 3)?;
         let obs = Tensor::zeros((2, 4, 84, 84), DType::U8, &Device::Cpu)?;
         let out = m.model.step(&obs, None)?;
-        assert_eq!(out.logits.dims(), &[2, 6]);
+        assert_eq!(out.policy_params.dims(), &[2, 6]);
         Ok(())
     }
 
@@ -464,8 +635,8 @@ mod tests {
             }
             let o = obs.get(t)?.get(1)?.unsqueeze(0)?;
             let s = m.model.step(&o, Some(&state))?;
-            let want = u.logits.get(t)?.get(1)?;
-            let diff = (s.logits.squeeze(0)? - want)?
+            let want = u.policy_params.get(t)?.get(1)?;
+            let diff = (s.policy_params.squeeze(0)? - want)?
                 .abs()?
                 .max_all()?
                 .to_scalar::<f32>()?;

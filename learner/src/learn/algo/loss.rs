@@ -1,31 +1,40 @@
 //! The IMPALA actor-critic loss over a batch of unrolls.
 //!
-//! Given the model run over all `T + 1` steps of `B` unrolls (target logits
-//! `[T+1, B, A]`, values `[T+1, B]`, `values[T]` being the bootstrap), the logits
-//! the behaviour policy acted with, and the step flags, the loss is
-//! (Espeholt et al. 2018, section 4.2):
+//! Given the model run over all `T + 1` steps of `B` unrolls (the target
+//! policy's distribution parameters `[T+1, B, P]`, values `[T+1, B]`,
+//! `values[T]` being the bootstrap), the parameters of the behaviour policy
+//! the actions were sampled from, the actions and the step flags, the loss
+//! is (Espeholt et al. 2018, section 4.2):
 //!
 //! ```text
 //! pg_loss    = − mean_valid( pg_advantages_t · log π(a_t|x_t) )
 //! value_loss =   mean_valid( ½ (vs_t − V(x_t))² )
-//! entropy    =   mean_valid( −Σ_a π(a|x_t) log π(a|x_t) )
+//! entropy    =   mean_valid( H(π(·|x_t)) )
 //! total      = pg_loss + baseline_cost · value_loss − entropy_cost · entropy
 //! ```
 //!
+//! `log π(a_t|x_t)`, `log μ(a_t|x_t)` and `H` come from
+//! [`crate::model::distribution`]: for a categorical policy the log-softmax
+//! of the logits and `−Σ_a π log π`; for a diagonal Gaussian the log-density
+//! of the (unclipped) sampled action and `Σ_i (½ + ½ log 2π + log σ_i)`.
+//!
 //! with `vs` and `pg_advantages` from [`vtrace`](super::vtrace) (no gradient
-//! through them) and `mean_valid(f) = Σ_{t,b} valid_t f_t / max(1, Σ_{t,b} valid_t)`:
+//! through them; rewards are multiplied by `reward_scale` first) and
+//! `mean_valid(f) = Σ_{t,b} valid_t f_t / max(1, Σ_{t,b} valid_t)`:
 //! a mean over the transitions actually trained on. A mean rather than IMPALA's
 //! sum keeps the learning rate independent of `T` and `B`; dividing by the valid
 //! count rather than `T·B` makes every logged number a true per-transition mean.
 //! Masked transitions (a dummy action after a truncated final observation)
 //! contribute nothing to any term or gradient; see [`Transitions`].
 //!
-//! Cost: two log-softmaxes over `[T, B, A]`, V-trace (`O(T·B)`), a few reductions,
-//! and one device-to-host copy of five scalars for the logged values.
-use candle_core::{DType, Error, Result, Tensor, D};
+//! Cost: two log-probabilities over `[T, B, P]` (log-softmaxes for a
+//! categorical), V-trace (`O(T·B)`), a few reductions, and one
+//! device-to-host copy of five scalars for the logged values.
+use candle_core::{DType, Error, Result, Tensor};
 
 use super::transitions::Transitions;
 use super::vtrace::{vtrace, VTraceClip, VTraceInputs};
+use crate::model::ActionDistribution;
 
 /// Hyperparameters of [`impala_loss`].
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -36,6 +45,10 @@ pub struct ImpalaLossConfig {
     pub baseline_cost: f32,
     /// Weight of the entropy bonus in `total`. Default 0.01.
     pub entropy_cost: f32,
+    /// Every reward is multiplied by this before V-trace, so values and
+    /// advantages are in scaled units (Pendulum's rewards reach −16 per
+    /// step; 0.1 keeps its values within tens). Default 1.0.
+    pub reward_scale: f32,
     /// V-trace clipping thresholds ρ̄, c̄, ρ̄_pg. Default 1.0 each.
     pub clip: VTraceClip,
 }
@@ -46,6 +59,7 @@ impl Default for ImpalaLossConfig {
             discount: 0.99,
             baseline_cost: 0.5,
             entropy_cost: 0.01,
+            reward_scale: 1.0,
             clip: VTraceClip::default(),
         }
     }
@@ -54,13 +68,19 @@ impl Default for ImpalaLossConfig {
 /// One batch of unrolls, step-aligned (`T + 1` steps, time-major), all on one device.
 #[derive(Debug, Clone, Copy)]
 pub struct ImpalaLossInputs<'a> {
-    /// Logits of the policy being trained, `[T+1, B, A]`, with gradient.
-    pub target_logits: &'a Tensor,
+    /// The kind of both policies: categorical (`P = A` logits) or Gaussian
+    /// (`P = 2D`: `D` means, then `D` log-stds).
+    pub distribution: ActionDistribution,
+    /// Distribution parameters of the policy being trained, π,
+    /// `[T+1, B, P]`, with gradient.
+    pub target_params: &'a Tensor,
     /// `V(x_k)`, `[T+1, B]`, with gradient; `values[T]` is the bootstrap.
     pub values: &'a Tensor,
-    /// Logits the actors' actions were sampled from, `[T+1, B, A]`; row `T` unused.
-    pub behaviour_logits: &'a Tensor,
-    /// Action taken at each step, `[T+1, B]`, `u32` or `i64`; row `T` unused.
+    /// Distribution parameters of the behaviour policy μ the actions were
+    /// sampled from, `[T+1, B, P]`; row `T` unused.
+    pub behaviour_params: &'a Tensor,
+    /// Action taken at each step; row `T` unused. Categorical: `[T+1, B]`,
+    /// `u32` or `i64`. Gaussian: `[T+1, B, D]` `f32`, the unclipped samples.
     pub actions: &'a Tensor,
     /// `reward_k`, received on the transition into `obs_k`, `[T+1, B]`, `f32`.
     pub rewards: &'a Tensor,
@@ -89,22 +109,32 @@ pub struct ImpalaLoss {
 
 /// Computes the IMPALA loss for one batch of unrolls; see the module docs.
 ///
-/// Errors if the shapes disagree (`[T+1, B, A]` logits, `[T+1, B]` for the
-/// rest, `T ≥ 1`), if `actions` is not an integer tensor, or if an action is
-/// out of range.
+/// Errors if the shapes disagree (`[T+1, B, P]` parameters, `[T+1, B]` for
+/// the rest but Gaussian actions, `[T+1, B, D]`; `T ≥ 1`), if categorical
+/// `actions` are not an integer tensor, or if such an action is out of range.
 pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> Result<ImpalaLoss> {
-    let (steps, batch, _num_actions) = inputs.target_logits.dims3()?;
-    if inputs.behaviour_logits.shape() != inputs.target_logits.shape() {
+    let (steps, batch, _params) = inputs.target_params.dims3()?;
+    if inputs.behaviour_params.shape() != inputs.target_params.shape() {
         return Err(Error::UnexpectedShape {
-            msg: "impala_loss: behaviour_logits".to_string(),
-            expected: inputs.target_logits.shape().clone(),
-            got: inputs.behaviour_logits.shape().clone(),
+            msg: "impala_loss: behaviour_params".to_string(),
+            expected: inputs.target_params.shape().clone(),
+            got: inputs.behaviour_params.shape().clone(),
         });
     }
     let step_shape = candle_core::Shape::from((steps, batch));
+    let action_shape = match inputs.distribution {
+        ActionDistribution::Categorical { .. } => step_shape.clone(),
+        ActionDistribution::Gaussian { dim } => candle_core::Shape::from((steps, batch, dim)),
+    };
+    if inputs.actions.shape() != &action_shape {
+        return Err(Error::UnexpectedShape {
+            msg: "impala_loss: actions".to_string(),
+            expected: action_shape,
+            got: inputs.actions.shape().clone(),
+        });
+    }
     for (name, tensor) in [
         ("values", inputs.values),
-        ("actions", inputs.actions),
         ("rewards", inputs.rewards),
         ("terminated", inputs.terminated),
         ("truncated", inputs.truncated),
@@ -117,35 +147,41 @@ pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> 
             });
         }
     }
-    if !matches!(inputs.actions.dtype(), DType::U32 | DType::I64 | DType::U8) {
+    let integer = matches!(inputs.actions.dtype(), DType::U32 | DType::I64 | DType::U8);
+    if integer == inputs.distribution.is_gaussian() {
         return Err(Error::Msg(format!(
-            "impala_loss: actions must be an integer tensor, got {:?}",
+            "impala_loss: actions of a {} must be {}, got {:?}",
+            inputs.distribution,
+            if integer { "f32" } else { "an integer tensor" },
             inputs.actions.dtype()
         )));
     }
+    let scaled_rewards;
+    let rewards = if config.reward_scale == 1.0 {
+        inputs.rewards
+    } else {
+        scaled_rewards = inputs.rewards.affine(f64::from(config.reward_scale), 0.0)?;
+        &scaled_rewards
+    };
     let transitions = Transitions::from_steps(
-        inputs.rewards,
+        rewards,
         inputs.terminated,
         inputs.truncated,
         config.discount,
     )?;
     let t_len = steps - 1;
 
-    // log π(·|x_t) and log μ(·|x_t) for t = 0..T-1: [T, B, A].
-    let target_log_policy =
-        candle_nn::ops::log_softmax(&inputs.target_logits.narrow(0, 0, t_len)?, D::Minus1)?;
-    let behaviour_log_policy = candle_nn::ops::log_softmax(
-        &inputs.behaviour_logits.detach().narrow(0, 0, t_len)?,
-        D::Minus1,
-    )?;
-    let actions = inputs
-        .actions
-        .narrow(0, 0, t_len)?
-        .contiguous()?
-        .unsqueeze(2)?;
+    // π(·|x_t) and μ(·|x_t) for t = 0..T-1, over [T, B].
+    let target_policy = inputs
+        .distribution
+        .over(&inputs.target_params.narrow(0, 0, t_len)?)?;
+    let behaviour_policy = inputs
+        .distribution
+        .over(&inputs.behaviour_params.detach().narrow(0, 0, t_len)?)?;
+    let actions = inputs.actions.narrow(0, 0, t_len)?;
     // log π(a_t|x_t), log μ(a_t|x_t): [T, B].
-    let target_log_probs = target_log_policy.gather(&actions, 2)?.squeeze(2)?;
-    let behaviour_log_probs = behaviour_log_policy.gather(&actions, 2)?.squeeze(2)?;
+    let target_log_probs = target_policy.log_prob(&actions)?;
+    let behaviour_log_probs = behaviour_policy.log_prob(&actions)?;
 
     let values = inputs.values.narrow(0, 0, t_len)?;
     let bootstrap_value = inputs.values.get(t_len)?.detach();
@@ -177,11 +213,7 @@ pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> 
     let pg_loss = mean_valid(&(&returns.pg_advantages * &target_log_probs)?)?.neg()?;
     let value_errors = (&returns.vs - &values)?;
     let value_loss = mean_valid(&value_errors.sqr()?)?.affine(0.5, 0.0)?;
-    let target_policy = target_log_policy.exp()?;
-    let entropies = (&target_policy * &target_log_policy)?
-        .sum(D::Minus1)?
-        .neg()?;
-    let entropy = mean_valid(&entropies)?;
+    let entropy = mean_valid(&target_policy.entropy()?)?;
     let total = ((&pg_loss + value_loss.affine(f64::from(config.baseline_cost), 0.0)?)?
         - entropy.affine(f64::from(config.entropy_cost), 0.0)?)?
     .squeeze(0)?;
@@ -219,6 +251,7 @@ pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::distribution::HALF_LOG_TWO_PI;
     use candle_core::{Device, Var};
 
     struct Unroll {
@@ -256,6 +289,13 @@ mod tests {
             }
         }
 
+        /// A categorical over the logits' last axis.
+        fn distribution(&self) -> ActionDistribution {
+            ActionDistribution::Categorical {
+                num_actions: self.logits.as_tensor().dim(2).unwrap(),
+            }
+        }
+
         /// On-policy loss: the behaviour logits are the target logits.
         fn loss(&self, config: &ImpalaLossConfig) -> ImpalaLoss {
             let behaviour = self.logits.as_tensor().detach();
@@ -269,9 +309,10 @@ mod tests {
         ) -> ImpalaLoss {
             impala_loss(
                 &ImpalaLossInputs {
-                    target_logits: self.logits.as_tensor(),
+                    distribution: self.distribution(),
+                    target_params: self.logits.as_tensor(),
                     values: self.values.as_tensor(),
-                    behaviour_logits,
+                    behaviour_params: behaviour_logits,
                     actions: &self.actions,
                     rewards: &self.rewards,
                     terminated: &self.terminated,
@@ -292,7 +333,7 @@ mod tests {
 
         /// `[T+1, B, A]` log π.
         fn log_policy(&self) -> Vec<Vec<Vec<f32>>> {
-            candle_nn::ops::log_softmax(self.logits.as_tensor(), D::Minus1)
+            candle_nn::ops::log_softmax(self.logits.as_tensor(), candle_core::D::Minus1)
                 .unwrap()
                 .to_vec3()
                 .unwrap()
@@ -451,9 +492,10 @@ mod tests {
             Tensor::from_slice(&other_behaviour, (4, 2, 3), &Device::Cpu).unwrap();
         let changed = impala_loss(
             &ImpalaLossInputs {
-                target_logits: unroll.logits.as_tensor(),
+                distribution: unroll.distribution(),
+                target_params: unroll.logits.as_tensor(),
                 values: unroll.values.as_tensor(),
-                behaviour_logits: &other_behaviour,
+                behaviour_params: &other_behaviour,
                 actions: &other_actions,
                 rewards: &unroll.rewards,
                 terminated: &unroll.terminated,
@@ -492,6 +534,105 @@ mod tests {
         );
     }
 
+    /// T = 1, B = 1, D = 1: a Gaussian with mean 0 and log σ `log_std`
+    /// took action 1 and got reward `reward`; values 0.
+    fn gaussian_loss(log_std: f32, reward: f32, config: &ImpalaLossConfig) -> (Var, ImpalaLoss) {
+        let d = Device::Cpu;
+        let params = Var::new(&[[[0f32, log_std]], [[0.0, log_std]]], &d).unwrap();
+        let values = Tensor::zeros((2, 1), DType::F32, &d).unwrap();
+        let actions = Tensor::new(&[[[1f32]], [[0.0]]], &d).unwrap();
+        let rewards = Tensor::new(&[[0f32], [reward]], &d).unwrap();
+        let flags = Tensor::zeros((2, 1), DType::U8, &d).unwrap();
+        let loss = impala_loss(
+            &ImpalaLossInputs {
+                distribution: ActionDistribution::Gaussian { dim: 1 },
+                target_params: params.as_tensor(),
+                values: &values,
+                behaviour_params: &params.as_tensor().detach(),
+                actions: &actions,
+                rewards: &rewards,
+                terminated: &flags,
+                truncated: &flags,
+            },
+            config,
+        )
+        .unwrap();
+        (params, loss)
+    }
+
+    #[test]
+    fn gaussian_loss_uses_the_gaussian_log_prob_and_entropy() {
+        let no_entropy = ImpalaLossConfig {
+            entropy_cost: 0.0,
+            ..Default::default()
+        };
+        let (params, loss) = gaussian_loss(0.5, 1.0, &no_entropy);
+        assert!(
+            (loss.mean_clipped_rho - 1.0).abs() < 1e-6,
+            "on-policy: {loss:?}"
+        );
+        assert!((loss.mean_pg_advantage - 1.0).abs() < 1e-6, "{loss:?}");
+        // H(N(0, e^1)) = ½ + ½ log 2π + 0.5.
+        let want = 0.5 + HALF_LOG_TWO_PI as f32 + 0.5;
+        assert!((loss.entropy - want).abs() < 1e-6, "{loss:?}");
+        // pg_loss = −A · log π(1) with log π(1) = −½ (1/σ)² − log σ − ½ log 2π.
+        let log_prob = -0.5 * (-1.0f32).exp() - 0.5 - HALF_LOG_TWO_PI as f32;
+        assert!((loss.pg_loss + log_prob).abs() < 1e-6, "{loss:?}");
+        // Descending moves the mean towards the advantaged action 1.
+        let grads = loss.total.backward().unwrap();
+        let g = grads
+            .get(params.as_tensor())
+            .unwrap()
+            .to_vec3::<f32>()
+            .unwrap();
+        assert!(g[0][0][0] < 0.0, "mean gradient {g:?}");
+        assert_eq!(g[1][0], [0.0, 0.0], "bootstrap row");
+
+        // A negative advantage pushes the other way; the entropy bonus
+        // alone widens σ.
+        let (params, loss) = gaussian_loss(0.5, -1.0, &no_entropy);
+        let g = loss.total.backward().unwrap();
+        let g = g.get(params.as_tensor()).unwrap().to_vec3::<f32>().unwrap();
+        assert!(g[0][0][0] > 0.0, "mean gradient {g:?}");
+        let only_entropy = ImpalaLossConfig {
+            entropy_cost: 0.1,
+            ..Default::default()
+        };
+        let (params, loss) = gaussian_loss(0.0, 0.0, &only_entropy);
+        assert_eq!(loss.mean_pg_advantage, 0.0);
+        let g = loss.total.backward().unwrap();
+        let g = g.get(params.as_tensor()).unwrap().to_vec3::<f32>().unwrap();
+        assert!((g[0][0][1] + 0.1).abs() < 1e-6, "log σ gradient {g:?}");
+        assert_eq!(g[0][0][0], 0.0, "mean gradient {g:?}");
+    }
+
+    #[test]
+    fn gaussian_actions_must_be_f32_of_width_d() {
+        let d = Device::Cpu;
+        let params = Tensor::zeros((2, 1, 4), DType::F32, &d).unwrap();
+        let values = Tensor::zeros((2, 1), DType::F32, &d).unwrap();
+        let flags = Tensor::zeros((2, 1), DType::U8, &d).unwrap();
+        let inputs = |actions| ImpalaLossInputs {
+            distribution: ActionDistribution::Gaussian { dim: 2 },
+            target_params: &params,
+            values: &values,
+            behaviour_params: &params,
+            actions,
+            rewards: &values,
+            terminated: &flags,
+            truncated: &flags,
+        };
+        let config = ImpalaLossConfig::default();
+        let ok = Tensor::zeros((2, 1, 2), DType::F32, &d).unwrap();
+        assert!(impala_loss(&inputs(&ok), &config).is_ok());
+        let narrow = Tensor::zeros((2, 1, 1), DType::F32, &d).unwrap();
+        let err = impala_loss(&inputs(&narrow), &config).unwrap_err();
+        assert!(err.to_string().contains("actions"), "{err}");
+        let integer = Tensor::zeros((2, 1, 2), DType::U32, &d).unwrap();
+        let err = impala_loss(&inputs(&integer), &config).unwrap_err();
+        assert!(err.to_string().contains("must be f32"), "{err}");
+    }
+
     #[test]
     fn rejects_float_actions_and_bad_shapes() {
         let unroll = Unroll::new(
@@ -505,9 +646,10 @@ mod tests {
         let float_actions = unroll.actions.to_dtype(DType::F32).unwrap();
         let short_rewards = Tensor::zeros((1, 1), DType::F32, &Device::Cpu).unwrap();
         let inputs = ImpalaLossInputs {
-            target_logits: unroll.logits.as_tensor(),
+            distribution: unroll.distribution(),
+            target_params: unroll.logits.as_tensor(),
             values: unroll.values.as_tensor(),
-            behaviour_logits: unroll.logits.as_tensor(),
+            behaviour_params: unroll.logits.as_tensor(),
             actions: &float_actions,
             rewards: &unroll.rewards,
             terminated: &unroll.terminated,
