@@ -87,3 +87,42 @@ async fn local_actors_need_an_env() {
     let err = Learner::start(&config).await.err().expect("refused");
     assert!(err.to_string().contains("--env"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continuous_spec_from_the_first_hello_gets_a_gaussian_policy_and_actions() {
+    init();
+    let mut config = LearnerConfig::serving(
+        "127.0.0.1:0".parse::<ListenAddr>().expect("literal"),
+        seed_env::EnvConfig::CartPole,
+    );
+    config.env = None;
+    let bound = Learner::bind(&config).await.expect("binds");
+    let addr = match bound.local_addr() {
+        ListenAddr::Tcp(a) => a.to_string(),
+        ListenAddr::Unix(_) => unreachable!("tcp listen address"),
+    };
+    let starting = tokio::spawn(bound.start());
+    // The Rust actor over Pendulum-v1: the learner knows nothing of it
+    // beyond its hello.
+    let mut actor = seed_actor::ActorConfig::new(addr, seed_env::EnvConfig::Pendulum, 4);
+    actor.max_env_steps = Some(400);
+    let report = within(
+        "the actor",
+        seed_actor::run_actor(actor, std::future::pending()),
+    )
+    .await
+    .expect("the actor runs to its step limit");
+    assert!(report.env_steps >= 400, "{report:?}");
+    assert_eq!(report.sessions, 1);
+    let learner = within("the learner to start", starting)
+        .await
+        .expect("start task")
+        .expect("learner starts");
+    let model = learner.weights().load().model.config().clone();
+    assert_eq!(
+        model.action,
+        seed_learner::model::distribution::ActionDistribution::Gaussian { dim: 1 }
+    );
+    assert_eq!(model.obs_shape, vec![3]);
+    learner.shutdown().await.expect("clean shutdown");
+}
