@@ -15,7 +15,9 @@
 //! Building the runtime and the envs' wrappers once per `run`; nothing per
 //! step beyond [`PyEnv`]'s own.
 
-use pyo3::exceptions::PyValueError;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use seed_actor::{
@@ -36,6 +38,20 @@ pub struct NativeActor {
     cfg: ActorConfig,
     spec: EnvSpec,
     envs: Vec<PyEnvParts>,
+    /// Set while `run` drives the envs: a second `run` from another Python
+    /// thread would step the same envs concurrently.
+    running: AtomicBool,
+}
+
+/// Clears `running` when `run` returns, however it returns.
+struct RunningGuard<'a>(&'a AtomicBool);
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        // Release, pairs with the Acquire of the next `run`'s swap: that run
+        // sees every env change this one made (the GIL orders them as well).
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 #[pymethods]
@@ -48,6 +64,7 @@ impl NativeActor {
         envs, spec, *, learner, token=None, actor_id=None, seed=None, tls_ca=None,
         tls_domain=None, tls_cert=None, tls_key=None, max_reconnects=None,
     ))]
+    // One parameter per Python keyword argument (pyo3 matches them by name).
     #[allow(clippy::too_many_arguments)]
     fn new(
         envs: Vec<Bound<'_, PyAny>>,
@@ -98,7 +115,12 @@ impl NativeActor {
             .iter()
             .map(PyEnvParts::from_adapter)
             .collect::<PyResult<_>>()?;
-        Ok(NativeActor { cfg, spec, envs })
+        Ok(NativeActor {
+            cfg,
+            spec,
+            envs,
+            running: AtomicBool::new(false),
+        })
     }
 
     /// The actor id sent in the hello.
@@ -123,6 +145,13 @@ impl NativeActor {
         max_steps: Option<u64>,
         max_seconds: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        // Acquire, pairs with the Release in RunningGuard::drop.
+        if self.running.swap(true, Ordering::Acquire) {
+            return Err(PyRuntimeError::new_err(
+                "this actor is already running (in another thread)",
+            ));
+        }
+        let _running = RunningGuard(&self.running);
         let mut cfg = self.cfg.clone();
         cfg.max_env_steps = max_steps;
         cfg.max_seconds = max_seconds;

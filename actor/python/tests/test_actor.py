@@ -310,3 +310,22 @@ def test_bad_settings_are_value_errors():
         seed_rs.Actor(cartpole(), num_envs=1, tls_domain="x")
     with pytest.raises(ValueError, match="tls-ca"):
         seed_rs.Actor(cartpole(), num_envs=1, tls_ca=os.devnull + ".missing")
+
+
+def test_run_is_not_reentrant(learner):
+    # A second run over the same envs while one is stepping them (here from
+    # inside an env's step; another thread would be the same) is refused.
+    holder = {}
+
+    def run_again(step):
+        if step == 10:
+            with pytest.raises(RuntimeError, match="already running"):
+                holder["actor"].run(max_steps=10)
+            holder["refused"] = True
+
+    envs = [RecordingEnv(gym.make("CartPole-v1"), on_step=run_again if i == 0 else None) for i in range(2)]
+    holder["actor"] = seed_rs.Actor(envs, learner=learner.addr)
+    report = holder["actor"].run(max_steps=200, max_seconds=MAX_SECONDS)
+    assert holder.get("refused") and report["env_steps"] >= 200
+    # And runs again once the first run is over.
+    assert holder["actor"].run(max_steps=20, max_seconds=MAX_SECONDS)["env_steps"] >= 20
