@@ -27,10 +27,15 @@ binaries built)::
 
 from __future__ import annotations
 
+import os
+
+# One OpenBLAS thread: its idle workers spin after a BLAS call and would
+# take CPU from whichever mode runs next (set before numpy is imported).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
 import datetime
 import json
-import os
 import pathlib
 import platform
 import re
@@ -54,11 +59,12 @@ MODES = ["python_actor", "plain_loop", "sync_vector", "rust_actor"]
 class LearnerProcess:
     """A serving-only learner on a free port (address read from its log)."""
 
-    def __init__(self, binary: pathlib.Path):
+    def __init__(self, binary: pathlib.Path, extra_flags: list):
         env = dict(os.environ, RAYON_NUM_THREADS="1", NO_COLOR="1")
+        self.flags = ["--local-actors", "0", "--listen", "127.0.0.1:0", "--no-train",
+                      "--progress-secs", "0", "--env", "cartpole", *extra_flags]  # fmt: skip
         self.proc = subprocess.Popen(
-            [str(binary), "--local-actors", "0", "--listen", "127.0.0.1:0", "--no-train",
-             "--progress-secs", "0", "--env", "cartpole"],
+            [str(binary), *self.flags],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
         )  # fmt: skip
         self.addr = None
@@ -154,11 +160,16 @@ def main() -> int:
     p.add_argument("--actor-bin", default=str(REPO / "target/release/actor"), help="[default: target/release/actor]")
     p.add_argument("--json", default=str(REPO / "benches/results/python_bridge.json"),
                    help="[default: benches/results/python_bridge.json]")  # fmt: skip
+    p.add_argument(
+        "--learner-flags",
+        default="",
+        help="extra learner flags, space-separated, e.g. '--flush-us 20' [default: none]",
+    )
     args = p.parse_args()
     ks = [int(k) for k in args.ks.split(",")]
     rng = np.random.default_rng(0)
 
-    learner = LearnerProcess(pathlib.Path(args.learner_bin))
+    learner = LearnerProcess(pathlib.Path(args.learner_bin), args.learner_flags.split())
     samples = {k: {m: [] for m in MODES} for k in ks}
     cpu_us = {k: {m: [] for m in MODES} for k in ks}
     try:
@@ -231,7 +242,7 @@ def main() -> int:
         },
         "steps_per_measurement": args.steps,
         "reps": args.reps,
-        "learner_flags": "--local-actors 0 --no-train --env cartpole",
+        "learner_flags": " ".join(learner.flags),
         "results": results,
     }
     path = pathlib.Path(args.json)
