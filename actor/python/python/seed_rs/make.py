@@ -25,7 +25,8 @@ def _register_ale() -> None:
         import ale_py
     except ImportError as e:
         raise ModuleNotFoundError(
-            "ALE/* envs need ale-py: pip install ale-py (or seed-rs[atari])"
+            "ALE/* envs need ale-py and OpenCV: pip install ale-py opencv-python-headless "
+            "(or seed-rs[atari])"
         ) from e
     gym.register_envs(ale_py)
 
@@ -47,7 +48,8 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
     Raises:
         ModuleNotFoundError: ``ALE/*`` without ale-py, ``MinAtar/*`` without minatar.
-        gymnasium.error.Error: an unknown id (Gymnasium's message).
+        gymnasium.error.Error: an unknown id, or ``ALE/*`` without OpenCV
+            (Gymnasium's messages).
     """
     if env_id.startswith("ALE/"):
         _register_ale()
