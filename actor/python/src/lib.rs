@@ -1,0 +1,40 @@
+//! `seed_rs._native`: the compiled half of the `seed_rs` Python package.
+//!
+//! The Python half (`python/seed_rs/`) turns Gymnasium envs and spaces into
+//! an [`EnvSpec`](seed_shared::EnvSpec) and one adapter per env; this half
+//! wraps each adapter as a [`seed_env::Env`] ([`PyEnv`](py_env::PyEnv)) and
+//! runs the Rust actor client over them
+//! ([`seed_actor::run_actor_with_envs`]): the same stream, pipelined halves,
+//! reconnects and episode bookkeeping as the `actor` binary.
+//!
+//! # Why the actor runs in Rust
+//!
+//! A Python actor loop would pay the interpreter for every batch it encodes
+//! and every network wait; here Python runs only inside the envs' `reset`
+//! and `step`. The network waits run with the GIL released, so other
+//! Python threads keep running, and each env call takes the GIL back for
+//! its duration ([`py_env`]).
+//!
+//! # Cost
+//!
+//! Per env step: one GIL acquisition, the env's `step` call, one `tobytes`
+//! call and one memcpy of the observation into its row of the batch (the
+//! observation is converted in Python first only where its dtype or layout
+//! differs from the wire's). Per batch: what the Rust actor costs.
+
+mod error;
+mod interrupt;
+mod native_actor;
+mod py_env;
+mod report;
+
+use pyo3::prelude::*;
+
+/// The compiled part of `seed_rs`; use the `seed_rs` package instead.
+#[pymodule]
+mod _native {
+    #[pymodule_export]
+    use crate::error::ActorError;
+    #[pymodule_export]
+    use crate::native_actor::{check_spec, enable_logging, NativeActor};
+}
