@@ -244,7 +244,7 @@ impl BoundLearner {
         ),
         LearnerError,
     > {
-        let model = ModelConfig::new(&spec, &config.model);
+        let model = ModelConfig::new(spec, &config.model);
 
         // 2. The learning side (or a fresh network to serve).
         let setup = match &config.train {
@@ -253,7 +253,7 @@ impl BoundLearner {
                 TrainingTarget {
                     model: model.clone(),
                     spec: spec.clone(),
-                    env: env_description(config.env.as_ref(), &spec),
+                    env: env_description(config.env.as_ref(), spec),
                     device: device.clone(),
                     seed: config.seed,
                     max_env_slots: config.serve.max_env_slots,
@@ -265,7 +265,7 @@ impl BoundLearner {
         let (weights, sink) = match &setup {
             Some(s) => (Arc::clone(&s.weights), Some(Arc::clone(&s.sink))),
             None => {
-                let model = TrainableModel::new(&model, &device, config.seed)?;
+                let model = TrainableModel::new(&model, device, config.seed)?;
                 let weights = Arc::new(WeightsHandle::new(model.snapshot()?, PolicyVersion(0)));
                 (weights, external_sink)
             }
@@ -304,7 +304,7 @@ impl BoundLearner {
                 batcher: Arc::clone(&batcher),
                 table: Arc::clone(&table),
                 weights: Arc::clone(&weights),
-                metrics: Arc::clone(&metrics),
+                metrics: Arc::clone(metrics),
                 spec: spec.clone(),
                 device: device.clone(),
                 seed: config.seed,
