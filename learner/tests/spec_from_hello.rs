@@ -82,8 +82,10 @@ async fn the_first_usable_hello_fixes_the_spec_and_later_ones_must_match_it() {
 #[tokio::test]
 async fn local_actors_need_an_env() {
     init();
-    let mut config = LearnerConfig::default();
-    config.env = None;
+    let config = LearnerConfig {
+        env: None,
+        ..LearnerConfig::default()
+    };
     let err = Learner::start(&config).await.err().expect("refused");
     assert!(err.to_string().contains("--env"), "{err}");
 }
