@@ -3,6 +3,8 @@
 # hello fixes the spec) fed by the Python actor.
 #   cartpole: Gymnasium CartPole-v1 to a 100-episode mean return of 475,
 #             seeds 1..3 (learner --stop-when-solved)
+#   pendulum: Gymnasium Pendulum-v1 to a 100-episode mean return of -250,
+#             seeds 1..3, with the Pendulum flags of the README
 #   pong:     ALE/Pong-v5 with the standard preprocessing, 16 and 64 envs:
 #             env steps/s the learner ingests (x4 for ALE frames) and the
 #             actor's round trip, training on the CPU, 35 s of stepping each
@@ -36,11 +38,19 @@ run_pair() {  # name, learner flags..., --, actor flags...
   echo "$name: $(cat "$OUT/${name}_learner.json" | tr -d '\n' | cut -c1-200)"
 }
 
-PHASES="${PHASES:-cartpole pong pong_serve}"
+PHASES="${PHASES:-cartpole pendulum pong pong_serve}"
 if [[ " $PHASES " == *" cartpole "* ]]; then
   for seed in 1 2 3; do
     run_pair "cartpole_seed$seed" --seed "$seed" --stop-when-solved --max-seconds 180 -- \
       --env CartPole-v1 --envs 64 --seed "$seed" --max-seconds 190
+  done
+fi
+if [[ " $PHASES " == *" pendulum "* ]]; then
+  for seed in 1 2 3; do
+    run_pair "pendulum_seed$seed" --seed "$seed" --stop-when-solved --target-return -250 \
+      --reward-scale 0.1 --discount 0.9 --learning-rate 3e-4 --replay-ratio 1 --unroll-length 8 \
+      --entropy-cost 0.001 --max-seconds 300 -- \
+      --env Pendulum-v1 --envs 64 --seed "$seed" --max-seconds 310
   done
 fi
 if [[ " $PHASES " == *" pong "* ]]; then
