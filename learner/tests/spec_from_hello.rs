@@ -4,7 +4,7 @@
 //! spec with FAILED_PRECONDITION naming the field.
 mod support;
 
-use seed_learner::app::{Learner, LearnerConfig};
+use seed_learner::app::{BoundLearner, Learner, LearnerConfig};
 use seed_learner::serve::transport::ListenAddr;
 use seed_shared::pb::{self, actor_message::Kind};
 use seed_shared::{EnvSpec, ObsDType};
@@ -18,6 +18,27 @@ fn hello_with(spec: EnvSpec) -> pb::Hello {
     }
 }
 
+/// A serving learner without an env, bound on loopback (not yet started:
+/// starting waits for the first usable hello), and its address.
+async fn bind_without_env() -> (BoundLearner, std::net::SocketAddr) {
+    init();
+    let config = LearnerConfig {
+        env: None,
+        ..LearnerConfig::serving(
+            "127.0.0.1:0".parse::<ListenAddr>().expect("literal"),
+            seed_env::EnvConfig::CartPole,
+        )
+    };
+    let bound = Learner::bind(&config).await.expect("binds");
+    match bound.local_addr() {
+        ListenAddr::Tcp(a) => {
+            let a = *a;
+            (bound, a)
+        }
+        ListenAddr::Unix(_) => unreachable!("tcp listen address"),
+    }
+}
+
 /// Sends `h` on a new stream and returns the status that ends it.
 async fn refused(uri: &str, h: pb::Hello) -> tonic::Status {
     let mut s = RawStream::open_at(uri).await;
@@ -27,17 +48,8 @@ async fn refused(uri: &str, h: pb::Hello) -> tonic::Status {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_usable_hello_fixes_the_spec_and_later_ones_must_match_it() {
-    init();
-    let mut config = LearnerConfig::serving(
-        "127.0.0.1:0".parse::<ListenAddr>().expect("literal"),
-        seed_env::EnvConfig::CartPole,
-    );
-    config.env = None;
-    let bound = Learner::bind(&config).await.expect("binds");
-    let uri = match bound.local_addr() {
-        ListenAddr::Tcp(a) => format!("http://{a}"),
-        ListenAddr::Unix(_) => unreachable!("tcp listen address"),
-    };
+    let (bound, addr) = bind_without_env().await;
+    let uri = format!("http://{addr}");
     let starting = tokio::spawn(bound.start());
 
     // A spec no network fits is refused, and does not fix the run's spec
@@ -92,17 +104,8 @@ async fn local_actors_need_an_env() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_continuous_spec_from_the_first_hello_gets_a_gaussian_policy_and_actions() {
-    init();
-    let mut config = LearnerConfig::serving(
-        "127.0.0.1:0".parse::<ListenAddr>().expect("literal"),
-        seed_env::EnvConfig::CartPole,
-    );
-    config.env = None;
-    let bound = Learner::bind(&config).await.expect("binds");
-    let addr = match bound.local_addr() {
-        ListenAddr::Tcp(a) => a.to_string(),
-        ListenAddr::Unix(_) => unreachable!("tcp listen address"),
-    };
+    let (bound, addr) = bind_without_env().await;
+    let addr = addr.to_string();
     let starting = tokio::spawn(bound.start());
     // The Rust actor over Pendulum-v1: the learner knows nothing of it
     // beyond its hello.
