@@ -13,14 +13,23 @@
 //!   element on CPU, which was ~80% of `mlp_cartpole/forward/1024` in perf)
 //!   and `relu` as the floor.
 //!
+//! - `model/first_conv_train`: forward and backward of the conv torso's
+//!   first layer (plus ReLU and a sum) on a training batch of MinAtar
+//!   frames (`[320, 4, 10, 10]`: B 16 x T 20) and of Atari frames
+//!   (`[64, 4, 84, 84]`): candle's `Conv2d` (whose backward also computes
+//!   the observations' gradient) against `PatchConv` (patches x weights,
+//!   what the torso uses on the CPU).
+//!
 //! Each `forward` iteration uploads `[B, ...obs]` from a host slice, runs
 //! `ActorCritic::step` and copies the logits back, as inference does.
 //! Throughput is rows (env steps) per second.
 //!
 //! Run: `RAYON_NUM_THREADS=1 cargo bench -p seed-benches --bench model`
 //! (candle re-reads /proc/cpuinfo per matmul when the pool size is unset).
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Module, Tensor};
+use candle_nn::{Conv2dConfig, VarBuilder, VarMap};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use seed_learner::model::patch_conv::PatchConv;
 use seed_learner::model::{ModelConfig, TrainableModel};
 use seed_shared::{EnvSpec, ObsDType};
 
@@ -69,7 +78,55 @@ fn bench_activation(c: &mut Criterion) {
     group.finish();
 }
 
+/// One training pass through a first conv layer: forward, ReLU, sum, backward.
+fn train_pass(layer: &dyn Module, xs: &Tensor) -> candle_core::Result<()> {
+    layer.forward(xs)?.relu()?.sum_all()?.backward()?;
+    Ok(())
+}
+
+fn bench_first_conv(c: &mut Criterion) {
+    let mut group = c.benchmark_group("model/first_conv_train");
+    // (name, [B, C, H, W], kernel, stride): the two torsos' first layers.
+    for (name, shape, kernel, stride) in [
+        ("minatar_320x4x10x10", [320, 4, 10, 10], 3, 1),
+        ("atari_64x4x84x84", [64, 4, 84, 84], 8, 4),
+    ] {
+        let map = VarMap::new();
+        let vb = VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu);
+        let frame = [shape[1], shape[2], shape[3]];
+        let built = PatchConv::new(frame, 16, kernel, stride, vb.pp("conv")).and_then(|patch| {
+            let cfg = Conv2dConfig {
+                stride,
+                ..Default::default()
+            };
+            Ok((
+                patch,
+                candle_nn::conv2d(shape[1], 16, kernel, cfg, vb.pp("conv"))?,
+            ))
+        });
+        let (patch, conv) = match built {
+            Ok(layers) => layers,
+            Err(e) => panic!("layers: {e}"),
+        };
+        let n: usize = shape.iter().product();
+        let host: Vec<f32> = (0..n).map(|i| (i % 251) as f32 / 251.0).collect();
+        let xs = match Tensor::from_vec(host, shape.to_vec(), &Device::Cpu) {
+            Ok(xs) => xs,
+            Err(e) => panic!("tensor: {e}"),
+        };
+        group.throughput(Throughput::Elements(shape[0] as u64));
+        group.bench_function(BenchmarkId::new("conv2d", name), |b| {
+            b.iter(|| train_pass(&conv, &xs))
+        });
+        group.bench_function(BenchmarkId::new("patch_conv", name), |b| {
+            b.iter(|| train_pass(&patch, &xs))
+        });
+    }
+    group.finish();
+}
+
 fn bench_model(c: &mut Criterion) {
+    bench_first_conv(c);
     bench_activation(c);
     bench_spec(
         c,

@@ -107,9 +107,9 @@ pub fn spawn_inference_threads(
 /// VM). Running the forward on the stream task removes both.
 ///
 /// A request runs inline only when
-/// - it holds every active env slot, so no other request can join its batch
-///   (the batcher's target is the active slot count: it would flush it
-///   alone);
+/// - its stream holds every active env slot, so no other stream's request
+///   can join its batch (the batcher's target is the active slot count less
+///   the stream's rows not in the request: it would flush it alone);
 /// - it has at most `max_rows` rows (`--inline-max-rows`; a tokio worker
 ///   blocked on a large forward would stall I/O for its other streams);
 /// - there is no [`InferenceSink`] (no training: the unroll builder can
@@ -129,7 +129,7 @@ impl InlineInference {
     pub fn try_infer(&self, request: StepRequest) -> Option<StepRequest> {
         let rows = request.rows();
         if rows > self.max_rows
-            || rows < self.shared.table.active_slots()
+            || request.claim.lease().slots().len() < self.shared.table.active_slots()
             || self.shared.batcher.is_closed()
         {
             return Some(request);

@@ -36,4 +36,10 @@ impl Batchable for StepRequest {
     fn enqueued_at(&self) -> Instant {
         self.received_at
     }
+
+    /// The stream's lease: one per stream, holding all of its envs.
+    fn stream(&self) -> Option<(u64, usize)> {
+        let lease = self.claim.lease();
+        Some((lease.id().0, lease.slots().len()))
+    }
 }

@@ -12,18 +12,65 @@
 //!   (`features`) -> ReLU. Striding a 10x10 frame by 4 would discard most of
 //!   it.
 //!
+//! On the CPU the first layer is a [`PatchConv`] (patches times weights,
+//! whose backward skips the gradient of the observations); elsewhere it is
+//! candle's `Conv2d`. Both keep the same weights under the same names.
+//!
 //! Cost: for 84x84x4 about 18.7 MFLOP per frame; for 10x10x4 about 0.3.
 use candle_core::{Module, Result, Tensor};
 use candle_nn::{Conv2d, Conv2dConfig, Linear, VarBuilder};
+
+use super::patch_conv::PatchConv;
 
 /// Frames at least this high and wide get the Atari-sized torso.
 pub const LARGE_FRAME: usize = 36;
 /// The smallest frame side the small torso takes (its 3x3 kernel).
 pub const MIN_FRAME: usize = 3;
 
+/// The layer that reads the observations: no gradient flows into its
+/// input, which [`PatchConv`] exploits on the CPU.
+#[derive(Debug, Clone)]
+enum FirstConv {
+    Patch(PatchConv),
+    Conv(Conv2d),
+}
+
+impl FirstConv {
+    /// A `kernel x kernel` / `stride` conv of `[C, H, W]` frames to `out` channels.
+    fn new(
+        shape: [usize; 3],
+        out: usize,
+        kernel: usize,
+        stride: usize,
+        vb: VarBuilder,
+    ) -> Result<Self> {
+        if PatchConv::pays_on(vb.device()) {
+            return Ok(FirstConv::Patch(PatchConv::new(
+                shape, out, kernel, stride, vb,
+            )?));
+        }
+        let cfg = Conv2dConfig {
+            stride,
+            ..Default::default()
+        };
+        Ok(FirstConv::Conv(candle_nn::conv2d(
+            shape[0], out, kernel, cfg, vb,
+        )?))
+    }
+}
+
+impl Module for FirstConv {
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        match self {
+            FirstConv::Patch(conv) => conv.forward(xs),
+            FirstConv::Conv(conv) => conv.forward(xs),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ConvTorso {
-    conv1: Conv2d,
+    conv1: FirstConv,
     /// `None` for the small-frame torso.
     conv2: Option<Conv2d>,
     fc: Linear,
@@ -58,15 +105,11 @@ impl ConvTorso {
         Self::check_shape(obs_shape).map_err(candle_core::Error::Msg)?;
         let (c, h, w) = (obs_shape[0], obs_shape[1], obs_shape[2]);
         if h >= LARGE_FRAME && w >= LARGE_FRAME {
-            let c1 = Conv2dConfig {
-                stride: 4,
-                ..Default::default()
-            };
             let c2 = Conv2dConfig {
                 stride: 2,
                 ..Default::default()
             };
-            let conv1 = candle_nn::conv2d(c, 16, 8, c1, vb.pp("conv1"))?;
+            let conv1 = FirstConv::new([c, h, w], 16, 8, 4, vb.pp("conv1"))?;
             let conv2 = candle_nn::conv2d(16, 32, 4, c2, vb.pp("conv2"))?;
             let (h2, w2) = (
                 conv_out(conv_out(h, 8, 4), 4, 2),
@@ -80,7 +123,7 @@ impl ConvTorso {
                 out_dim: features,
             })
         } else {
-            let conv1 = candle_nn::conv2d(c, 16, 3, Conv2dConfig::default(), vb.pp("conv1"))?;
+            let conv1 = FirstConv::new([c, h, w], 16, 3, 1, vb.pp("conv1"))?;
             let (h1, w1) = (conv_out(h, 3, 1), conv_out(w, 3, 1));
             let fc = candle_nn::linear(16 * h1 * w1, features, vb.pp("fc"))?;
             Ok(ConvTorso {

@@ -20,6 +20,7 @@ pub mod distribution;
 pub mod init;
 pub mod lstm;
 pub mod mlp;
+pub mod patch_conv;
 pub mod sampling;
 pub mod tanh;
 pub mod weights;
