@@ -63,9 +63,30 @@ impl Module for FirstConv {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
             FirstConv::Patch(conv) => conv.forward(xs),
-            FirstConv::Conv(conv) => conv.forward(xs),
+            FirstConv::Conv(conv) => convolve(conv, xs),
         }
     }
+}
+
+/// `conv.forward(xs)` over only the rows and columns its windows cover.
+///
+/// candle 0.11's `Conv2d` backward computes the input's gradient with a
+/// `conv_transpose2d` that gives `(Ho − 1)·stride + k` rows, so when
+/// `(H − k)` is not a multiple of the stride (a 64x64 frame: conv 8/4 gives
+/// 15, then conv 4/2 leaves a row over) that gradient is short of the
+/// input and the backward fails with a shape mismatch. The rows and
+/// columns no window reaches do not change the output, so cropping them
+/// first gives the same result, and the backward of the crop pads their
+/// gradient with zeros, which it is.
+fn convolve(conv: &Conv2d, xs: &Tensor) -> Result<Tensor> {
+    let (k, stride) = (conv.weight().dim(2)?, conv.config().stride);
+    let covered = |size: usize| (conv_out(size, k, stride) - 1) * stride + k;
+    let (h, w) = (xs.dim(2)?, xs.dim(3)?);
+    let (ch, cw) = (covered(h), covered(w));
+    if (ch, cw) == (h, w) {
+        return conv.forward(xs);
+    }
+    conv.forward(&xs.narrow(2, 0, ch)?.narrow(3, 0, cw)?)
 }
 
 #[derive(Debug, Clone)]
@@ -145,7 +166,7 @@ impl Module for ConvTorso {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         let mut x = self.conv1.forward(xs)?.relu()?;
         if let Some(conv2) = &self.conv2 {
-            x = conv2.forward(&x)?.relu()?;
+            x = convolve(conv2, &x)?.relu()?;
         }
         self.fc.forward(&x.flatten_from(1)?)?.relu()
     }
@@ -178,6 +199,47 @@ mod tests {
         assert_eq!(fc, [32, 16 * 8 * 8]);
         let y = minatar.forward(&Tensor::ones((3, 4, 10, 10), DType::F32, &Device::Cpu)?)?;
         assert_eq!(y.dims(), [3, 32]);
+        Ok(())
+    }
+
+    /// Frames whose sides leave rows over after a stride (64x64: 15 rows
+    /// after conv 8/4, one left over by conv 4/2; the small torso's stride
+    /// of 1 leaves none) train: the backward reaches every weight.
+    #[test]
+    fn frames_with_rows_left_over_by_a_stride_train() -> Result<()> {
+        for shape in [[4, 64, 64], [3, 50, 71], [2, 11, 13]] {
+            let (torso, map) = torso(&shape)?;
+            let xs = Tensor::ones((2, shape[0], shape[1], shape[2]), DType::F32, &Device::Cpu)?;
+            let grads = torso.forward(&xs)?.sum_all()?.backward()?;
+            for (name, var) in map.data().lock().unwrap().iter() {
+                assert!(
+                    grads.get(var).is_some(),
+                    "{shape:?}: no gradient for {name}"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn the_crop_keeps_the_convolution() -> Result<()> {
+        // A conv whose windows leave the last row and column out: cropped
+        // or not, the same output.
+        let map = VarMap::new();
+        let vb = VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu);
+        let cfg = Conv2dConfig {
+            stride: 2,
+            ..Default::default()
+        };
+        let conv = candle_nn::conv2d(3, 4, 4, cfg, vb)?;
+        let v: Vec<f32> = (0..2 * 3 * 15 * 15)
+            .map(|i| (i % 13) as f32 / 13.0)
+            .collect();
+        let xs = Tensor::from_vec(v, (2, 3, 15, 15), &Device::Cpu)?;
+        let (a, b) = (convolve(&conv, &xs)?, conv.forward(&xs)?);
+        assert_eq!(a.dims(), [2, 4, 6, 6]);
+        let diff = (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+        assert!(diff < 1e-6, "{diff}");
         Ok(())
     }
 
