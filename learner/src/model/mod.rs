@@ -17,6 +17,7 @@
 //! the code; a discrete model has no `log_std`.
 pub mod conv;
 pub mod distribution;
+pub mod graph_ops;
 pub mod init;
 pub mod lstm;
 pub mod mlp;
