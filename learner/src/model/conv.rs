@@ -13,7 +13,13 @@
 //!   it.
 //!
 //! Cost: for 84x84x4 about 18.7 MFLOP per frame; for 10x10x4 about 0.3.
-use candle_core::{Module, Result, Tensor};
+//!
+//! A bf16 copy of the torso (`--inference-dtype bf16`) convolves in bf16
+//! on a GPU. candle 0.11 has no bf16 convolution on the CPU, so there each
+//! convolution upcasts its bf16 input and kernel to f32 and rounds the
+//! result back to bf16: bf16 products summed in f32, the arithmetic of a
+//! GPU's tensor cores, only slower (bf16 is for accelerators).
+use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{Conv2d, Conv2dConfig, Linear, VarBuilder};
 
 /// Frames at least this high and wide get the Atari-sized torso.
@@ -97,12 +103,32 @@ impl ConvTorso {
     }
 }
 
+/// `conv.forward(x)`, through f32 for bf16 on the CPU (see the module docs).
+fn convolve(conv: &Conv2d, x: &Tensor) -> Result<Tensor> {
+    if !(x.dtype() == DType::BF16 && x.device().is_cpu()) {
+        return conv.forward(x);
+    }
+    let cfg = conv.config();
+    let y = x.to_dtype(DType::F32)?.conv2d(
+        &conv.weight().to_dtype(DType::F32)?,
+        cfg.padding,
+        cfg.stride,
+        cfg.dilation,
+        cfg.groups,
+    )?;
+    let y = match conv.bias() {
+        Some(b) => y.broadcast_add(&b.to_dtype(DType::F32)?.reshape((1, (), 1, 1))?)?,
+        None => y,
+    };
+    y.to_dtype(DType::BF16)
+}
+
 impl Module for ConvTorso {
-    /// `xs`: `[B, C, H, W]` f32 in `[0, 1]`.
+    /// `xs`: `[B, C, H, W]` in `[0, 1]`, of the weights' dtype.
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        let mut x = self.conv1.forward(xs)?.relu()?;
+        let mut x = convolve(&self.conv1, xs)?.relu()?;
         if let Some(conv2) = &self.conv2 {
-            x = conv2.forward(&x)?.relu()?;
+            x = convolve(conv2, &x)?.relu()?;
         }
         self.fc.forward(&x.flatten_from(1)?)?.relu()
     }
