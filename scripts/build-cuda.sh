@@ -8,6 +8,9 @@
 #
 #   bash scripts/build-cuda.sh            # features `cuda`
 #   bash scripts/build-cuda.sh --cudnn    # features `cudnn` (implies `cuda`): cuDNN convolutions
+#   bash scripts/build-cuda.sh --pong-wheels   # also .gpu/wheels/ for gpu-bench.sh's Pong phase:
+#        the seed_rs actor (abi3) and scripts/cuda/pong-requirements.txt for
+#        CPython $PONG_PYTHON_VERSION (default 3.12) on manylinux x86_64
 #
 # Env: CUDA_TOOLCHAIN (default ~/.cache/seed-rs/cuda13: installed there on
 #      first use), CUDA_COMPUTE_CAP (default 90: H100/H200; 80: A100, 89: L4/L40),
@@ -19,11 +22,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FEATURE=cuda
+PONG_WHEELS=0
 for arg in "$@"; do
   case "$arg" in
     --cudnn) FEATURE=cudnn ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
-    *) echo "build-cuda.sh: unknown argument $arg (expected --cudnn)" >&2; exit 2 ;;
+    --pong-wheels) PONG_WHEELS=1 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    *) echo "build-cuda.sh: unknown argument $arg (expected --cudnn or --pong-wheels)" >&2; exit 2 ;;
   esac
 done
 
@@ -63,6 +68,15 @@ echo "$FEATURE" >"$GPU_DIR/FEATURES"
 # libcuda.so.1 must be found instead. Show what the learner needs at start-up.
 if command -v readelf >/dev/null; then
   echo "[build-cuda] the learner links: $(readelf -d "$CARGO_TARGET_DIR/release/learner" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')" >&2
+fi
+if [ "$PONG_WHEELS" = 1 ]; then
+  PYV=${PONG_PYTHON_VERSION:-3.12}
+  echo "[build-cuda] wheels for the Pong phase (CPython $PYV) into $GPU_DIR/wheels" >&2
+  mkdir -p "$GPU_DIR/wheels"
+  python3 -m pip wheel --no-deps -w "$GPU_DIR/wheels" ./actor/python
+  python3 -m pip download --no-deps --only-binary=:all: --python-version "$PYV" --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 -d "$GPU_DIR/wheels" -r scripts/cuda/pong-requirements.txt
 fi
 ls -la "$GPU_DIR" >&2
 echo "[build-cuda] carry $GPU_DIR and run there: bash scripts/gpu-bench.sh $GPU_DIR \$OUT" >&2
