@@ -14,7 +14,11 @@
 //!   accumulate each gradient into, hold no graph);
 //! - `optimizer`: the update's ops for `P` variables, clip included, from
 //!   the formulas in `learn::optimizer`'s docs: per variable (the form
-//!   before the flat buffers) and flat (now).
+//!   before the flat buffers) and flat (now);
+//! - `lstm_core`: the LSTM core's unroll alone, forward and backward, in
+//!   candle's cell (what the core replaced) and in the core with each
+//!   input projection (`PerStep` on a CPU, `Batched` on a GPU). The model's
+//!   `forward` and `backward` above are the CPU's, `PerStep`.
 //!
 //! `cargo run --release -p seed-benches --bin train_ops [-- --json FILE]`
 use anyhow::{Context, Result};
@@ -23,7 +27,8 @@ use clap::Parser;
 use seed_learner::learn::algo::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
 use seed_learner::learn::optimizer::{Optimizer, OptimizerConfig};
 use seed_learner::model::graph_ops::ops_in_graph;
-use seed_learner::model::{ModelConfig, TrainableModel};
+use seed_learner::model::lstm::{InputProjection, LstmCore};
+use seed_learner::model::{ModelConfig, RecurrentState, TrainableModel};
 use seed_shared::EnvSpec;
 
 #[derive(Parser, Debug)]
@@ -51,9 +56,80 @@ struct Count {
     backward_at_least: usize,
     optimizer_per_variable: usize,
     optimizer_flat: usize,
-    /// The LSTM core's share of `forward` in candle's cell, which this
-    /// core replaced: `4(T+1) - 2` more (`model::lstm`'s tests count it).
-    forward_with_candles_lstm_cell: Option<usize>,
+}
+
+/// Forward and backward ops of one LSTM core unroll.
+#[derive(serde::Serialize)]
+struct CoreCount {
+    variant: &'static str,
+    forward: usize,
+    backward_at_least: usize,
+}
+
+/// The core alone over `[T+1, B, in]` inputs that depend on a variable (as
+/// the torso's features do), in candle's cell and in ours.
+fn count_core(t1: usize, b: usize, input: usize, hidden: usize) -> Result<Vec<CoreCount>> {
+    use candle_nn::rnn::{LSTMConfig, LSTMState, RNN};
+    let dev = Device::Cpu;
+    let map = candle_nn::VarMap::new();
+    let vb = candle_nn::VarBuilder::from_varmap(&map, DType::F32, &dev);
+    let ours = LstmCore::new(input, hidden, vb.clone())?;
+    let candle = candle_nn::rnn::lstm(input, hidden, LSTMConfig::default(), vb)?;
+    let source = candle_core::Var::randn(0f32, 1.0, (t1, b, input), &dev)?;
+    let starts = Tensor::zeros((t1, b), DType::F32, &dev)?;
+    let zero = Tensor::zeros((b, hidden), DType::F32, &dev)?;
+    let vars = map.all_vars();
+    let measure = |variant: &'static str, out: Tensor| -> Result<CoreCount> {
+        let loss = out.sum_all()?;
+        let forward = ops_in_graph([&loss]);
+        let grads = loss.backward()?;
+        let mut roots = vec![loss.clone()];
+        roots.extend(
+            vars.iter()
+                .filter_map(|v| grads.get(v.as_tensor()).cloned()),
+        );
+        roots.extend(grads.get(source.as_tensor()).cloned());
+        Ok(CoreCount {
+            variant,
+            forward,
+            backward_at_least: ops_in_graph(roots.iter()) - forward,
+        })
+    };
+    let keep = starts.affine(-1.0, 1.0)?;
+    let xs = source.as_tensor().tanh()?;
+    let mut state = LSTMState::new(zero.clone(), zero.clone());
+    let mut outs = Vec::with_capacity(t1);
+    for t in 0..t1 {
+        let k = keep.get(t)?.unsqueeze(1)?;
+        let masked = LSTMState::new(state.h.broadcast_mul(&k)?, state.c.broadcast_mul(&k)?);
+        state = candle.step(&xs.get(t)?, &masked)?;
+        outs.push(state.h.clone());
+    }
+    let initial = RecurrentState {
+        h: zero.clone(),
+        c: zero,
+    };
+    Ok(vec![
+        measure("candle_cell", Tensor::stack(&outs, 0)?)?,
+        measure(
+            "per_step_projection",
+            ours.unroll_with(
+                &source.as_tensor().tanh()?,
+                &starts,
+                Some(&initial),
+                InputProjection::PerStep,
+            )?,
+        )?,
+        measure(
+            "batched_projection",
+            ours.unroll_with(
+                &source.as_tensor().tanh()?,
+                &starts,
+                Some(&initial),
+                InputProjection::Batched,
+            )?,
+        )?,
+    ])
 }
 
 fn count(name: &str, lstm_size: Option<usize>, t: usize, b: usize) -> Result<Count> {
@@ -106,7 +182,6 @@ fn count(name: &str, lstm_size: Option<usize>, t: usize, b: usize) -> Result<Cou
         // Adam over the flat buffer: 3P + 13; the clip's norm over the flat
         // gradients P + 3, its scaling P.
         optimizer_flat: (3 * p + 13) + (p + 3) + p,
-        forward_with_candles_lstm_cell: lstm_size.map(|_| forward + 4 * t1 - 2),
     })
 }
 
@@ -125,22 +200,28 @@ fn main() -> Result<()> {
     ];
     for c in &counts {
         eprintln!(
-            "{:<14} P={:<3} forward {:>4}  backward >= {:>4}  optimizer {:>4} -> {:>3}{}",
+            "{:<14} P={:<3} forward {:>4}  backward >= {:>4}  optimizer {:>4} -> {:>3}",
             c.model,
             c.variables,
             c.forward,
             c.backward_at_least,
             c.optimizer_per_variable,
             c.optimizer_flat,
-            c.forward_with_candles_lstm_cell
-                .map(|f| format!("  (forward with candle's LSTM cell: {f})"))
-                .unwrap_or_default()
+        );
+    }
+    // The LSTM model's core: torso width (64) in, --lstm-size out.
+    let core = count_core(t + 1, b, 64, args.lstm_size)?;
+    for c in &core {
+        eprintln!(
+            "lstm core, {:<20} forward {:>4}  backward >= {:>4}",
+            c.variant, c.forward, c.backward_at_least
         );
     }
     let report = serde_json::json!({
         "unroll_length": t,
         "batch_size": b,
         "counts": counts,
+        "lstm_core": core,
     });
     let text = serde_json::to_string_pretty(&report)?;
     match &args.json {

@@ -9,21 +9,48 @@
 //! cell, output), so checkpoints of either load into the other. It is
 //! written out here rather than called because a step of candle's cell is
 //! fourteen tensor ops, each its own kernel launch on a GPU, and an unroll
-//! repeats all of them per time step. This one:
+//! repeats all of them per time step. This one takes one sigmoid over all
+//! four gates (the cell gate's slice is unused) instead of three, and on
+//! an accelerator ([`InputProjection::Batched`]) projects the inputs of the
+//! whole unroll with one matmul and one bias add (`[T·B, in] x [in, 4H]`),
+//! leaving only the recurrent matmul inside the time loop.
 //!
-//! - projects the inputs of the whole unroll with one matmul and one bias add
-//!   (`[T·B, in] x [in, 4H]`), leaving only the recurrent matmul inside the
-//!   time loop;
-//! - takes one sigmoid over all four gates (the cell gate's slice is unused)
-//!   instead of three.
+//! Why not batched on the CPU too: each step's slice of the projection is
+//! a `narrow`, whose gradient candle builds as a zero-padded copy of the
+//! whole `[T+1, B, 4H]` projection, added into its gradient: `O(T²·B·H)`
+//! memory traffic. On a GPU those are a few launches per step, like the
+//! per-step projection's; on a CPU the traffic made an unroll's forward and
+//! backward about 25% slower than candle's cell (T=16, B=16, H=64), while
+//! the per-step projection is within noise of it.
 //!
 //! Each element is computed with the same operations in the same order as
 //! candle's cell, so the results are the same (tested against it, values
-//! and gradients). Cost per step: 10 ops instead of 14 (plus 2 for the
-//! episode-start mask in an unroll), and 2 once per unroll for the input
-//! projection (counted in the tests with `model::graph_ops`).
+//! and gradients, both projections). Forward ops per step: 12 instead of
+//! 14 per step with the per-step projection; 10, plus 2 once per unroll,
+//! batched (plus 2 for the episode-start mask in an unroll; counted in the
+//! tests with `model::graph_ops`).
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
+
+/// How [`LstmCore::unroll`] projects its inputs (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputProjection {
+    /// One matmul per step, on that step's inputs (the CPU's choice).
+    PerStep,
+    /// One matmul for all steps (an accelerator's choice).
+    Batched,
+}
+
+impl InputProjection {
+    /// `Batched` on an accelerator, `PerStep` on the CPU.
+    pub fn for_device(device: &Device) -> Self {
+        if device.is_cpu() {
+            InputProjection::PerStep
+        } else {
+            InputProjection::Batched
+        }
+    }
+}
 
 /// Recurrent state of a batch of envs: `h` and `c`, each `[B, H]`.
 #[derive(Debug, Clone)]
@@ -103,21 +130,40 @@ impl LstmCore {
 
     /// Over an unroll: `xs` `[T+1, B, in]`, `episode_start` `[T+1, B]`
     /// (1.0 zeroes the state before that step). Returns `[T+1, B, H]`.
+    /// Projects the inputs as suits their device
+    /// ([`InputProjection::for_device`]).
     pub fn unroll(
         &self,
         xs: &Tensor,
         episode_start: &Tensor,
         initial: Option<&RecurrentState>,
     ) -> Result<Tensor> {
+        let projection = InputProjection::for_device(xs.device());
+        self.unroll_with(xs, episode_start, initial, projection)
+    }
+
+    /// [`LstmCore::unroll`] with the input projection chosen by the caller.
+    pub fn unroll_with(
+        &self,
+        xs: &Tensor,
+        episode_start: &Tensor,
+        initial: Option<&RecurrentState>,
+        projection: InputProjection,
+    ) -> Result<Tensor> {
         let (t1, b, _) = xs.dims3()?;
         let mut state = match initial {
             Some(s) => s.clone(),
             None => self.zero_state_as(b, xs.dtype(), xs.device())?,
         };
-        // One projection for every step: [T+1, B, 4H].
-        let gx = self
-            .input_gates(&xs.flatten(0, 1)?)?
-            .reshape((t1, b, 4 * self.hidden))?;
+        // Batched: one projection for every step, [T+1, B, 4H].
+        let all_gates = match projection {
+            InputProjection::Batched => Some(self.input_gates(&xs.flatten(0, 1)?)?.reshape((
+                t1,
+                b,
+                4 * self.hidden,
+            ))?),
+            InputProjection::PerStep => None,
+        };
         let keep = episode_start.affine(-1.0, 1.0)?; // 1 - start
         let mut outs = Vec::with_capacity(t1);
         for t in 0..t1 {
@@ -126,7 +172,11 @@ impl LstmCore {
                 h: state.h.broadcast_mul(&k)?,
                 c: state.c.broadcast_mul(&k)?,
             };
-            state = self.cell(&gx.get(t)?, &state)?;
+            let gx = match &all_gates {
+                Some(all) => all.get(t)?,
+                None => self.input_gates(&xs.get(t)?)?,
+            };
+            state = self.cell(&gx, &state)?;
             outs.push(state.h.clone());
         }
         Tensor::stack(&outs, 0)
@@ -175,8 +225,9 @@ mod tests {
         (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()
     }
 
-    /// Forward ops (kernel launches on a GPU) of an unroll: per step 10
-    /// instead of candle's 14, plus the 2 of the one input projection.
+    /// Forward ops (kernel launches on a GPU) of an unroll: per step 12
+    /// (per-step projection) or 10 plus the 2 of the one projection
+    /// (batched) instead of candle's 14.
     #[test]
     fn unroll_takes_fewer_ops_than_candles_cell() -> Result<()> {
         let (ours, theirs, _) = both(16, 8)?;
@@ -185,13 +236,22 @@ mod tests {
         let xs = Tensor::randn(0f32, 1.0, (t1, 4, 16), &dev)?;
         let starts = Tensor::zeros((t1, 4), DType::F32, &dev)?;
         let init = ours.zero_state(4, &dev)?;
-        let a = ours.unroll(&xs, &starts, Some(&init))?.sum_all()?;
-        let b = reference_unroll(&theirs, &xs, &starts, &init)?.sum_all()?;
-        let (na, nb) = (
-            crate::model::graph_ops::ops_in_graph([&a]),
-            crate::model::graph_ops::ops_in_graph([&b]),
+        let count = |t: &Tensor| crate::model::graph_ops::ops_in_graph([t]);
+        let candle = count(&reference_unroll(&theirs, &xs, &starts, &init)?.sum_all()?);
+        let per_step = ours.unroll_with(&xs, &starts, Some(&init), InputProjection::PerStep)?;
+        let batched = ours.unroll_with(&xs, &starts, Some(&init), InputProjection::Batched)?;
+        let (per_step, batched) = (count(&per_step.sum_all()?), count(&batched.sum_all()?));
+        assert_eq!(
+            candle - per_step,
+            2 * t1,
+            "per step {per_step}, candle's {candle}"
         );
-        assert_eq!(nb - na, 4 * t1 - 2, "ours {na}, candle's {nb}");
+        assert_eq!(
+            candle - batched,
+            4 * t1 - 2,
+            "batched {batched}, candle's {candle}"
+        );
+        assert_eq!(InputProjection::for_device(&dev), InputProjection::PerStep);
         Ok(())
     }
 
@@ -249,21 +309,25 @@ mod tests {
             h: Tensor::randn(0f32, 1.0, (3, 8), &dev)?,
             c: Tensor::randn(0f32, 1.0, (3, 8), &dev)?,
         };
-        let a = ours.unroll(&xs, &starts, Some(&init))?;
         let b = reference_unroll(&theirs, &xs, &starts, &init)?;
-        let diff = max_diff(&a, &b)?;
-        assert!(diff <= 1e-6, "values differ by {diff}");
-
-        let ga = a.sqr()?.sum_all()?.backward()?;
         let gb = b.sqr()?.sum_all()?.backward()?;
-        for var in map.all_vars() {
-            let (x, y) = (ga.get(var.as_tensor()), gb.get(var.as_tensor()));
-            let (Some(x), Some(y)) = (x, y) else {
-                panic!("a variable without a gradient");
-            };
-            let diff = max_diff(x, y)?;
-            let scale = y.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
-            assert!(diff <= 1e-5 * scale.max(1.0), "gradients differ by {diff}");
+        for projection in [InputProjection::PerStep, InputProjection::Batched] {
+            let a = ours.unroll_with(&xs, &starts, Some(&init), projection)?;
+            let diff = max_diff(&a, &b)?;
+            assert!(diff <= 1e-6, "{projection:?}: values differ by {diff}");
+            let ga = a.sqr()?.sum_all()?.backward()?;
+            for var in map.all_vars() {
+                let (x, y) = (ga.get(var.as_tensor()), gb.get(var.as_tensor()));
+                let (Some(x), Some(y)) = (x, y) else {
+                    panic!("a variable without a gradient");
+                };
+                let diff = max_diff(x, y)?;
+                let scale = y.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+                assert!(
+                    diff <= 1e-5 * scale.max(1.0),
+                    "{projection:?}: gradients differ by {diff}"
+                );
+            }
         }
         Ok(())
     }
