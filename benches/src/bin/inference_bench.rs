@@ -5,7 +5,9 @@
 //! inference thread does per batch: upload the host observation buffer as one
 //! tensor, run the forward pass, download the logits once and sample actions
 //! on the host. Rows/s = batch / median iteration time. `--devices cpu,cuda:0`
-//! measures both devices in the same run so their ratio is meaningful.
+//! measures both devices in the same run so their ratio is meaningful;
+//! `--dtypes f32,bf16` runs each with f32 weights and with the bf16 copy
+//! `--inference-dtype bf16` serves (the figures carry a `dtype` field).
 //!
 //! `cargo run --release -p seed-benches --bin inference_bench -- --json out.json`
 use std::time::{Duration, Instant};
@@ -13,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use clap::Parser;
-use seed_learner::model::{ActionSampler, ModelConfig, TrainableModel};
+use seed_learner::model::{ActionSampler, InferenceDType, ModelConfig, TrainableModel};
 use seed_shared::{EnvSpec, ObsDType};
 
 #[derive(Parser, Debug)]
@@ -28,7 +30,10 @@ struct Args {
     /// Models: `mlp` (CartPole 4 x f32), `conv` (84x84x4 u8).
     #[arg(long, value_delimiter = ',', default_value = "mlp,conv")]
     models: Vec<String>,
-    /// Time budget per (model, device, batch) measurement, in milliseconds.
+    /// Weights' dtypes: `f32`, `bf16` (as `--inference-dtype`).
+    #[arg(long, value_delimiter = ',', default_value = "f32")]
+    dtypes: Vec<String>,
+    /// Time budget per (model, device, dtype, batch) measurement, in milliseconds.
     #[arg(long, default_value_t = 500)]
     budget_ms: u64,
     /// Write the results as one JSON object here.
@@ -70,13 +75,20 @@ enum HostObs {
 struct Measurement {
     model: String,
     device: String,
+    dtype: String,
     batch: usize,
     iterations: usize,
     median_us: f64,
     rows_per_second: f64,
 }
 
-fn measure(model: &str, device_name: &str, batch: usize, budget: Duration) -> Result<Measurement> {
+fn measure(
+    model: &str,
+    device_name: &str,
+    dtype: InferenceDType,
+    batch: usize,
+    budget: Duration,
+) -> Result<Measurement> {
     let device = open_device(device_name)?;
     let spec = match model {
         "mlp" => EnvSpec::cartpole(),
@@ -84,7 +96,7 @@ fn measure(model: &str, device_name: &str, batch: usize, budget: Duration) -> Re
         other => bail!("unknown model `{other}` (expected mlp or conv)"),
     };
     let cfg = ModelConfig::for_spec(&spec);
-    let net = TrainableModel::new(&cfg, &device, 1)?.snapshot()?;
+    let net = TrainableModel::new(&cfg, &device, 1)?.snapshot_as(dtype.dtype())?;
     let mut shape = vec![batch];
     shape.extend_from_slice(&spec.obs_shape);
     let n = batch * spec.obs_len();
@@ -125,6 +137,7 @@ fn measure(model: &str, device_name: &str, batch: usize, budget: Duration) -> Re
     Ok(Measurement {
         model: model.to_string(),
         device: device_name.to_string(),
+        dtype: dtype.to_string(),
         batch,
         iterations: times.len(),
         median_us,
@@ -139,16 +152,26 @@ fn main() -> Result<()> {
     }
     let args = Args::parse();
     let budget = Duration::from_millis(args.budget_ms);
+    let dtypes = args
+        .dtypes
+        .iter()
+        .map(|d| {
+            d.parse::<InferenceDType>()
+                .map_err(|e| anyhow::anyhow!("--dtypes: {e}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut results = Vec::new();
     for model in &args.models {
         for batch in &args.batch_sizes {
             for device in &args.devices {
-                let m = measure(model, device, *batch, budget)?;
-                eprintln!(
-                    "{:<4} {:<7} batch {:>5}: {:>10.1} us  {:>12.0} rows/s",
-                    m.model, m.device, m.batch, m.median_us, m.rows_per_second
-                );
-                results.push(m);
+                for &dtype in &dtypes {
+                    let m = measure(model, device, dtype, *batch, budget)?;
+                    eprintln!(
+                        "{:<4} {:<7} {:<4} batch {:>5}: {:>10.1} us  {:>12.0} rows/s",
+                        m.model, m.device, m.dtype, m.batch, m.median_us, m.rows_per_second
+                    );
+                    results.push(m);
+                }
             }
         }
     }

@@ -17,6 +17,7 @@ use seed_actor::cli::ActorArgs;
 use seed_env::EnvArgs;
 use seed_learner::app::config::{InferenceConfig, RunConfig, ServeConfig, DEFAULT_INLINE_MAX_ROWS};
 use seed_learner::app::LearnerConfig;
+use seed_learner::device::DeviceSpec;
 use seed_learner::error::LearnerError;
 use seed_learner::infer::batcher::BatcherConfig;
 use seed_learner::learn::algo::{ImpalaLossConfig, VTraceClip};
@@ -25,7 +26,7 @@ use seed_learner::learn::optimizer::{
     AdamConfig, Algorithm, LrSchedule, OptimizerConfig, RmsPropConfig,
 };
 use seed_learner::learn::train::TrainerConfig;
-use seed_learner::model::ModelShape;
+use seed_learner::model::{InferenceDType, ModelShape};
 use seed_learner::serve::tls::ServerTls;
 use seed_learner::serve::transport::ListenAddr;
 use seed_shared::keepalive::{DEFAULT_KEEPALIVE_SECS, DEFAULT_KEEPALIVE_TIMEOUT_SECS};
@@ -155,14 +156,10 @@ pub struct TrainArgs {
     /// Write a JSON summary of the run here at exit [default: none].
     #[arg(help_heading = "Stopping, reports and metrics", long)]
     pub summary_json: Option<PathBuf>,
-    /// Flush an inference batch at this many env rows [default: 256].
-    #[arg(
-        help_heading = "Inference",
-        long,
-        hide_default_value = true,
-        default_value_t = 256
-    )]
-    pub max_batch: usize,
+    /// Flush an inference batch at this many env rows [default: 256; 1024
+    /// with --device cuda].
+    #[arg(help_heading = "Inference", long)]
+    pub max_batch: Option<usize>,
     /// Flush an inference batch this many microseconds after its first
     /// request, even if not full. A batch also flushes as soon as every
     /// active env is in it (see --actor-idle-ms), so this only bounds the
@@ -198,6 +195,17 @@ pub struct TrainArgs {
         default_value = "cpu"
     )]
     pub device: String,
+    /// Weights' precision for inference: `f32`, or `bf16` (a bfloat16 copy
+    /// of each published snapshot; training stays f32). For GPUs: on a CPU
+    /// bf16 is slower than f32 [default: f32].
+    #[arg(
+        help_heading = "Inference",
+        long,
+        value_enum,
+        hide_default_value = true,
+        default_value_t = InferenceDTypeArg::F32
+    )]
+    pub inference_dtype: InferenceDTypeArg,
     /// Seed of the network's initial weights, action sampling and local actors [default: 0].
     #[arg(
         help_heading = "Inference",
@@ -305,14 +313,9 @@ pub struct TrainArgs {
         default_value_t = 16
     )]
     pub unroll_length: usize,
-    /// B: unrolls per training batch [default: 16].
-    #[arg(
-        help_heading = "Training",
-        long,
-        hide_default_value = true,
-        default_value_t = 16
-    )]
-    pub batch_size: usize,
+    /// B: unrolls per training batch [default: 16; 64 with --device cuda].
+    #[arg(help_heading = "Training", long)]
+    pub batch_size: Option<usize>,
     /// Optimizer: `adam` or `rmsprop` [default: adam].
     #[arg(
         help_heading = "Training",
@@ -491,6 +494,22 @@ pub struct TrainArgs {
     pub stop_when_solved: bool,
 }
 
+/// `--inference-dtype`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InferenceDTypeArg {
+    F32,
+    Bf16,
+}
+
+impl From<InferenceDTypeArg> for InferenceDType {
+    fn from(arg: InferenceDTypeArg) -> Self {
+        match arg {
+            InferenceDTypeArg::F32 => InferenceDType::F32,
+            InferenceDTypeArg::Bf16 => InferenceDType::Bf16,
+        }
+    }
+}
+
 /// `--optimizer`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -533,6 +552,13 @@ impl TrainArgs {
                 ))
             }
         };
+        // Defaults that depend on the device (see `LearnerConfig::for_device`).
+        let device: DeviceSpec = self.device.parse()?;
+        let defaults = LearnerConfig::for_device(device);
+        let default_batch_size = defaults
+            .train
+            .as_ref()
+            .map_or(TrainConfig::default().batch_size, |t| t.batch_size);
         let algorithm = match self.optimizer {
             OptimizerKind::Adam => Algorithm::Adam(AdamConfig::default()),
             OptimizerKind::Rmsprop => Algorithm::RmsProp(RmsPropConfig::default()),
@@ -549,7 +575,7 @@ impl TrainArgs {
         };
         let train = (!self.no_train).then(|| TrainConfig {
             unroll_length: self.unroll_length,
-            batch_size: self.batch_size,
+            batch_size: self.batch_size.unwrap_or(default_batch_size),
             trainer: TrainerConfig {
                 loss: ImpalaLossConfig {
                     discount: self.discount,
@@ -604,14 +630,17 @@ impl TrainArgs {
             },
             inference: InferenceConfig {
                 batcher: BatcherConfig {
-                    max_rows: self.max_batch,
+                    max_rows: self
+                        .max_batch
+                        .unwrap_or(defaults.inference.batcher.max_rows),
                     flush_after: Duration::from_micros(self.flush_us),
                 },
                 threads: self.inference_threads,
                 actor_idle: (self.actor_idle_ms > 0)
                     .then(|| Duration::from_millis(self.actor_idle_ms)),
                 inline_max_rows: self.inline_max_rows,
-                device: self.device.parse()?,
+                device,
+                dtype: self.inference_dtype.into(),
                 candle_threads: self.threads,
             },
             train,
@@ -656,7 +685,9 @@ mod tests {
         assert_eq!(t.envs_per_actor, 32);
         assert_eq!(t.environment.env, None);
         assert_eq!(t.environment.env_config(), seed_env::EnvConfig::CartPole);
-        assert_eq!(t.max_batch, 256);
+        assert_eq!(t.max_batch, None);
+        assert_eq!(t.batch_size, None);
+        assert_eq!(t.inference_dtype, InferenceDTypeArg::F32);
         assert_eq!(t.flush_us, 500);
         assert_eq!(t.actor_idle_ms, 100);
         assert_eq!(
@@ -708,6 +739,57 @@ mod tests {
             pendulum.to_config().unwrap().env,
             Some(seed_env::EnvConfig::Pendulum)
         );
+    }
+
+    #[test]
+    fn cuda_changes_the_batch_defaults_and_flags_still_win() {
+        let cuda = parse(&["--device", "cuda"])
+            .unwrap()
+            .train
+            .to_config()
+            .unwrap();
+        let want = LearnerConfig::for_device(DeviceSpec::Cuda(0));
+        assert_eq!(cuda.inference.batcher.max_rows, 1024);
+        assert_eq!(cuda.train.as_ref().unwrap().batch_size, 64);
+        assert_eq!(cuda.inference, want.inference);
+        assert_eq!(cuda.train, want.train);
+        let given = parse(&[
+            "--device",
+            "cuda:0",
+            "--batch-size",
+            "8",
+            "--max-batch",
+            "32",
+        ])
+        .unwrap()
+        .train
+        .to_config()
+        .unwrap();
+        assert_eq!(given.train.as_ref().unwrap().batch_size, 8);
+        assert_eq!(given.inference.batcher.max_rows, 32);
+        let cpu = parse(&["--device", "cpu"])
+            .unwrap()
+            .train
+            .to_config()
+            .unwrap();
+        assert_eq!(cpu, LearnerConfig::default());
+    }
+
+    #[test]
+    fn inference_dtype_is_checked_by_the_parser() {
+        let bf16 = parse(&["--inference-dtype", "bf16"])
+            .unwrap()
+            .train
+            .to_config()
+            .unwrap();
+        assert_eq!(bf16.inference.dtype, InferenceDType::Bf16);
+        for bad in ["fp16", "BF16", "f16", ""] {
+            let e = parse(&["--inference-dtype", bad]).unwrap_err().to_string();
+            assert!(
+                e.contains("--inference-dtype") && e.contains("bf16"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::error::LearnerError;
 use crate::infer::batcher::BatcherConfig;
 use crate::infer::state_table::DEFAULT_IDLE_THRESHOLD;
 use crate::learn::config::TrainConfig;
-use crate::model::ModelShape;
+use crate::model::{InferenceDType, ModelShape};
 use crate::serve::tls::ServerTls;
 use crate::serve::transport::ListenAddr;
 
@@ -85,6 +85,9 @@ pub struct InferenceConfig {
     pub inline_max_rows: usize,
     /// `--device`.
     pub device: DeviceSpec,
+    /// `--inference-dtype`: the weights' dtype inference runs with
+    /// (training stays `f32`).
+    pub dtype: InferenceDType,
     /// `--threads`: candle's CPU pool; `None`: `$RAYON_NUM_THREADS` if set,
     /// else 1 per 4 cores, at most 8.
     pub candle_threads: Option<usize>,
@@ -173,6 +176,7 @@ impl Default for InferenceConfig {
             actor_idle: Some(DEFAULT_IDLE_THRESHOLD),
             inline_max_rows: DEFAULT_INLINE_MAX_ROWS,
             device: DeviceSpec::Cpu,
+            dtype: InferenceDType::F32,
             candle_threads: None,
         }
     }
@@ -196,7 +200,34 @@ impl Default for RunConfig {
     }
 }
 
+/// `--max-batch` default with `--device cuda`: a GPU runs a batch of 1024
+/// rows in about the time of one of 64 (the forward is launch-bound below
+/// that), so it waits for more rows per launch.
+pub const CUDA_MAX_BATCH: usize = 1024;
+
+/// `--batch-size` default with `--device cuda`: 64 unrolls per training
+/// step instead of 16. A training step on a GPU is a fixed number of kernel
+/// launches whatever its batch, so four times the transitions per step cost
+/// about the same time as one.
+pub const CUDA_BATCH_SIZE: usize = 64;
+
 impl LearnerConfig {
+    /// The defaults for a run on `device`: [`LearnerConfig::default`] on the
+    /// CPU; on CUDA, batches of [`CUDA_MAX_BATCH`] rows for inference and
+    /// [`CUDA_BATCH_SIZE`] unrolls for training. Flags given explicitly
+    /// override these (the CLI starts from this).
+    pub fn for_device(device: DeviceSpec) -> Self {
+        let mut config = LearnerConfig::default();
+        if let DeviceSpec::Cuda(_) = device {
+            config.inference.batcher.max_rows = CUDA_MAX_BATCH;
+            if let Some(train) = &mut config.train {
+                train.batch_size = CUDA_BATCH_SIZE;
+            }
+        }
+        config.inference.device = device;
+        config
+    }
+
     /// Serving only, on `listen`, for `env`: no training and no local actors
     /// (what tests and embedders that bring their own actors start from).
     pub fn serving(listen: ListenAddr, env: EnvConfig) -> Self {
@@ -271,6 +302,23 @@ impl LearnerConfig {
 mod tests {
     use super::*;
     use crate::learn::optimizer::LrSchedule;
+
+    #[test]
+    fn cuda_defaults_batch_more_and_cpu_keeps_the_defaults() {
+        assert_eq!(
+            LearnerConfig::for_device(DeviceSpec::Cpu),
+            LearnerConfig::default()
+        );
+        let cuda = LearnerConfig::for_device(DeviceSpec::Cuda(1));
+        cuda.validate().unwrap();
+        assert_eq!(cuda.inference.device, DeviceSpec::Cuda(1));
+        assert_eq!(cuda.inference.batcher.max_rows, CUDA_MAX_BATCH);
+        assert_eq!(cuda.train.as_ref().unwrap().batch_size, CUDA_BATCH_SIZE);
+        let mut back = cuda.clone();
+        back.inference = LearnerConfig::default().inference;
+        back.train = LearnerConfig::default().train;
+        assert_eq!(back, LearnerConfig::default(), "nothing else changes");
+    }
 
     #[test]
     fn defaults_validate() {

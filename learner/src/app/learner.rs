@@ -255,6 +255,7 @@ impl BoundLearner {
                     spec: spec.clone(),
                     env: env_description(config.env.as_ref(), spec),
                     device: device.clone(),
+                    inference_dtype: config.inference.dtype,
                     seed: config.seed,
                     max_env_slots: config.serve.max_env_slots,
                     run_dir: config.run_dir().cloned(),
@@ -266,7 +267,10 @@ impl BoundLearner {
             Some(s) => (Arc::clone(&s.weights), Some(Arc::clone(&s.sink))),
             None => {
                 let model = TrainableModel::new(&model, device, config.seed)?;
-                let weights = Arc::new(WeightsHandle::new(model.snapshot()?, PolicyVersion(0)));
+                let weights = Arc::new(WeightsHandle::new(
+                    model.snapshot_as(config.inference.dtype.dtype())?,
+                    PolicyVersion(0),
+                ));
                 (weights, external_sink)
             }
         };

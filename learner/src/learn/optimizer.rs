@@ -21,9 +21,25 @@
 //!                           ms ← ρ ms + (1−ρ) g²;  θ ← θ − lr_t · g / √(ms + ε)
 //! ```
 //!
-//! Cost: a few elementwise ops per variable per step, all on the variables'
-//! device; [`Optimizer::step`] never synchronises with the host.
-//! [`clip_grad_norm`] reads one scalar back (the norm it returns).
+//! # One flat buffer
+//!
+//! The moments of all variables live in one flat tensor per kind (`m`, `v`,
+//! or the mean square), each variable owning a range of it. A step gathers
+//! the gradients into one flat buffer (one concatenation), runs the update
+//! rule once over all of it, and subtracts each variable's range from the
+//! variable. With `P` variables that is `3P + 13` tensor ops for Adam
+//! instead of `15P`, each a kernel launch on a GPU: 37 instead of 120 for
+//! the CartPole MLP (`P = 8`). Every element goes through the same
+//! operations as it would variable by variable, so the results are the
+//! same (tested against that form). The exported state is still keyed per
+//! variable (views of the flat moments), so checkpoints are unchanged.
+//!
+//! Cost: `3P + 13` ops per Adam step (`3P + 9` for RMSProp), all on the
+//! variables' device; [`Optimizer::step`] never synchronises with the host.
+//! [`Optimizer::clip_grad_norm`] takes `P + 3` ops over the flat gradients
+//! (`3P + 2` per variable; plus `P` when it clips) and reads one scalar
+//! back (the norm). The concatenations count `P` each: candle copies each
+//! part with its own kernel.
 //!
 //! The variable set is fixed when the optimizer is built: variables created in
 //! the `VarMap` later are not trained.
@@ -69,6 +85,16 @@ pub enum OptimizerError {
     InvalidMaxNorm {
         /// The rejected value.
         max_norm: f32,
+    },
+    /// The flat buffers need every variable on one device with one dtype.
+    #[error("variable {name:?} is {got}, the first one {expected}: all variables must share a device and dtype")]
+    MixedVariables {
+        /// The variable that differs.
+        name: String,
+        /// Device and dtype of the first variable.
+        expected: String,
+        /// Device and dtype of this one.
+        got: String,
     },
 }
 
@@ -188,8 +214,9 @@ pub struct AppliedStep {
     pub step_count: u64,
 }
 
-/// Per-variable optimizer memory, with the hyperparameters of its rule (so the
-/// rule and its memory can never disagree).
+/// The optimizer's memory, one flat tensor per kind over all variables
+/// (variable `i` owns `offset..offset + len`), with the hyperparameters of
+/// its rule (so the rule and its memory can never disagree).
 #[derive(Debug)]
 enum Moments {
     Adam {
@@ -203,19 +230,23 @@ enum Moments {
     },
 }
 
-/// One trained variable: its name in the `VarMap`, the variable, its moments.
+/// One trained variable: its name in the `VarMap`, the variable, and its
+/// range in the flat buffers.
 #[derive(Debug)]
 struct Param {
     name: String,
     var: Var,
-    moments: Moments,
+    offset: usize,
+    len: usize,
 }
 
 /// Adam or RMSProp over a fixed set of named variables.
 #[derive(Debug)]
 pub struct Optimizer {
-    /// Sorted by name, so iteration order (and any float summation) is stable.
+    /// Sorted by name, so iteration order (and any float summation) is
+    /// stable; ranges in the flat buffers follow this order.
     params: Vec<Param>,
+    moments: Moments,
     config: OptimizerConfig,
     /// Steps taken; the next step uses `schedule.lr_at(step_count)` and
     /// bias-correction exponent `step_count + 1`.
@@ -235,32 +266,53 @@ impl Optimizer {
         Self::from_named_vars(vars, config)
     }
 
-    /// An optimizer over the given named variables, moments at zero.
+    /// An optimizer over the given named variables, moments at zero. They
+    /// must share one device and dtype (the flat buffers').
     pub fn from_named_vars(
         vars: impl IntoIterator<Item = (String, Var)>,
         config: OptimizerConfig,
     ) -> Result<Self, OptimizerError> {
-        let mut params = vars
-            .into_iter()
-            .map(|(name, var)| {
-                let zeros = var.as_tensor().zeros_like()?;
-                let moments = match config.algorithm {
-                    Algorithm::Adam(config) => Moments::Adam {
-                        config,
-                        m: zeros.clone(),
-                        v: zeros,
-                    },
-                    Algorithm::RmsProp(config) => Moments::RmsProp {
-                        config,
-                        mean_square: zeros,
-                    },
-                };
-                Ok(Param { name, var, moments })
-            })
-            .collect::<Result<Vec<_>, candle_core::Error>>()?;
-        params.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut vars: Vec<(String, Var)> = vars.into_iter().collect();
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        let (device, dtype) = match vars.first() {
+            Some((_, var)) => (var.device().clone(), var.dtype()),
+            None => (Device::Cpu, DType::F32),
+        };
+        let describe = |d: &Device, t: DType| format!("{:?} {t:?}", d.location());
+        let mut params = Vec::with_capacity(vars.len());
+        let mut offset = 0;
+        for (name, var) in vars {
+            if !var.device().same_device(&device) || var.dtype() != dtype {
+                return Err(OptimizerError::MixedVariables {
+                    expected: describe(&device, dtype),
+                    got: describe(var.device(), var.dtype()),
+                    name,
+                });
+            }
+            let len = var.elem_count();
+            params.push(Param {
+                name,
+                var,
+                offset,
+                len,
+            });
+            offset += len;
+        }
+        let zeros = Tensor::zeros(offset, dtype, &device)?;
+        let moments = match config.algorithm {
+            Algorithm::Adam(config) => Moments::Adam {
+                config,
+                m: zeros.clone(),
+                v: zeros,
+            },
+            Algorithm::RmsProp(config) => Moments::RmsProp {
+                config,
+                mean_square: zeros,
+            },
+        };
         Ok(Self {
             params,
+            moments,
             config,
             step_count: 0,
         })
@@ -281,14 +333,63 @@ impl Optimizer {
         self.params.iter().map(|p| &p.var)
     }
 
-    /// Scales the gradients of this optimizer's variables to a global norm of at
-    /// most `max_norm`; returns the norm before clipping. See [`clip_grad_norm`].
+    /// The gradients of every variable, flat and in the buffers' order,
+    /// zeros for a variable without one; `None` when no variable has one.
+    /// Returns which variables had none.
+    fn flat_gradients(
+        &self,
+        grads: &GradStore,
+    ) -> Result<Option<(Tensor, Vec<bool>)>, OptimizerError> {
+        let mut parts = Vec::with_capacity(self.params.len());
+        let mut missing = Vec::with_capacity(self.params.len());
+        for param in &self.params {
+            match grads.get(param.var.as_tensor()) {
+                // A leaf's gradient can still carry its backward graph
+                // (candle 0.11 detaches only the gradients of interior
+                // nodes; the conv kernel's comes out of a conv over the
+                // layer's input). Folded into the moments undetached, every
+                // step's graph, activations included, stayed reachable from
+                // `m` and `v`: ~55 MB per step with the conv torso until the
+                // GPU ran out of memory.
+                Some(grad) => {
+                    parts.push(grad.detach().to_dtype(param.var.dtype())?.flatten_all()?);
+                    missing.push(false);
+                }
+                None => {
+                    parts.push(param.var.as_tensor().zeros_like()?.flatten_all()?);
+                    missing.push(true);
+                }
+            }
+        }
+        if missing.iter().all(|&m| m) {
+            return Ok(None);
+        }
+        Ok(Some((Tensor::cat(&parts, 0)?, missing)))
+    }
+
+    /// Scales the gradients of this optimizer's variables to a global norm
+    /// of at most `max_norm`; returns the norm before clipping, as
+    /// [`clip_grad_norm`] does, with the sum of squares taken over the flat
+    /// gradients at once (`P + 3` ops rather than `3P + 2`).
     pub fn clip_grad_norm(
         &self,
         grads: &mut GradStore,
         max_norm: f32,
     ) -> Result<f32, OptimizerError> {
-        clip_grad_norm(grads, self.vars(), max_norm)
+        if !(max_norm.is_finite() && max_norm > 0.0) {
+            return Err(OptimizerError::InvalidMaxNorm { max_norm });
+        }
+        let Some((flat, _)) = self.flat_gradients(grads)? else {
+            return Ok(0.0);
+        };
+        let norm = flat
+            .to_dtype(DType::F32)?
+            .sqr()?
+            .sum_all()?
+            .sqrt()?
+            .to_scalar::<f32>()?;
+        scale_to_norm(grads, self.vars(), norm, max_norm)?;
+        Ok(norm)
     }
 
     /// Applies one update from `grads` (from `loss.backward()`). Variables
@@ -296,39 +397,68 @@ impl Optimizer {
     pub fn step(&mut self, grads: &GradStore) -> Result<AppliedStep, OptimizerError> {
         let lr = self.config.schedule.lr_at(self.step_count);
         let t = self.step_count + 1;
-        for param in &mut self.params {
-            let Some(grad) = grads.get(param.var.as_tensor()) else {
-                continue;
-            };
-            // A leaf's gradient can still carry its backward graph (candle
-            // 0.11 detaches only the gradients of interior nodes; the conv
-            // kernel's comes out of a conv over the layer's input). Folded
-            // into the moments undetached, every step's graph, activations
-            // included, stayed reachable from `m` and `v`: ~55 MB per step
-            // with the conv torso until the GPU ran out of memory.
-            let grad = grad.detach();
+        if let Some((grad, missing)) = self.flat_gradients(grads)? {
             let grad = &grad;
-            let theta = param.var.as_tensor();
-            let update = match &mut param.moments {
+            // Elementwise, in the same order of operations as the update
+            // written per variable (see the tests), over all variables at once.
+            let (update, moments) = match &self.moments {
                 Moments::Adam { config: adam, m, v } => {
-                    *m = (m.affine(adam.beta1, 0.0)? + grad.affine(1.0 - adam.beta1, 0.0)?)?;
-                    *v = (v.affine(adam.beta2, 0.0)?
+                    let m = (m.affine(adam.beta1, 0.0)? + grad.affine(1.0 - adam.beta1, 0.0)?)?;
+                    let v = (v.affine(adam.beta2, 0.0)?
                         + grad.sqr()?.affine(1.0 - adam.beta2, 0.0)?)?;
                     let exponent = i32::try_from(t).unwrap_or(i32::MAX);
                     let m_hat = m.affine(1.0 / (1.0 - adam.beta1.powi(exponent)), 0.0)?;
                     let v_hat = v.affine(1.0 / (1.0 - adam.beta2.powi(exponent)), 0.0)?;
-                    (m_hat / v_hat.sqrt()?.affine(1.0, adam.eps)?)?.affine(lr, 0.0)?
+                    let update = (m_hat / v_hat.sqrt()?.affine(1.0, adam.eps)?)?.affine(lr, 0.0)?;
+                    (update, vec![m, v])
                 }
                 Moments::RmsProp {
                     config: rms,
                     mean_square,
                 } => {
-                    *mean_square = (mean_square.affine(rms.decay, 0.0)?
+                    let mean_square = (mean_square.affine(rms.decay, 0.0)?
                         + grad.sqr()?.affine(1.0 - rms.decay, 0.0)?)?;
-                    (grad / mean_square.affine(1.0, rms.eps)?.sqrt()?)?.affine(lr, 0.0)?
+                    let update =
+                        (grad / mean_square.affine(1.0, rms.eps)?.sqrt()?)?.affine(lr, 0.0)?;
+                    (update, vec![mean_square])
                 }
             };
-            param.var.set(&(theta - update)?)?;
+            let any_missing = missing.iter().any(|&m| m);
+            let mut moments = moments.into_iter();
+            let mut next = |old: &Tensor| -> Result<Tensor, OptimizerError> {
+                let new = moments.next().ok_or_else(|| {
+                    candle_core::Error::Msg("optimizer: moment count mismatch".into())
+                })?;
+                if any_missing {
+                    keep_missing_ranges(&self.params, &missing, old, &new)
+                } else {
+                    Ok(new)
+                }
+            };
+            let replaced = match &self.moments {
+                Moments::Adam { config, m, v } => Moments::Adam {
+                    config: *config,
+                    m: next(m)?,
+                    v: next(v)?,
+                },
+                Moments::RmsProp {
+                    config,
+                    mean_square,
+                } => Moments::RmsProp {
+                    config: *config,
+                    mean_square: next(mean_square)?,
+                },
+            };
+            for (param, &skip) in self.params.iter().zip(&missing) {
+                if skip {
+                    continue;
+                }
+                let step = update
+                    .narrow(0, param.offset, param.len)?
+                    .reshape(param.var.shape())?;
+                param.var.set(&(param.var.as_tensor() - step)?)?;
+            }
+            self.moments = replaced;
         }
         self.step_count = t;
         Ok(AppliedStep {
@@ -337,8 +467,10 @@ impl Optimizer {
         })
     }
 
-    /// The optimizer's state, keyed as in the module docs. Tensors stay on
-    /// their device; they share storage with nothing the optimizer mutates.
+    /// The optimizer's state, keyed as in the module docs: each variable's
+    /// moments are a view of its range of the flat buffers. Tensors stay on
+    /// their device; they share storage with nothing the optimizer mutates
+    /// (a step makes new flat buffers).
     pub fn state(&self) -> Result<HashMap<String, Tensor>, OptimizerError> {
         let device = self
             .params
@@ -348,13 +480,18 @@ impl Optimizer {
         let mut state = HashMap::with_capacity(1 + 2 * self.params.len());
         state.insert(STEP_KEY.to_string(), Tensor::new(&[step], &device)?);
         for param in &self.params {
-            match &param.moments {
+            let range = |flat: &Tensor| -> Result<Tensor, OptimizerError> {
+                Ok(flat
+                    .narrow(0, param.offset, param.len)?
+                    .reshape(param.var.shape())?)
+            };
+            match &self.moments {
                 Moments::Adam { m, v, .. } => {
-                    state.insert(adam_m_key(&param.name), m.clone());
-                    state.insert(adam_v_key(&param.name), v.clone());
+                    state.insert(adam_m_key(&param.name), range(m)?);
+                    state.insert(adam_v_key(&param.name), range(v)?);
                 }
                 Moments::RmsProp { mean_square, .. } => {
-                    state.insert(rmsprop_key(&param.name), mean_square.clone());
+                    state.insert(rmsprop_key(&param.name), range(mean_square)?);
                 }
             }
         }
@@ -378,9 +515,11 @@ impl Optimizer {
             [step] => u64::try_from(step).map_err(|_| invalid_step())?,
             _ => return Err(invalid_step()),
         };
-        let mut restored = Vec::with_capacity(self.params.len());
-        for param in &self.params {
-            let load = |key: String| -> Result<Tensor, OptimizerError> {
+        // Per kind, each variable's moments flattened in the buffers' order.
+        let flat = |key_of: fn(&str) -> String| -> Result<Tensor, OptimizerError> {
+            let mut parts = Vec::with_capacity(self.params.len());
+            for param in &self.params {
+                let key = key_of(&param.name);
                 let tensor = lookup(state, &key)?;
                 if tensor.shape() != param.var.shape() {
                     return Err(OptimizerError::StateShapeMismatch {
@@ -389,28 +528,53 @@ impl Optimizer {
                         got: tensor.shape().clone(),
                     });
                 }
-                Ok(tensor
-                    .to_device(param.var.device())?
-                    .to_dtype(param.var.dtype())?)
-            };
-            restored.push(match param.moments {
-                Moments::Adam { config, .. } => Moments::Adam {
-                    config,
-                    m: load(adam_m_key(&param.name))?,
-                    v: load(adam_v_key(&param.name))?,
-                },
-                Moments::RmsProp { config, .. } => Moments::RmsProp {
-                    config,
-                    mean_square: load(rmsprop_key(&param.name))?,
-                },
-            });
-        }
-        for (param, moments) in self.params.iter_mut().zip(restored) {
-            param.moments = moments;
-        }
+                parts.push(
+                    tensor
+                        .to_device(param.var.device())?
+                        .to_dtype(param.var.dtype())?
+                        .flatten_all()?,
+                );
+            }
+            if parts.is_empty() {
+                return Ok(Tensor::zeros(0, DType::F32, &Device::Cpu)?);
+            }
+            Ok(Tensor::cat(&parts, 0)?)
+        };
+        let restored = match self.moments {
+            Moments::Adam { config, .. } => Moments::Adam {
+                config,
+                m: flat(adam_m_key)?,
+                v: flat(adam_v_key)?,
+            },
+            Moments::RmsProp { config, .. } => Moments::RmsProp {
+                config,
+                mean_square: flat(rmsprop_key)?,
+            },
+        };
+        self.moments = restored;
         self.step_count = step_count;
         Ok(())
     }
+}
+
+/// `new` with the ranges of the variables flagged `missing` taken from `old`
+/// (their moments stay as they were). Only for steps where some variable
+/// had no gradient: `P` extra ops.
+fn keep_missing_ranges(
+    params: &[Param],
+    missing: &[bool],
+    old: &Tensor,
+    new: &Tensor,
+) -> Result<Tensor, OptimizerError> {
+    let parts = params
+        .iter()
+        .zip(missing)
+        .map(|(p, &keep_old)| {
+            let from = if keep_old { old } else { new };
+            from.narrow(0, p.offset, p.len)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Tensor::cat(&parts, 0)?)
 }
 
 /// Scales the gradients of `vars` in place so that their global norm
@@ -443,19 +607,40 @@ pub fn clip_grad_norm<'a>(
         .sum_all()?
         .sqrt()?
         .to_scalar::<f32>()?;
+    scale_to_norm(
+        grads,
+        with_grads.iter().map(|(var, _)| *var),
+        norm,
+        max_norm,
+    )?;
+    Ok(norm)
+}
+
+/// The clipping half of [`clip_grad_norm`], given the norm: scales the
+/// gradients of `vars` by `max_norm / norm` when `norm` exceeds `max_norm`;
+/// leaves them alone when `norm` is not finite.
+fn scale_to_norm<'a>(
+    grads: &mut GradStore,
+    vars: impl IntoIterator<Item = &'a Var>,
+    norm: f32,
+    max_norm: f32,
+) -> Result<(), OptimizerError> {
     if !norm.is_finite() {
         // The trainer skips the step and reports it (rate-limited); one line here
         // per step would flood the log.
         tracing::debug!(norm, "non-finite gradient norm; gradients left unclipped");
-        return Ok(norm);
+        return Ok(());
     }
     if norm > max_norm {
         let scale = f64::from(max_norm / norm);
-        for (var, grad) in with_grads {
-            grads.insert(var.as_tensor(), grad.affine(scale, 0.0)?);
+        for var in vars {
+            if let Some(grad) = grads.get(var.as_tensor()) {
+                let scaled = grad.affine(scale, 0.0)?;
+                grads.insert(var.as_tensor(), scaled);
+            }
         }
     }
-    Ok(norm)
+    Ok(())
 }
 
 fn lookup<'a>(state: &'a HashMap<String, Tensor>, key: &str) -> Result<&'a Tensor, OptimizerError> {
@@ -618,6 +803,205 @@ mod tests {
         // ms = 0.5 · 2 + 0.5 · 1 = 1.5; θ += 0.1 / √1.51.
         let after_two = after_one + 0.1 / 1.51f64.sqrt();
         assert!((f64::from(values(&theta)[0]) - after_two).abs() < 1e-6);
+    }
+
+    /// The update written variable by variable, one op chain per tensor:
+    /// the form the flat buffers replaced, kept as the reference.
+    struct PerVariable {
+        vars: Vec<Var>,
+        moments: Vec<Vec<Tensor>>,
+        algorithm: Algorithm,
+        lr: f64,
+        t: u64,
+    }
+
+    impl PerVariable {
+        fn new(vars: &[Var], algorithm: Algorithm, lr: f64) -> Self {
+            let kinds = match algorithm {
+                Algorithm::Adam(_) => 2,
+                Algorithm::RmsProp(_) => 1,
+            };
+            let moments = vars
+                .iter()
+                .map(|v| vec![v.as_tensor().zeros_like().unwrap(); kinds])
+                .collect();
+            Self {
+                vars: vars.to_vec(),
+                moments,
+                algorithm,
+                lr,
+                t: 0,
+            }
+        }
+
+        fn step(&mut self, grads: &GradStore) {
+            self.t += 1;
+            let (t, lr) = (self.t, self.lr);
+            for (var, moments) in self.vars.iter().zip(&mut self.moments) {
+                let Some(grad) = grads.get(var.as_tensor()) else {
+                    continue;
+                };
+                let grad = &grad.detach();
+                let update = match self.algorithm {
+                    Algorithm::Adam(adam) => {
+                        let (m, v) = (&moments[0], &moments[1]);
+                        let m = (m.affine(adam.beta1, 0.0).unwrap()
+                            + grad.affine(1.0 - adam.beta1, 0.0).unwrap())
+                        .unwrap();
+                        let v = (v.affine(adam.beta2, 0.0).unwrap()
+                            + grad.sqr().unwrap().affine(1.0 - adam.beta2, 0.0).unwrap())
+                        .unwrap();
+                        let e = t as i32;
+                        let m_hat = m.affine(1.0 / (1.0 - adam.beta1.powi(e)), 0.0).unwrap();
+                        let v_hat = v.affine(1.0 / (1.0 - adam.beta2.powi(e)), 0.0).unwrap();
+                        let u = (m_hat / v_hat.sqrt().unwrap().affine(1.0, adam.eps).unwrap())
+                            .unwrap()
+                            .affine(lr, 0.0)
+                            .unwrap();
+                        *moments = vec![m, v];
+                        u
+                    }
+                    Algorithm::RmsProp(rms) => {
+                        let ms = (moments[0].affine(rms.decay, 0.0).unwrap()
+                            + grad.sqr().unwrap().affine(1.0 - rms.decay, 0.0).unwrap())
+                        .unwrap();
+                        let u = (grad / ms.affine(1.0, rms.eps).unwrap().sqrt().unwrap())
+                            .unwrap()
+                            .affine(lr, 0.0)
+                            .unwrap();
+                        *moments = vec![ms];
+                        u
+                    }
+                };
+                var.set(&(var.as_tensor() - update).unwrap()).unwrap();
+            }
+        }
+    }
+
+    /// Variables of several shapes, the same values in two copies.
+    fn twin_vars(seed: u64) -> (Vec<(String, Var)>, Vec<Var>) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let shapes: [&[usize]; 4] = [&[3, 4], &[4], &[2, 3, 2], &[1]];
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        for (i, shape) in shapes.iter().enumerate() {
+            let n: usize = shape.iter().product();
+            let data: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let t = Tensor::from_vec(data, *shape, &Device::Cpu).unwrap();
+            a.push((format!("v{i}"), Var::from_tensor(&t).unwrap()));
+            b.push(Var::from_tensor(&t).unwrap());
+        }
+        (a, b)
+    }
+
+    /// Gradients `Σ θ ⊙ g` for random `g`, for the variables not skipped.
+    fn random_grads(vars: &[Var], skip: Option<usize>, rng: &mut StdRng) -> GradStore {
+        let mut loss = Tensor::zeros((), DType::F32, &Device::Cpu).unwrap();
+        for (i, var) in vars.iter().enumerate() {
+            if Some(i) == skip {
+                continue;
+            }
+            let n = var.elem_count();
+            let g: Vec<f32> = (0..n).map(|_| rng.random_range(-3.0..3.0)).collect();
+            let g = Tensor::from_vec(g, var.shape(), &Device::Cpu).unwrap();
+            let term = (var.as_tensor() * g).unwrap().sum_all().unwrap();
+            loss = (loss + term).unwrap();
+        }
+        loss.backward().unwrap()
+    }
+
+    #[test]
+    fn flat_update_equals_the_per_variable_update_bit_for_bit() {
+        for algorithm in [
+            Algorithm::Adam(AdamConfig::default()),
+            Algorithm::RmsProp(RmsPropConfig::default()),
+        ] {
+            let (named, twins) = twin_vars(3);
+            let flat_vars: Vec<Var> = named.iter().map(|(_, v)| v.clone()).collect();
+            let mut flat = Optimizer::from_named_vars(named, constant(0.01, algorithm)).unwrap();
+            let mut reference = PerVariable::new(&twins, algorithm, 0.01);
+            let (mut rng_a, mut rng_b) = (StdRng::seed_from_u64(9), StdRng::seed_from_u64(9));
+            for step in 0..6 {
+                // Step 3 leaves v2 without a gradient.
+                let skip = (step == 3).then_some(2);
+                flat.step(&random_grads(&flat_vars, skip, &mut rng_a))
+                    .unwrap();
+                reference.step(&random_grads(&twins, skip, &mut rng_b));
+                for (a, b) in flat_vars.iter().zip(&twins) {
+                    let a = a
+                        .as_tensor()
+                        .flatten_all()
+                        .unwrap()
+                        .to_vec1::<f32>()
+                        .unwrap();
+                    let b = b
+                        .as_tensor()
+                        .flatten_all()
+                        .unwrap()
+                        .to_vec1::<f32>()
+                        .unwrap();
+                    assert_eq!(a, b, "{algorithm:?}, step {step}");
+                }
+            }
+            // The moments, per variable, match too.
+            let state = flat.state().unwrap();
+            for (i, moments) in reference.moments.iter().enumerate() {
+                let keys = match algorithm {
+                    Algorithm::Adam(_) => {
+                        vec![adam_m_key(&format!("v{i}")), adam_v_key(&format!("v{i}"))]
+                    }
+                    Algorithm::RmsProp(_) => vec![rmsprop_key(&format!("v{i}"))],
+                };
+                for (key, want) in keys.iter().zip(moments) {
+                    let got = &state[key];
+                    assert_eq!(got.dims(), want.dims(), "{key}");
+                    let got = got.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                    let want = want.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                    assert_eq!(got, want, "{key}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn flat_clip_norm_agrees_with_the_per_variable_norm() {
+        let (named, _) = twin_vars(4);
+        let vars: Vec<Var> = named.iter().map(|(_, v)| v.clone()).collect();
+        let opt = Optimizer::from_named_vars(named, OptimizerConfig::default()).unwrap();
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut a = random_grads(&vars, None, &mut rng);
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut b = random_grads(&vars, None, &mut rng);
+        let flat = opt.clip_grad_norm(&mut a, 1.0).unwrap();
+        let per_var = clip_grad_norm(&mut b, vars.iter(), 1.0).unwrap();
+        // One sum over all squares against a sum of per-variable sums: the
+        // same value up to float rounding.
+        assert!(
+            (flat - per_var).abs() <= 1e-6 * per_var,
+            "{flat} vs {per_var}"
+        );
+        assert!(flat > 1.0, "the test must clip");
+        for var in &vars {
+            let ga = a.get(var.as_tensor()).unwrap().flatten_all().unwrap();
+            let gb = b.get(var.as_tensor()).unwrap().flatten_all().unwrap();
+            let d = (ga - gb).unwrap().abs().unwrap().max(0).unwrap();
+            assert!(d.to_scalar::<f32>().unwrap() <= 1e-6);
+        }
+    }
+
+    #[test]
+    fn variables_on_one_device_and_dtype_only() {
+        let a = var(&[1.0]);
+        let b = Var::from_tensor(&Tensor::new(&[1f64], &Device::Cpu).unwrap()).unwrap();
+        let e = Optimizer::from_named_vars(
+            [("a".to_string(), a), ("b".to_string(), b)],
+            OptimizerConfig::default(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, OptimizerError::MixedVariables { ref name, .. } if name == "b"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -143,7 +143,9 @@ impl Trainer {
             (self.optimizer.learning_rate(), current)
         } else {
             let applied = self.optimizer.step(&grads)?;
-            let version = self.weights.publish(self.model.snapshot()?);
+            let version = self
+                .weights
+                .publish(self.model.snapshot_as(self.weights.dtype())?);
             if let Some(r) = &self.replay {
                 r.set_policy_version(version.0);
             }

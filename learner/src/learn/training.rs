@@ -43,6 +43,9 @@ pub struct TrainingTarget {
     /// The env as recorded in checkpoints (for `learner eval`).
     pub env: EnvDescription,
     pub device: Device,
+    /// The weights' dtype inference runs (`--inference-dtype`); training
+    /// stays `f32`.
+    pub inference_dtype: crate::model::InferenceDType,
     pub seed: u64,
     /// Env slots inference may serve (the unroll builder keeps one per slot).
     pub max_env_slots: usize,
@@ -80,6 +83,7 @@ impl TrainingSetup {
             seed,
             max_env_slots,
             run_dir,
+            inference_dtype,
         } = target;
         let (spec, device) = (&spec, &device);
         train.validate()?;
@@ -108,7 +112,7 @@ impl TrainingSetup {
         }
         let resumed = loaded.as_ref().map(|l| l.state).unwrap_or_default();
         let weights = Arc::new(WeightsHandle::new(
-            model.snapshot()?,
+            model.snapshot_as(inference_dtype.dtype())?,
             PolicyVersion(resumed.policy_version),
         ));
 
@@ -383,6 +387,7 @@ mod tests {
                     step_cost_us: 0,
                 },
                 device: Device::Cpu,
+                inference_dtype: Default::default(),
                 seed: 1,
                 max_env_slots: 4,
                 run_dir: None,

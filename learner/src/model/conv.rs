@@ -17,7 +17,14 @@
 //! candle's `Conv2d`. Both keep the same weights under the same names.
 //!
 //! Cost: for 84x84x4 about 18.7 MFLOP per frame; for 10x10x4 about 0.3.
-use candle_core::{Module, Result, Tensor};
+//!
+//! A bf16 copy of the torso (`--inference-dtype bf16`) convolves in bf16
+//! on a GPU. candle 0.11 has no bf16 convolution on the CPU, so there each
+//! `Conv2d` (the second layer; the first is a `PatchConv`, a bf16 matrix
+//! product) upcasts its bf16 input and kernel to f32 and rounds the result
+//! back to bf16: bf16 products summed in f32, the arithmetic of a GPU's
+//! tensor cores, only slower (bf16 is for accelerators).
+use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{Conv2d, Conv2dConfig, Linear, VarBuilder};
 
 use super::patch_conv::PatchConv;
@@ -84,9 +91,9 @@ fn convolve(conv: &Conv2d, xs: &Tensor) -> Result<Tensor> {
     let (h, w) = (xs.dim(2)?, xs.dim(3)?);
     let (ch, cw) = (covered(h), covered(w));
     if (ch, cw) == (h, w) {
-        return conv.forward(xs);
+        return forward_any_dtype(conv, xs);
     }
-    conv.forward(&xs.narrow(2, 0, ch)?.narrow(3, 0, cw)?)
+    forward_any_dtype(conv, &xs.narrow(2, 0, ch)?.narrow(3, 0, cw)?)
 }
 
 #[derive(Debug, Clone)]
@@ -161,8 +168,29 @@ impl ConvTorso {
     }
 }
 
+/// `conv.forward(x)` for a bf16 `x` on the CPU, through f32 (see the
+/// module docs); other dtypes and devices run `conv.forward(x)`.
+fn forward_any_dtype(conv: &Conv2d, x: &Tensor) -> Result<Tensor> {
+    if !(x.dtype() == DType::BF16 && x.device().is_cpu()) {
+        return conv.forward(x);
+    }
+    let cfg = conv.config();
+    let y = x.to_dtype(DType::F32)?.conv2d(
+        &conv.weight().to_dtype(DType::F32)?,
+        cfg.padding,
+        cfg.stride,
+        cfg.dilation,
+        cfg.groups,
+    )?;
+    let y = match conv.bias() {
+        Some(b) => y.broadcast_add(&b.to_dtype(DType::F32)?.reshape((1, (), 1, 1))?)?,
+        None => y,
+    };
+    y.to_dtype(DType::BF16)
+}
+
 impl Module for ConvTorso {
-    /// `xs`: `[B, C, H, W]` f32 in `[0, 1]`.
+    /// `xs`: `[B, C, H, W]` in `[0, 1]`, of the weights' dtype.
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         let mut x = self.conv1.forward(xs)?.relu()?;
         if let Some(conv2) = &self.conv2 {

@@ -15,12 +15,18 @@
 //! `[B]`. Weight names mirror the struct fields (`torso.*`, `core.*`,
 //! `policy.*`, `log_std`, `value.*`) so safetensors checkpoints read like
 //! the code; a discrete model has no `log_std`.
+//!
+//! The weights are `f32` for training; an inference copy may be `bf16`
+//! ([`precision`]): it takes the same raw observations and returns `f32`
+//! parameters, values and state.
 pub mod conv;
 pub mod distribution;
+pub mod graph_ops;
 pub mod init;
 pub mod lstm;
 pub mod mlp;
 pub mod patch_conv;
+pub mod precision;
 pub mod sampling;
 pub mod tanh;
 pub mod weights;
@@ -31,6 +37,7 @@ use seed_shared::{EnvSpec, ObsDType};
 
 pub use distribution::{ActionDistribution, Distribution};
 pub use lstm::RecurrentState;
+pub use precision::InferenceDType;
 pub use sampling::ActionSampler;
 
 /// Architecture of an [`ActorCritic`], derived from the env spec plus flags.
@@ -218,6 +225,9 @@ pub struct ActorCritic {
     /// The Gaussian's log σ, `[D]`, before clamping; `None` for a categorical.
     log_std: Option<Tensor>,
     value: Linear,
+    /// The weights' dtype: `f32`, or `bf16` for a reduced-precision
+    /// inference copy.
+    dtype: DType,
 }
 
 impl ActorCritic {
@@ -261,11 +271,17 @@ impl ActorCritic {
             policy,
             log_std,
             value,
+            dtype: vb.dtype(),
         })
     }
 
     pub fn config(&self) -> &ModelConfig {
         &self.config
+    }
+
+    /// The weights' dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
     }
 
     /// Hidden size of the recurrent core, `0` for a feed-forward policy.
@@ -274,13 +290,14 @@ impl ActorCritic {
     }
 
     /// Converts raw observations `[N, ...obs_shape]` (u8 or f32) into the
-    /// f32 torso input; u8 frames are scaled into `[0, 1]` here, on the
-    /// observations' device, so only raw bytes cross to the device.
+    /// torso input of the weights' dtype; u8 frames are scaled into `[0, 1]`
+    /// here, on the observations' device, so only raw bytes cross to the
+    /// device.
     fn torso_input(&self, obs: &Tensor) -> Result<Tensor> {
-        let obs = if obs.dtype() == DType::F32 {
+        let obs = if obs.dtype() == self.dtype {
             obs.clone()
         } else {
-            obs.to_dtype(DType::F32)?
+            obs.to_dtype(self.dtype)?
         };
         if self.config.obs_is_u8 {
             obs.affine(1.0 / 255.0, 0.0)
@@ -312,37 +329,37 @@ impl ActorCritic {
     }
 
     /// One inference step. `obs`: `[B, ...obs_shape]`; `state`: the envs'
-    /// recurrent state (`None` means zeros, or a feed-forward model).
+    /// recurrent state, `f32` (`None` means zeros, or a feed-forward
+    /// model). The outputs are `f32` whatever the weights' dtype.
     pub fn step(&self, obs: &Tensor, state: Option<&RecurrentState>) -> Result<PolicyStep> {
         let features = self.torso.forward(&self.torso_input(obs)?)?;
-        match &self.core {
-            None => {
-                let (policy_params, values) = self.heads(&features)?;
-                Ok(PolicyStep {
-                    policy_params,
-                    values,
-                    state: None,
-                })
-            }
+        let (features, next) = match &self.core {
+            None => (features, None),
             Some(core) => {
-                let batch = features.dim(0)?;
-                let zero;
                 let state = match state {
-                    Some(s) => s,
-                    None => {
-                        zero = core.zero_state(batch, features.device())?;
-                        &zero
-                    }
+                    Some(s) => RecurrentState {
+                        h: s.h.to_dtype(self.dtype)?,
+                        c: s.c.to_dtype(self.dtype)?,
+                    },
+                    None => core.zero_state_as(features.dim(0)?, self.dtype, features.device())?,
                 };
-                let next = core.step(&features, state)?;
-                let (policy_params, values) = self.heads(&next.h)?;
-                Ok(PolicyStep {
-                    policy_params,
-                    values,
-                    state: Some(next),
-                })
+                let next = core.step(&features, &state)?;
+                (next.h.clone(), Some(next))
             }
-        }
+        };
+        let (policy_params, values) = self.heads(&features)?;
+        // `to_dtype` to the same dtype is free (no copy, no kernel).
+        Ok(PolicyStep {
+            policy_params: policy_params.to_dtype(DType::F32)?,
+            values: values.to_dtype(DType::F32)?,
+            state: match next {
+                Some(s) => Some(RecurrentState {
+                    h: s.h.to_dtype(DType::F32)?,
+                    c: s.c.to_dtype(DType::F32)?,
+                }),
+                None => None,
+            },
+        })
     }
 
     /// Runs the model over an unroll for training.
@@ -396,11 +413,18 @@ impl TrainableModel {
     /// A frozen deep copy of the current weights, for inference to use while
     /// training keeps updating the variables.
     pub fn snapshot(&self) -> Result<ActorCritic> {
+        self.snapshot_as(DType::F32)
+    }
+
+    /// [`TrainableModel::snapshot`] with the weights converted to `dtype`
+    /// (one conversion per weight, on their device): the reduced-precision
+    /// copy `--inference-dtype bf16` runs.
+    pub fn snapshot_as(&self, dtype: DType) -> Result<ActorCritic> {
         let tensors = self.named_tensors()?;
         let device = self.device();
         ActorCritic::new(
             self.model.config(),
-            VarBuilder::from_tensors(tensors, DType::F32, &device),
+            VarBuilder::from_tensors(tensors, dtype, &device),
         )
     }
 
@@ -594,6 +618,82 @@ mod tests {
             let norm = g.sqr()?.sum_all()?.to_scalar::<f32>()?;
             assert!(norm > 0.0 && norm.is_finite(), "{name}: {norm}");
         }
+        Ok(())
+    }
+
+    /// Largest `|a - b|` over `max |b|`: the error relative to the
+    /// output's scale (the policy head's gain of 0.01 makes logits small).
+    fn relative_error(a: &Tensor, b: &Tensor) -> Result<f32> {
+        let diff = (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+        let scale = b.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+        Ok(diff / scale.max(f32::MIN_POSITIVE))
+    }
+
+    /// bf16 keeps 8 significant bits: each rounding of a weight, an input
+    /// or a layer's output is off by at most 2^-9 (0.2%) relative. A
+    /// layer rounds about four times (input, weight, output, activation),
+    /// so 3 to 5 layers (torso, LSTM gates and cell, head) make 12 to 20
+    /// roundings, 2.5-4% of the terms' scale in the worst case; where a
+    /// head's terms cancel, the error is relative to the terms rather
+    /// than to the smaller sum (the LSTM's values: 3.5% of their largest
+    /// value). 5% bounds that; a real bug (a wrong or missing weight, a
+    /// lost input scale) is off by the output's whole scale.
+    const BF16_TOLERANCE: f32 = 0.05;
+
+    /// Runs `cfg` in f32 and through a bf16 snapshot of the same weights;
+    /// returns the relative errors of the policy parameters and values.
+    fn bf16_against_f32(cfg: &ModelConfig, obs: &Tensor) -> Result<(f32, f32)> {
+        let m = TrainableModel::new(cfg, &Device::Cpu, 5)?;
+        let full = m.snapshot()?;
+        let half = m.snapshot_as(DType::BF16)?;
+        assert_eq!(half.dtype(), DType::BF16);
+        let (a, b) = (half.step(obs, None)?, full.step(obs, None)?);
+        assert_eq!(a.policy_params.dtype(), DType::F32, "outputs are f32");
+        assert_eq!(a.values.dtype(), DType::F32);
+        if let (Some(sa), Some(sb)) = (&a.state, &b.state) {
+            assert_eq!(sa.h.dtype(), DType::F32);
+            assert!(relative_error(&sa.h, &sb.h)? < BF16_TOLERANCE);
+            assert!(relative_error(&sa.c, &sb.c)? < BF16_TOLERANCE);
+        }
+        Ok((
+            relative_error(&a.policy_params, &b.policy_params)?,
+            relative_error(&a.values, &b.values)?,
+        ))
+    }
+
+    #[test]
+    fn bf16_inference_stays_close_to_f32_mlp_and_lstm() -> Result<()> {
+        let obs = Tensor::randn(0f32, 1.0, (64, 4), &Device::Cpu)?;
+        let (p, v) = bf16_against_f32(&cartpole_config(), &obs)?;
+        assert!(p < BF16_TOLERANCE && v < BF16_TOLERANCE, "mlp: {p} {v}");
+        assert!(p > 0.0, "the bf16 copy really is bf16");
+        let mut lstm = cartpole_config();
+        lstm.lstm_size = Some(32);
+        let (p, v) = bf16_against_f32(&lstm, &obs)?;
+        assert!(p < BF16_TOLERANCE && v < BF16_TOLERANCE, "lstm: {p} {v}");
+        Ok(())
+    }
+
+    #[test]
+    fn bf16_inference_stays_close_to_f32_conv_torso() -> Result<()> {
+        let spec = EnvSpec::synthetic(vec![4, 84, 84], ObsDType::U8, 6);
+        let frames: Vec<u8> = (0..8 * 4 * 84 * 84)
+            .map(|i| ((i * 2_654_435_761usize) >> 7) as u8)
+            .collect();
+        let obs = Tensor::from_vec(frames, (8, 4, 84, 84), &Device::Cpu)?;
+        let (p, v) = bf16_against_f32(&ModelConfig::for_spec(&spec), &obs)?;
+        assert!(p < BF16_TOLERANCE && v < BF16_TOLERANCE, "conv: {p} {v}");
+        let small = EnvSpec::synthetic(vec![4, 10, 10], ObsDType::U8, 3);
+        let obs = Tensor::from_vec(
+            (0..16 * 400).map(|i| (i % 2) as u8).collect::<Vec<u8>>(),
+            (16, 4, 10, 10),
+            &Device::Cpu,
+        )?;
+        let (p, v) = bf16_against_f32(&ModelConfig::for_spec(&small), &obs)?;
+        assert!(
+            p < BF16_TOLERANCE && v < BF16_TOLERANCE,
+            "minatar conv: {p} {v}"
+        );
         Ok(())
     }
 

@@ -7,6 +7,9 @@
 //! `publish` is one pointer swap, so a slow trainer never stalls inference and
 //! inference never delays a publish. The old snapshot is freed when the last
 //! batch using it finishes.
+//!
+//! The handle's dtype is fixed by the first snapshot (`--inference-dtype`):
+//! publishers convert each new snapshot to [`WeightsHandle::dtype`].
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -38,14 +41,22 @@ pub struct WeightsHandle {
     /// Mirrors `current.version` for cheap reads by metrics; written only by
     /// `publish` after the swap (Release, pairs with Acquire in `version`).
     version: AtomicU64,
+    /// The weights' dtype of every snapshot this handle serves.
+    dtype: candle_core::DType,
 }
 
 impl WeightsHandle {
     pub fn new(model: ActorCritic, version: PolicyVersion) -> Self {
         WeightsHandle {
+            dtype: model.dtype(),
             current: ArcSwap::from_pointee(PolicySnapshot { version, model }),
             version: AtomicU64::new(version.0),
         }
+    }
+
+    /// The dtype a published model must have (that of the first snapshot).
+    pub fn dtype(&self) -> candle_core::DType {
+        self.dtype
     }
 
     /// The snapshot to run the next batch with.
@@ -62,6 +73,7 @@ impl WeightsHandle {
     /// and returns its version (previous + 1). Single publisher: concurrent
     /// publishes would race on the version number.
     pub fn publish(&self, model: ActorCritic) -> PolicyVersion {
+        debug_assert_eq!(model.dtype(), self.dtype, "publish a snapshot_as(dtype())");
         let version = PolicyVersion(self.version.load(Ordering::Acquire) + 1);
         self.current
             .store(Arc::new(PolicySnapshot { version, model }));

@@ -43,8 +43,15 @@
 //!   multiply-adds on `[B]` slices. On an accelerator this stays on the device:
 //!   no host synchronisation, only `O(T)` small kernel launches.
 //!
-//! [`vtrace`] picks `HostLoop` on CPU and `DeviceOps` elsewhere
-//! ([`Recursion::Auto`]); `benches/benches/vtrace.rs` measures both on CPU.
+//! [`vtrace`] picks `HostLoop` on CPU, and on an accelerator too while the
+//! batch is small (`T·B` at most [`HOST_RECURSION_MAX_ELEMENTS`]), else
+//! `DeviceOps` ([`Recursion::Auto`]). On an accelerator the host loop moves
+//! its data in one transfer each way: the seven inputs are concatenated on
+//! the device (one op) and downloaded together, the three outputs uploaded
+//! as one buffer and split into views. That is 2 transfers and 1 op in
+//! place of `~2T+20` launches; the download waits for the forward pass,
+//! which the trainer waits for anyway (it reads the loss back every step).
+//! `benches/benches/vtrace.rs` measures both recursions on CPU.
 use candle_core::{DType, Device, Error, Result, Shape, Tensor};
 
 /// Inputs to [`vtrace`], time-major. Every tensor is `f32` and on one device.
@@ -109,10 +116,18 @@ pub struct VTraceReturns {
     pub clipped_rhos: Tensor,
 }
 
+/// Largest `T·B` that [`Recursion::Auto`] sends to the host on an
+/// accelerator: 64 Ki elements is 2 MiB down (seven inputs) and under 1 MiB
+/// up, tens of microseconds over PCIe, and a host loop of well under a
+/// millisecond; beyond it the device ops' launches cost less than the
+/// transfers.
+pub const HOST_RECURSION_MAX_ELEMENTS: usize = 1 << 16;
+
 /// How the sequential backward recursion is run; see the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Recursion {
-    /// `HostLoop` on a CPU device, `DeviceOps` on any other.
+    /// `HostLoop` on a CPU device, and elsewhere while `T·B` is at most
+    /// [`HOST_RECURSION_MAX_ELEMENTS`]; `DeviceOps` beyond that.
     #[default]
     Auto,
     /// One copy to host, a fused loop, one copy back.
@@ -138,12 +153,14 @@ pub fn vtrace_with(
     let (t_len, batch) = check_shapes(inputs)?;
     let device = inputs.values.device();
     let host = match recursion {
-        Recursion::Auto => device.is_cpu(),
+        Recursion::Auto => auto_uses_host(device.is_cpu(), t_len * batch),
         Recursion::HostLoop => true,
         Recursion::DeviceOps => false,
     };
-    if host {
+    if host && device.is_cpu() {
         vtrace_host_loop(inputs, clip, t_len, batch, device)
+    } else if host {
+        vtrace_host_loop_staged(inputs, clip, t_len, batch, device)
     } else {
         vtrace_device_ops(inputs, clip, t_len)
     }
@@ -264,6 +281,67 @@ pub fn vtrace_slices(
         }
     }
     Ok(())
+}
+
+/// [`Recursion::Auto`]'s choice: the host loop on a CPU, or for at most
+/// [`HOST_RECURSION_MAX_ELEMENTS`] elements on an accelerator.
+fn auto_uses_host(on_cpu: bool, elements: usize) -> bool {
+    on_cpu || elements <= HOST_RECURSION_MAX_ELEMENTS
+}
+
+/// The host loop for an accelerator: one concatenation on the device, one
+/// download, one upload (see the module docs). Same arithmetic as
+/// [`vtrace_host_loop`], so the same results.
+fn vtrace_host_loop_staged(
+    inputs: &VTraceInputs<'_>,
+    clip: &VTraceClip,
+    t_len: usize,
+    batch: usize,
+    device: &Device,
+) -> Result<VTraceReturns> {
+    let n = t_len * batch;
+    let flat = |t: &Tensor| t.detach().flatten_all();
+    let staged = Tensor::cat(
+        &[
+            flat(inputs.behaviour_log_probs)?,
+            flat(inputs.target_log_probs)?,
+            flat(inputs.discounts)?,
+            flat(inputs.rewards)?,
+            flat(inputs.values)?,
+            flat(inputs.valid)?,
+            flat(inputs.bootstrap_value)?,
+        ],
+        0,
+    )?
+    .to_vec1::<f32>()?;
+    let part = |i: usize| &staged[i * n..(i + 1) * n];
+    let mut out = vec![0f32; 3 * n];
+    let (vs, rest) = out.split_at_mut(n);
+    let (pg_advantages, clipped_rhos) = rest.split_at_mut(n);
+    vtrace_slices(
+        &VTraceSlices {
+            batch,
+            behaviour_log_probs: part(0),
+            target_log_probs: part(1),
+            discounts: part(2),
+            rewards: part(3),
+            values: part(4),
+            valid: part(5),
+            bootstrap_value: &staged[6 * n..],
+        },
+        clip,
+        VTraceSlicesOut {
+            vs,
+            pg_advantages,
+            clipped_rhos,
+        },
+    )?;
+    let out = Tensor::from_vec(out, (3, t_len, batch), device)?;
+    Ok(VTraceReturns {
+        vs: out.get(0)?,
+        pg_advantages: out.get(1)?,
+        clipped_rhos: out.get(2)?,
+    })
 }
 
 fn vtrace_host_loop(
@@ -746,5 +824,46 @@ mod tests {
         };
         let err = vtrace(&inputs, &VTraceClip::default()).unwrap_err();
         assert!(err.to_string().contains("bootstrap_value"), "{err}");
+    }
+
+    /// The accelerator's host loop (one staged transfer each way) is the
+    /// same arithmetic as the CPU's: equal bits, not just close.
+    #[test]
+    fn staged_host_loop_equals_the_host_loop() {
+        let case = random_case(9, 5, 17);
+        let clip = VTraceClip::default();
+        let t = |rows: &Vec<Vec<f64>>| tensor2(rows);
+        let (behaviour, target) = (t(&case.behaviour_log_probs), t(&case.target_log_probs));
+        let (discounts, rewards) = (t(&case.discounts), t(&case.rewards));
+        let (values, valid) = (t(&case.values), t(&case.valid));
+        let bootstrap: Vec<f32> = case.bootstrap_value.iter().map(|&x| x as f32).collect();
+        let bootstrap = Tensor::new(bootstrap, &Device::Cpu).unwrap();
+        let inputs = VTraceInputs {
+            behaviour_log_probs: &behaviour,
+            target_log_probs: &target,
+            discounts: &discounts,
+            rewards: &rewards,
+            values: &values,
+            bootstrap_value: &bootstrap,
+            valid: &valid,
+        };
+        let a = vtrace_host_loop(&inputs, &clip, 9, 5, &Device::Cpu).unwrap();
+        let b = vtrace_host_loop_staged(&inputs, &clip, 9, 5, &Device::Cpu).unwrap();
+        for (x, y) in [(a.vs, b.vs), (a.pg_advantages, b.pg_advantages)] {
+            assert_eq!(x.dims(), y.dims());
+            assert_eq!(x.to_vec2::<f32>().unwrap(), y.to_vec2::<f32>().unwrap());
+        }
+        assert_eq!(
+            a.clipped_rhos.to_vec2::<f32>().unwrap(),
+            b.clipped_rhos.to_vec2::<f32>().unwrap()
+        );
+    }
+
+    #[test]
+    fn auto_keeps_small_batches_on_the_host_everywhere() {
+        assert!(auto_uses_host(true, usize::MAX));
+        assert!(auto_uses_host(false, 16 * 64));
+        assert!(auto_uses_host(false, HOST_RECURSION_MAX_ELEMENTS));
+        assert!(!auto_uses_host(false, HOST_RECURSION_MAX_ELEMENTS + 1));
     }
 }
