@@ -410,6 +410,7 @@ impl Learner {
 fn env_description(env: Option<&EnvConfig>, spec: &EnvSpec) -> EnvDescription {
     let (kind, synthetic) = match env {
         Some(EnvConfig::CartPole) => ("cartpole", SyntheticConfig::default()),
+        Some(EnvConfig::CartPoleMasked) => ("cartpole-masked", SyntheticConfig::default()),
         Some(EnvConfig::Pendulum) => ("pendulum", SyntheticConfig::default()),
         Some(EnvConfig::Synthetic(s)) => ("synthetic", s.clone()),
         None => ("remote", SyntheticConfig::default()),
