@@ -99,8 +99,12 @@ impl Checker {
 
 async fn start(config: &LearnerConfig, replay: &Arc<ReplayBuffer>, spec: &UnrollSpec) -> Learner {
     // A fresh assembler per learner process, as a restarted learner has.
-    let assembler =
-        UnrollAssembler::new(spec.clone(), config.serve.max_env_slots, Arc::clone(replay));
+    let assembler = UnrollAssembler::new(
+        spec.clone(),
+        config.serve.max_env_slots,
+        Arc::clone(replay),
+        None,
+    );
     Learner::start_with_sink(config, assembler.sink_factory())
         .await
         .expect("learner starts")

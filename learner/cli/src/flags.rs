@@ -20,7 +20,9 @@ use seed_learner::app::LearnerConfig;
 use seed_learner::error::LearnerError;
 use seed_learner::infer::batcher::BatcherConfig;
 use seed_learner::learn::algo::{ImpalaLossConfig, VTraceClip};
-use seed_learner::learn::config::{CheckpointSettings, ReplaySettings, TrainConfig};
+use seed_learner::learn::config::{
+    CheckpointSettings, ReplaySampler, ReplaySettings, ReplayWriter, TrainConfig,
+};
 use seed_learner::learn::optimizer::{
     AdamConfig, Algorithm, LrSchedule, OptimizerConfig, RmsPropConfig,
 };
@@ -388,24 +390,46 @@ pub struct TrainArgs {
         default_value_t = 1.0
     )]
     pub vtrace_clip: f32,
-    /// Times each unroll is trained on: every collated batch feeds N
-    /// consecutive updates (V-trace corrects for the newer policy); 1 is
-    /// consume-once. Reuse buys sample efficiency for a little policy lag
-    /// (CartPole: 4 halves the env steps to solve versus 1) [default: 4].
+    /// Times each unroll is trained on, on average (alias --replay-ratio):
+    /// a rate limiter (Reverb's samples-per-insert) holds inference back when
+    /// the actors run more than one batch ahead of this ratio and the trainer
+    /// when it runs ahead of it. 1 with the default sampler is consume-once
+    /// FIFO; above 1 the default sampler reuses unrolls. Reuse buys sample
+    /// efficiency for a little policy lag (CartPole: 4 halves the env steps
+    /// to solve versus 1) [default: 4].
     #[arg(
         help_heading = "Replay and prefetch",
         long,
+        visible_alias = "replay-ratio",
         hide_default_value = true,
-        default_value_t = 4
+        default_value_t = 4.0
     )]
-    pub replay_ratio: u32,
-    /// Replay capacity in unrolls; when full, inference waits (backpressure
-    /// slows the actors to the trainer's pace). Small keeps the policy lag
-    /// low [default: --batch-size, one batch].
+    pub samples_per_insert: f64,
+    /// Which unrolls a batch is sampled from: `fifo` (each once, oldest first;
+    /// needs --samples-per-insert 1), `uniform` (uniform with replacement over
+    /// the buffer) or `recent` (uniform over the --replay-window newest)
+    /// [default: fifo with --samples-per-insert 1, else uniform].
+    #[arg(help_heading = "Replay and prefetch", long, value_enum)]
+    pub replay_sampler: Option<ReplaySamplerArg>,
+    /// What an insert into a full buffer does: `block` (inference waits
+    /// until the oldest unroll was consumed; fifo only) or `overwrite` (the
+    /// oldest unroll is replaced; the rate limiter is the backpressure)
+    /// [default: block with fifo, else overwrite].
+    #[arg(help_heading = "Replay and prefetch", long, value_enum)]
+    pub replay_writer: Option<ReplayWriterArg>,
+    /// Replay capacity in unrolls, at least one batch. Small keeps the
+    /// policy lag low [default: --batch-size with fifo, twice that otherwise].
     #[arg(help_heading = "Replay and prefetch", long)]
     pub replay_capacity: Option<usize>,
-    /// How long inference waits on a full replay buffer before dropping the
-    /// unroll, in milliseconds [default: 5000].
+    /// Sampling starts once the buffer holds this many unrolls [default:
+    /// --batch-size].
+    #[arg(help_heading = "Replay and prefetch", long)]
+    pub replay_min_size: Option<usize>,
+    /// The `recent` sampler's window, in unrolls [default: --batch-size].
+    #[arg(help_heading = "Replay and prefetch", long)]
+    pub replay_window: Option<usize>,
+    /// How long inference waits on a full replay buffer (or on the rate
+    /// limiter) before dropping the unroll, in milliseconds [default: 5000].
     #[arg(
         help_heading = "Replay and prefetch",
         long,
@@ -499,6 +523,40 @@ pub enum OptimizerKind {
     Rmsprop,
 }
 
+/// `--replay-sampler`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReplaySamplerArg {
+    Fifo,
+    Uniform,
+    Recent,
+}
+
+impl From<ReplaySamplerArg> for ReplaySampler {
+    fn from(a: ReplaySamplerArg) -> Self {
+        match a {
+            ReplaySamplerArg::Fifo => ReplaySampler::Fifo,
+            ReplaySamplerArg::Uniform => ReplaySampler::Uniform,
+            ReplaySamplerArg::Recent => ReplaySampler::Recent,
+        }
+    }
+}
+
+/// `--replay-writer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReplayWriterArg {
+    Block,
+    Overwrite,
+}
+
+impl From<ReplayWriterArg> for ReplayWriter {
+    fn from(a: ReplayWriterArg) -> Self {
+        match a {
+            ReplayWriterArg::Block => ReplayWriter::Block,
+            ReplayWriterArg::Overwrite => ReplayWriter::Overwrite,
+        }
+    }
+}
+
 impl TrainArgs {
     /// The default listen address (used when `--listen` is not given).
     pub const DEFAULT_LISTEN: &'static str = DEFAULT_LEARNER_ADDR;
@@ -569,8 +627,12 @@ impl TrainArgs {
                 max_grad_norm: self.max_grad_norm,
             },
             replay: ReplaySettings {
-                ratio: self.replay_ratio,
+                sampler: self.replay_sampler.map(Into::into),
+                writer: self.replay_writer.map(Into::into),
+                samples_per_insert: self.samples_per_insert,
                 capacity: self.replay_capacity,
+                min_size: self.replay_min_size,
+                recent_window: self.replay_window,
                 insert_timeout: Duration::from_millis(self.insert_timeout_ms),
                 max_policy_lag: self.max_policy_lag,
             },
@@ -668,7 +730,7 @@ mod tests {
         assert_eq!(t.progress_secs, 5.0);
         assert_eq!(t.device, "cpu");
         assert!(!t.no_train && !t.lstm && !t.stop_when_solved);
-        assert_eq!(t.replay_ratio, 4);
+        assert_eq!(t.samples_per_insert, 4.0);
         assert_eq!(t.target_return, 475.0);
         assert_eq!(t.hidden_sizes, vec![64, 64]);
         assert_eq!(t.metrics_addr, None);

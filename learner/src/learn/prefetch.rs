@@ -195,10 +195,6 @@ pub struct PrefetchConfig {
     pub queue_depth: usize,
     /// Prefetch threads.
     pub threads: usize,
-    /// Times each collated batch is handed to the trainer (`--replay-ratio`):
-    /// consecutive updates on the same unrolls, each against the newer
-    /// policy (V-trace corrects the growing off-policyness). 1: consume once.
-    pub reuse: u32,
 }
 
 /// Counters of the prefetch side (`prefetch/<name>`); Relaxed, reporting only.
@@ -252,7 +248,6 @@ impl Prefetcher {
                 batch: replay.new_batch(config.batch_size),
                 collator,
                 batch_size: config.batch_size,
-                reuse: config.reuse.max(1),
                 tx: tx.clone(),
                 stop: Arc::clone(&stop),
                 stats: Arc::clone(&stats),
@@ -320,7 +315,6 @@ struct PrefetchWorker {
     batch: SampleBatch,
     collator: Collator,
     batch_size: usize,
-    reuse: u32,
     tx: Sender<TrainBatch>,
     /// Relaxed: a plain request flag; the thread re-checks it every POLL.
     stop: Arc<AtomicBool>,
@@ -358,21 +352,17 @@ impl PrefetchWorker {
                     break;
                 }
             };
-            // Reuse hands out clones: tensors are reference counted, so a
-            // clone costs no copy.
-            for _ in 0..self.reuse {
-                let mut ready = collated.clone();
-                loop {
-                    match self.tx.send_timeout(ready, POLL) {
-                        Ok(()) => break,
-                        Err(SendTimeoutError::Timeout(b)) => {
-                            if self.stop.load(Ordering::Relaxed) {
-                                return;
-                            }
-                            ready = b;
+            let mut ready = collated;
+            loop {
+                match self.tx.send_timeout(ready, POLL) {
+                    Ok(()) => break,
+                    Err(SendTimeoutError::Timeout(b)) => {
+                        if self.stop.load(Ordering::Relaxed) {
+                            return;
                         }
-                        Err(SendTimeoutError::Disconnected(_)) => return,
+                        ready = b;
                     }
+                    Err(SendTimeoutError::Disconnected(_)) => return,
                 }
             }
         }

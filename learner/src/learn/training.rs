@@ -30,9 +30,7 @@ use crate::learn::unroll::{UnrollAssembler, UnrollSpec};
 use crate::metrics::{Metrics, TrainingSnapshot};
 use crate::model::weights::{PolicyVersion, WeightsHandle};
 use crate::model::{ModelConfig, TrainableModel};
-use seed_replay::{
-    LagAction, PolicyLagCap, ReplayBuffer, ReplayConfig, SamplerConfig, WriterPolicy,
-};
+use seed_replay::ReplayBuffer;
 
 /// What the learning side is built for, besides its own settings.
 pub struct TrainingTarget {
@@ -112,7 +110,7 @@ impl TrainingSetup {
             PolicyVersion(resumed.policy_version),
         ));
 
-        let capacity = train.replay_capacity();
+        let replay_plan = train.replay_plan()?;
         let unroll = UnrollSpec {
             unroll_length: train.unroll_length,
             obs_shape: spec.obs_shape.clone(),
@@ -120,19 +118,7 @@ impl TrainingSetup {
             action: model_config.action,
             state_size: model_config.lstm_size.unwrap_or(0),
         };
-        // FIFO consume-once; reuse (`--replay-ratio`) happens after
-        // collation, in the prefetcher, so backpressure stays exact.
-        let mut replay_cfg = ReplayConfig::new(capacity, SamplerConfig::Fifo)
-            .with_writer_policy(WriterPolicy::Block {
-                timeout: train.replay.insert_timeout,
-            })
-            .with_seed(seed);
-        if let Some(max_lag) = train.replay.max_policy_lag {
-            replay_cfg = replay_cfg.with_policy_lag(PolicyLagCap {
-                max_lag,
-                action: LagAction::Drop,
-            });
-        }
+        let replay_cfg = replay_plan.replay_config(train.batch_size, seed);
         let layout = unroll
             .layout()
             .map_err(|e| LearnerError::Config(format!("unroll layout: {e}")))?;
@@ -141,7 +127,12 @@ impl TrainingSetup {
                 .map_err(|e| LearnerError::Config(format!("replay buffer: {e}")))?,
         );
         replay.set_policy_version(resumed.policy_version);
-        let assembler = UnrollAssembler::new(unroll.clone(), max_env_slots, Arc::clone(&replay));
+        let assembler = UnrollAssembler::new(
+            unroll.clone(),
+            max_env_slots,
+            Arc::clone(&replay),
+            Some(replay_plan.insert_timeout),
+        );
 
         let mut trainer = Trainer::new(
             model,
@@ -175,7 +166,6 @@ impl TrainingSetup {
                 batch_size: train.batch_size,
                 queue_depth: train.prefetch_depth,
                 threads: train.prefetch_threads,
-                reuse: train.replay.ratio,
             },
             run_dir,
             checkpoint_every: train.checkpoints.every.max(Duration::from_millis(100)),

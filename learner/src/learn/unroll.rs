@@ -23,10 +23,11 @@
 //! before the next one's reads. No mutex is taken on this path.
 //!
 //! # Backpressure
-//! A completed unroll is inserted with the buffer's writer policy. With
-//! `Block { timeout }` (the learner's default) a full buffer makes the
-//! inference thread wait, so actions come back later and actors slow to the
-//! trainer's pace, as in SEED. An insert that times out drops the unroll
+//! A completed unroll is inserted with the buffer's writer policy. A full
+//! buffer under `Block` (the FIFO sampler) or a rate limiter that holds
+//! inserts (the reusing samplers: samples per insert) makes the inference
+//! thread wait, so actions come back later and actors slow to the trainer's
+//! pace, as in SEED. An insert that times out drops the unroll
 //! (`unroll/dropped_full`) instead of stalling the learner forever.
 //!
 //! # Action kinds
@@ -43,7 +44,7 @@
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
 use seed_shared::ObsDType;
@@ -504,13 +505,24 @@ pub struct UnrollAssembler {
     spec: UnrollSpec,
     slots: Box<[SlotBuilder]>,
     replay: Arc<ReplayBuffer>,
+    /// How long an insert waits for room (the `Block` writer or the rate
+    /// limiter); `None`: the writer policy's own timeout.
+    insert_timeout: Option<Duration>,
     pub stats: UnrollStats,
 }
 
 impl UnrollAssembler {
     /// Builders for `max_env_slots` slots (allocated on a slot's first step)
-    /// feeding `replay`, whose layout must be `spec.layout()`.
-    pub fn new(spec: UnrollSpec, max_env_slots: usize, replay: Arc<ReplayBuffer>) -> Arc<Self> {
+    /// feeding `replay`, whose layout must be `spec.layout()`. An insert
+    /// waits up to `insert_timeout` for room, in a full `Block` buffer or
+    /// at the rate limiter (`None`: the writer policy's own timeout, so an
+    /// overwriting buffer's limiter refuses at once).
+    pub fn new(
+        spec: UnrollSpec,
+        max_env_slots: usize,
+        replay: Arc<ReplayBuffer>,
+        insert_timeout: Option<Duration>,
+    ) -> Arc<Self> {
         Arc::new(UnrollAssembler {
             spec,
             slots: (0..max_env_slots)
@@ -520,6 +532,7 @@ impl UnrollAssembler {
                 })
                 .collect(),
             replay,
+            insert_timeout,
             stats: UnrollStats::default(),
         })
     }
@@ -566,6 +579,7 @@ impl UnrollAssembler {
         let spec = &self.spec;
         let stats = &self.stats;
         let replay = &self.replay;
+        let insert_timeout = self.insert_timeout;
         self.with_slot(row.slot, |b| {
             let b = b.get_or_insert_with(|| Box::new(UnrollBuilder::new(spec)));
             match b.push(row, version) {
@@ -576,7 +590,10 @@ impl UnrollAssembler {
                 PushOutcome::Complete => {
                     stats.completed.fetch_add(1, Ordering::Relaxed);
                     let started = Instant::now();
-                    let result = replay.insert_ref(b.fields().as_slice());
+                    let result = match insert_timeout {
+                        Some(t) => replay.insert_ref_timeout(b.fields().as_slice(), t),
+                        None => replay.insert_ref(b.fields().as_slice()),
+                    };
                     stats
                         .insert_wait_us
                         .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -584,7 +601,9 @@ impl UnrollAssembler {
                         Ok(_) => {
                             stats.inserted.fetch_add(1, Ordering::Relaxed);
                         }
-                        Err(ReplayError::Timeout { .. }) => {
+                        Err(ReplayError::Timeout { .. })
+                        | Err(ReplayError::WouldBlock { .. })
+                        | Err(ReplayError::RateLimited { .. }) => {
                             stats.dropped_full.fetch_add(1, Ordering::Relaxed);
                         }
                         Err(ReplayError::Closed) => {
@@ -859,7 +878,7 @@ mod tests {
     fn assembler_drops_the_partial_unroll_of_a_released_slot() {
         let s = spec(2, 0);
         let replay = buffer(&s);
-        let asm = UnrollAssembler::new(s, 4, Arc::clone(&replay));
+        let asm = UnrollAssembler::new(s, 4, Arc::clone(&replay), None);
         let mut sink = (asm.sink_factory())(0);
         let row_at = |asm: &UnrollAssembler, k: u32, lease: u64| {
             let st = Step::new(k, 0);
