@@ -123,6 +123,7 @@ async fn killed_actors_and_a_learner_restart_never_glue_two_runs_into_an_unroll(
         obs_dtype: ObsDType::U8,
         action: seed_learner::model::ActionDistribution::Categorical { num_actions: 2 },
         state_size: 0,
+        stride: T,
     };
     let replay = Arc::new(
         ReplayBuffer::new(

@@ -309,6 +309,10 @@ impl BoundLearner {
                 device: device.clone(),
                 seed: config.seed,
                 sink,
+                exploration: config
+                    .train
+                    .as_ref()
+                    .and_then(|t| t.trainer.agent.exploration()),
             }),
             config.inference.threads,
             config.inference.inline_max_rows,

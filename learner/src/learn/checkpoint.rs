@@ -363,6 +363,7 @@ mod tests {
         Trainer::new(
             model,
             TrainerConfig {
+                agent: crate::learn::algo::Agent::VTrace,
                 loss: ImpalaLossConfig::default(),
                 optimizer: OptimizerConfig::default(),
                 max_grad_norm: 1.0,

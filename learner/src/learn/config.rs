@@ -7,11 +7,12 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::LearnerError;
-use crate::learn::algo::{ImpalaLossConfig, VTraceClip};
+use crate::learn::algo::{Agent, ImpalaLossConfig, VTraceClip};
 use crate::learn::optimizer::{AdamConfig, Algorithm, LrSchedule, OptimizerConfig};
 use crate::learn::train::TrainerConfig;
 use seed_replay::{
-    LagAction, PolicyLagCap, RateLimiterConfig, ReplayConfig, SamplerConfig, WriterPolicy,
+    LagAction, PolicyLagCap, PrioritizedConfig, RateLimiterConfig, ReplayConfig, SamplerConfig,
+    WriterPolicy,
 };
 
 /// The learning side: unrolls, replay, model, loss and optimizer, checkpoints.
@@ -43,6 +44,9 @@ pub enum ReplaySampler {
     Uniform,
     /// Uniform over the `--replay-window` most recently inserted unrolls.
     Recent,
+    /// Proportional to priority^`--priority-exponent`, with importance
+    /// weights (R2D2, which writes the priorities back).
+    Prioritized,
 }
 
 /// What an insert into a full buffer does (`--replay-writer`).
@@ -61,21 +65,29 @@ pub enum ReplayWriter {
 /// defaults [`TrainConfig::replay_plan`] resolves.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReplaySettings {
-    /// `--replay-sampler`; `None`: `fifo` when `samples_per_insert` is 1,
-    /// else `uniform`.
+    /// `--replay-sampler`; `None`: V-trace `fifo` when `samples_per_insert`
+    /// is 1, else `uniform`; R2D2 `prioritized`.
     pub sampler: Option<ReplaySampler>,
     /// `--replay-writer`; `None`: `block` with `fifo`, else `overwrite`.
     pub writer: Option<ReplayWriter>,
     /// `--samples-per-insert` (alias `--replay-ratio`): times each unroll is
     /// trained on, on average, kept by a rate limiter (Reverb's
-    /// `SampleToInsertRatio`). Exactly 1 with `fifo`.
-    pub samples_per_insert: f64,
-    /// `--replay-capacity` in unrolls; `None`: one batch with `fifo`, two
-    /// batches otherwise. At least one batch.
+    /// `SampleToInsertRatio`). Exactly 1 with `fifo`. `None`: 4 (V-trace),
+    /// 2 (R2D2, whose sequences overlap by half: each step is trained on
+    /// about 4 times).
+    pub samples_per_insert: Option<f64>,
+    /// `--replay-capacity` in unrolls; `None`: V-trace one batch with
+    /// `fifo`, two batches otherwise; R2D2 4096 sequences. At least one
+    /// batch.
     pub capacity: Option<usize>,
     /// `--replay-min-size`: sampling starts once this many unrolls are
-    /// stored; `None`: one batch.
+    /// stored; `None`: one batch (V-trace), 256 sequences (R2D2), at most
+    /// the capacity.
     pub min_size: Option<usize>,
+    /// `--priority-exponent` α of the prioritized sampler (R2D2: 0.9).
+    pub priority_exponent: f64,
+    /// `--importance-exponent` β of the prioritized sampler (R2D2: 0.6).
+    pub importance_exponent: f64,
     /// `--replay-window`: the `recent` sampler's window; `None`: one batch.
     pub recent_window: Option<usize>,
     /// `--insert-timeout-ms`: how long inference waits on a full buffer (or
@@ -95,6 +107,8 @@ pub struct ReplayPlan {
     pub capacity: usize,
     pub min_size: usize,
     pub recent_window: usize,
+    pub priority_exponent: f64,
+    pub importance_exponent: f64,
     pub insert_timeout: Duration,
     pub max_policy_lag: Option<u64>,
 }
@@ -114,6 +128,11 @@ impl ReplayPlan {
             ReplaySampler::Recent => SamplerConfig::Recent {
                 window: self.recent_window,
             },
+            ReplaySampler::Prioritized => SamplerConfig::Prioritized(PrioritizedConfig {
+                alpha: self.priority_exponent,
+                beta: self.importance_exponent,
+                eps: 1e-6,
+            }),
         };
         let limiter = match self.sampler {
             ReplaySampler::Fifo => RateLimiterConfig::min_size(self.min_size),
@@ -160,6 +179,7 @@ impl Default for TrainConfig {
             unroll_length: 16,
             batch_size: 16,
             trainer: TrainerConfig {
+                agent: Agent::VTrace,
                 loss: ImpalaLossConfig {
                     discount: 0.99,
                     baseline_cost: 0.5,
@@ -180,9 +200,11 @@ impl Default for TrainConfig {
             replay: ReplaySettings {
                 sampler: None,
                 writer: None,
-                samples_per_insert: 4.0,
+                samples_per_insert: None,
                 capacity: None,
                 min_size: None,
+                priority_exponent: 0.9,
+                importance_exponent: 0.6,
                 recent_window: None,
                 insert_timeout: Duration::from_millis(5000),
                 max_policy_lag: None,
@@ -204,15 +226,33 @@ impl TrainConfig {
         let bad = |m: String| Err(LearnerError::Config(m));
         let r = &self.replay;
         let b = self.batch_size;
-        let spi = r.samples_per_insert;
+        let r2d2 = self.trainer.agent.r2d2().is_some();
+        let spi = r.samples_per_insert.unwrap_or(if r2d2 { 2.0 } else { 4.0 });
         if !(spi.is_finite() && spi > 0.0) {
             return bad(format!("--samples-per-insert must be positive, is {spi}"));
         }
-        let sampler = r.sampler.unwrap_or(if spi == 1.0 {
+        let sampler = r.sampler.unwrap_or(if r2d2 {
+            ReplaySampler::Prioritized
+        } else if spi == 1.0 {
             ReplaySampler::Fifo
         } else {
             ReplaySampler::Uniform
         });
+        if sampler == ReplaySampler::Prioritized && !r2d2 {
+            return bad(
+                "--replay-sampler prioritized needs --algo r2d2 (V-trace writes no priorities \
+                 back, so every unroll would keep its initial priority)"
+                    .into(),
+            );
+        }
+        for (flag, x) in [
+            ("--priority-exponent", r.priority_exponent),
+            ("--importance-exponent", r.importance_exponent),
+        ] {
+            if !(x.is_finite() && x >= 0.0) {
+                return bad(format!("{flag} must be finite and >= 0, is {x}"));
+            }
+        }
         let fifo = sampler == ReplaySampler::Fifo;
         if fifo && spi != 1.0 {
             return bad(format!(
@@ -233,8 +273,19 @@ impl TrainConfig {
                     .into(),
             );
         }
-        let capacity = r.capacity.unwrap_or(if fifo { b } else { 2 * b }).max(b);
-        let min_size = r.min_size.unwrap_or(b);
+        let capacity = r
+            .capacity
+            .unwrap_or(if r2d2 {
+                4096
+            } else if fifo {
+                b
+            } else {
+                2 * b
+            })
+            .max(b);
+        let min_size = r
+            .min_size
+            .unwrap_or(if r2d2 { 256.max(b) } else { b }.min(capacity));
         if min_size == 0 || min_size > capacity {
             return bad(format!(
                 "--replay-min-size {min_size} must be in 1..={capacity} (the replay capacity)"
@@ -253,6 +304,8 @@ impl TrainConfig {
             capacity,
             min_size,
             recent_window,
+            priority_exponent: r.priority_exponent,
+            importance_exponent: r.importance_exponent,
             insert_timeout: r.insert_timeout,
             max_policy_lag: r.max_policy_lag,
         })
@@ -274,6 +327,25 @@ impl TrainConfig {
             return bad("--batch-size must be at least 1");
         }
         self.replay_plan()?;
+        if let Some(r) = self.trainer.agent.r2d2() {
+            if r.burn_in + 1 >= self.unroll_length {
+                return bad("--burn-in must leave at least 2 steps of each sequence: \
+                     below --unroll-length - 1");
+            }
+            if r.n_step == 0 {
+                return bad("--n-step must be at least 1");
+            }
+            if r.target_update_period == 0 {
+                return bad("--target-update-period must be at least 1");
+            }
+            if !(0.0..=1.0).contains(&r.priority_eta) {
+                return bad("--priority-eta must be in [0, 1]");
+            }
+            let e = &r.exploration;
+            if !((0.0..=1.0).contains(&e.epsilon) && e.alpha.is_finite() && e.alpha >= 0.0) {
+                return bad("--epsilon must be in [0, 1] and --epsilon-alpha >= 0");
+            }
+        }
         let lr = match t.optimizer.schedule {
             LrSchedule::Constant { lr } => lr,
             LrSchedule::LinearDecay { initial, .. } => initial,
@@ -312,7 +384,7 @@ mod tests {
             (ReplaySampler::Uniform, ReplayWriter::Overwrite, 4.0)
         );
         assert_eq!((p.capacity, p.min_size), (32, 16));
-        let p = plan(|r| r.samples_per_insert = 1.0).unwrap();
+        let p = plan(|r| r.samples_per_insert = Some(1.0)).unwrap();
         assert_eq!(
             (p.sampler, p.writer, p.capacity),
             (ReplaySampler::Fifo, ReplayWriter::Block, 16)
@@ -320,6 +392,29 @@ mod tests {
         // Capacity is at least one batch.
         assert_eq!(plan(|r| r.capacity = Some(1)).unwrap().capacity, 16);
         assert_eq!(plan(|r| r.capacity = Some(100)).unwrap().capacity, 100);
+    }
+
+    #[test]
+    fn r2d2_replays_prioritized_sequences_and_vtrace_refuses_priorities() {
+        let mut t = TrainConfig::default();
+        t.trainer.agent = Agent::R2d2(crate::learn::algo::R2d2Config::default());
+        let p = t.replay_plan().unwrap();
+        assert_eq!(
+            (p.sampler, p.writer, p.samples_per_insert),
+            (ReplaySampler::Prioritized, ReplayWriter::Overwrite, 2.0)
+        );
+        assert_eq!((p.capacity, p.min_size), (4096, 256));
+        assert_eq!((p.priority_exponent, p.importance_exponent), (0.9, 0.6));
+        assert!(t.validate().is_ok());
+        let mut short = t.clone();
+        short.unroll_length = 5;
+        assert!(short
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--burn-in"));
+        let e = plan(|r| r.sampler = Some(ReplaySampler::Prioritized)).unwrap_err();
+        assert!(e.contains("--algo r2d2"), "{e}");
     }
 
     #[test]
@@ -333,7 +428,7 @@ mod tests {
         assert!(e.contains("--replay-writer block"), "{e}");
         let e = plan(|r| r.min_size = Some(33)).unwrap_err();
         assert!(e.contains("--replay-min-size 33"), "{e}");
-        let e = plan(|r| r.samples_per_insert = 0.0).unwrap_err();
+        let e = plan(|r| r.samples_per_insert = Some(0.0)).unwrap_err();
         assert!(e.contains("--samples-per-insert"), "{e}");
         let e = plan(|r| {
             r.sampler = Some(ReplaySampler::Recent);
@@ -355,6 +450,7 @@ mod tests {
             None,
             Some(ReplaySampler::Uniform),
             Some(ReplaySampler::Recent),
+            Some(ReplaySampler::Prioritized),
         ] {
             for spi in [0.5, 1.0, 2.0, 4.0, 8.0] {
                 for batch_size in [1, 4, 16, 64] {
@@ -363,7 +459,10 @@ mod tests {
                         ..TrainConfig::default()
                     };
                     t.replay.sampler = sampler;
-                    t.replay.samples_per_insert = spi;
+                    if sampler == Some(ReplaySampler::Prioritized) {
+                        t.trainer.agent = Agent::R2d2(Default::default());
+                    }
+                    t.replay.samples_per_insert = Some(spi);
                     let p = t.replay_plan().unwrap();
                     let cfg = p.replay_config(batch_size, 1);
                     seed_replay::ReplayBuffer::new(layout.clone(), cfg).unwrap_or_else(|e| {

@@ -26,7 +26,7 @@ use tracing::{debug, error};
 use crate::error::LearnerError;
 use crate::learn::unroll::{fields, UnrollSpec};
 use crate::model::RecurrentState;
-use seed_replay::{DType, ReplayBuffer, ReplayError, SampleBatch};
+use seed_replay::{DType, ItemKey, ReplayBuffer, ReplayError, SampleBatch};
 
 /// How often blocked prefetch threads re-check the stop flag.
 const POLL: Duration = Duration::from_millis(50);
@@ -54,6 +54,10 @@ pub struct TrainBatch {
     pub initial_state: Option<RecurrentState>,
     /// `[B]` oldest policy version of each unroll.
     pub policy_versions: Vec<u64>,
+    /// `[B]` replay keys of the unrolls (priority write-back).
+    pub keys: Vec<ItemKey>,
+    /// `[B]` importance weights (prioritized sampling; 1 otherwise).
+    pub weights: Vec<f32>,
 }
 
 impl TrainBatch {
@@ -158,6 +162,8 @@ impl Collator {
             behaviour_params: next()?,
             initial_state,
             policy_versions: batch.policy_versions().to_vec(),
+            keys: batch.keys().to_vec(),
+            weights: batch.weights().to_vec(),
         };
         debug_assert_eq!(out.behaviour_params.dims(), &[s, n, p]);
         Ok(out)
@@ -384,6 +390,7 @@ mod tests {
             obs_dtype: ObsDType::U8,
             action: crate::model::ActionDistribution::Categorical { num_actions: 3 },
             state_size: 1,
+            stride: 2,
         };
         let replay = ReplayBuffer::new(
             spec.layout().unwrap(),

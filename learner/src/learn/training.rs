@@ -20,6 +20,7 @@ use tracing::{info, warn};
 
 use crate::error::LearnerError;
 use crate::infer::sink::SinkFactory;
+use crate::learn::algo::Agent;
 use crate::learn::checkpoint::{
     self, CheckpointConfig, CheckpointState, EnvDescription, LoadedCheckpoint,
 };
@@ -111,12 +112,24 @@ impl TrainingSetup {
         ));
 
         let replay_plan = train.replay_plan()?;
+        if train.trainer.agent.r2d2().is_some() && model_config.action.continuous_dim() > 0 {
+            return Err(LearnerError::Config(format!(
+                "--algo r2d2 needs discrete actions; this env's are a {} (use V-trace)",
+                model_config.action
+            )));
+        }
         let unroll = UnrollSpec {
             unroll_length: train.unroll_length,
             obs_shape: spec.obs_shape.clone(),
             obs_dtype: spec.obs_dtype,
             action: model_config.action,
             state_size: model_config.lstm_size.unwrap_or(0),
+            // R2D2's sequences overlap by half; V-trace's unrolls share
+            // only the bootstrap step.
+            stride: match train.trainer.agent {
+                Agent::VTrace => train.unroll_length,
+                Agent::R2d2(_) => (train.unroll_length / 2).max(1),
+            },
         };
         let replay_cfg = replay_plan.replay_config(train.batch_size, seed);
         let layout = unroll
@@ -302,6 +315,8 @@ impl TrainingProbe {
             unrolls_inserted: a.inserted.load(r),
             unrolls_dropped_full: a.dropped_full.load(r),
             insert_wait_seconds: a.insert_wait_us.load(r) as f64 * 1e-6,
+            priority_updates: s.priority_updates.load(r),
+            stale_priority_updates: self.replay.stats().stale_priority_updates,
         }
     }
 }
