@@ -579,7 +579,8 @@ pub struct TrainArgs {
     )]
     pub checkpoint_secs: f64,
     /// Continue from the newest checkpoint in this run directory (weights,
-    /// optimizer, counters, policy version); implies --run-dir DIR unless given [default: none].
+    /// optimizer, counters, policy version, replay buffer; the replay flags must be the
+    /// checkpointed run's); implies --run-dir DIR unless given [default: none].
     #[arg(help_heading = "Checkpoints", long)]
     pub resume: Option<PathBuf>,
     /// Mean return over the last 100 episodes that counts as solved; may be
