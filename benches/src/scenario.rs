@@ -97,6 +97,7 @@ impl Scenario {
 fn env_name(env: &EnvConfig) -> String {
     match env {
         EnvConfig::CartPole => "cartpole".into(),
+        EnvConfig::CartPoleMasked => "cartpole-masked".into(),
         EnvConfig::Pendulum => "pendulum".into(),
         EnvConfig::Synthetic(s) => format!("{}{}", join_x(&s.obs_shape), s.obs_dtype),
     }

@@ -17,7 +17,7 @@
 //! | 6 | `app` | everything below |
 //! | 5 | `report` | metrics |
 //! | 4 | `serve` | infer, model, metrics |
-//! | 3 | `learn` | infer's sink interface, model, metrics, `seed_replay` |
+//! | 3 | `learn` | infer's sink interface and exploration schedule, model, metrics, `seed_replay` |
 //! | 2 | `infer` | model, metrics |
 //! | 1 | `model` (networks, weights) | leaves |
 //! | 0 | `metrics`, `error`, `device`, `heap`, `loom`, `log_throttle` | nothing of the crate |

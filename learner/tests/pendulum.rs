@@ -97,7 +97,7 @@ fn config(socket: &str) -> LearnerConfig {
     loss.entropy_cost = 1e-3;
     train.trainer.optimizer.schedule =
         seed_learner::learn::optimizer::LrSchedule::Constant { lr: 3e-4 };
-    train.replay.ratio = 1;
+    train.replay.samples_per_insert = Some(1.0);
     train.unroll_length = 8;
     c.train = Some(train);
     c.run.progress_every = None;

@@ -99,8 +99,12 @@ impl Checker {
 
 async fn start(config: &LearnerConfig, replay: &Arc<ReplayBuffer>, spec: &UnrollSpec) -> Learner {
     // A fresh assembler per learner process, as a restarted learner has.
-    let assembler =
-        UnrollAssembler::new(spec.clone(), config.serve.max_env_slots, Arc::clone(replay));
+    let assembler = UnrollAssembler::new(
+        spec.clone(),
+        config.serve.max_env_slots,
+        Arc::clone(replay),
+        None,
+    );
     Learner::start_with_sink(config, assembler.sink_factory())
         .await
         .expect("learner starts")
@@ -119,6 +123,7 @@ async fn killed_actors_and_a_learner_restart_never_glue_two_runs_into_an_unroll(
         obs_dtype: ObsDType::U8,
         action: seed_learner::model::ActionDistribution::Categorical { num_actions: 2 },
         state_size: 0,
+        stride: T,
     };
     let replay = Arc::new(
         ReplayBuffer::new(

@@ -20,8 +20,11 @@ use seed_learner::app::LearnerConfig;
 use seed_learner::device::DeviceSpec;
 use seed_learner::error::LearnerError;
 use seed_learner::infer::batcher::BatcherConfig;
-use seed_learner::learn::algo::{ImpalaLossConfig, VTraceClip};
-use seed_learner::learn::config::{CheckpointSettings, ReplaySettings, TrainConfig};
+use seed_learner::infer::exploration::EpsilonSchedule;
+use seed_learner::learn::algo::{Agent, ImpalaLossConfig, R2d2Config, VTraceClip};
+use seed_learner::learn::config::{
+    CheckpointSettings, ReplaySampler, ReplaySettings, ReplayWriter, TrainConfig,
+};
 use seed_learner::learn::optimizer::{
     AdamConfig, Algorithm, LrSchedule, OptimizerConfig, RmsPropConfig,
 };
@@ -305,7 +308,71 @@ pub struct TrainArgs {
     /// Serve and infer only; no unrolls, replay or training [default: off].
     #[arg(help_heading = "Training", long)]
     pub no_train: bool,
-    /// T: transitions per unroll; unrolls hold T+1 steps and overlap by one [default: 16].
+    /// Algorithm: `vtrace` (IMPALA actor-critic) or `r2d2` (recurrent dueling Q-network with
+    /// an LSTM core, ε-greedy per env slot, prioritized half-overlapping sequences, burn-in,
+    /// n-step double Q with value rescaling, target network) [default: vtrace].
+    #[arg(
+        help_heading = "Training",
+        long,
+        value_enum,
+        hide_default_value = true,
+        default_value = "vtrace"
+    )]
+    pub algo: AlgoArg,
+    /// R2D2: leading steps of each sequence that only refresh the stored recurrent state (no
+    /// loss, no gradient); below --unroll-length - 1 [default: 4].
+    #[arg(
+        help_heading = "R2D2",
+        long,
+        hide_default_value = true,
+        default_value_t = 4
+    )]
+    pub burn_in: usize,
+    /// R2D2: steps of reward before the double-Q bootstrap [default: 3].
+    #[arg(
+        help_heading = "R2D2",
+        long,
+        hide_default_value = true,
+        default_value_t = 3
+    )]
+    pub n_step: usize,
+    /// R2D2: learner steps between copies of the online network into the target network
+    /// [default: 100].
+    #[arg(
+        help_heading = "R2D2",
+        long,
+        hide_default_value = true,
+        default_value_t = 100
+    )]
+    pub target_update_period: u64,
+    /// R2D2: η of the sequence priority η·max|δ| + (1−η)·mean|δ| [default: 0.9].
+    #[arg(
+        help_heading = "R2D2",
+        long,
+        hide_default_value = true,
+        default_value_t = 0.9
+    )]
+    pub priority_eta: f64,
+    /// R2D2: ε of the Ape-X schedule; env slot i of N explores with probability
+    /// ε^(1 + α·i/(N−1)), N being --local-actors x --envs-per-actor (or --max-env-slots
+    /// without local actors) [default: 0.4].
+    #[arg(
+        help_heading = "R2D2",
+        long,
+        hide_default_value = true,
+        default_value_t = 0.4
+    )]
+    pub epsilon: f64,
+    /// R2D2: α of the Ape-X ε schedule [default: 7].
+    #[arg(
+        help_heading = "R2D2",
+        long,
+        hide_default_value = true,
+        default_value_t = 7.0
+    )]
+    pub epsilon_alpha: f64,
+    /// T: transitions per unroll; unrolls hold T+1 steps and overlap by one (R2D2: sequences
+    /// start every T/2 steps and overlap by half) [default: 16].
     #[arg(
         help_heading = "Training",
         long,
@@ -391,24 +458,63 @@ pub struct TrainArgs {
         default_value_t = 1.0
     )]
     pub vtrace_clip: f32,
-    /// Times each unroll is trained on: every collated batch feeds N
-    /// consecutive updates (V-trace corrects for the newer policy); 1 is
-    /// consume-once. Reuse buys sample efficiency for a little policy lag
-    /// (CartPole: 4 halves the env steps to solve versus 1) [default: 4].
+    /// Times each unroll is trained on, on average (alias --replay-ratio; R2D2's sequences
+    /// overlap by half, so each step is trained on about twice as often):
+    /// a rate limiter (Reverb's samples-per-insert) holds inference back when
+    /// the actors run more than one batch ahead of this ratio and the trainer
+    /// when it runs ahead of it. 1 with the default sampler is consume-once
+    /// FIFO; above 1 the default sampler reuses unrolls. Reuse buys sample
+    /// efficiency for a little policy lag (CartPole: 4 halves the env steps
+    /// to solve versus 1) [default: 4 for vtrace, 2 for r2d2].
+    #[arg(
+        help_heading = "Replay and prefetch",
+        long,
+        visible_alias = "replay-ratio"
+    )]
+    pub samples_per_insert: Option<f64>,
+    /// Which unrolls a batch is sampled from: `fifo` (each once, oldest first;
+    /// needs --samples-per-insert 1), `uniform` (uniform with replacement over
+    /// the buffer), `recent` (uniform over the --replay-window newest) or
+    /// `prioritized` (r2d2 only: proportional to priority^--priority-exponent)
+    /// [default: vtrace: fifo with --samples-per-insert 1, else uniform; r2d2: prioritized].
+    #[arg(help_heading = "Replay and prefetch", long, value_enum)]
+    pub replay_sampler: Option<ReplaySamplerArg>,
+    /// What an insert into a full buffer does: `block` (inference waits
+    /// until the oldest unroll was consumed; fifo only) or `overwrite` (the
+    /// oldest unroll is replaced; the rate limiter is the backpressure)
+    /// [default: block with fifo, else overwrite].
+    #[arg(help_heading = "Replay and prefetch", long, value_enum)]
+    pub replay_writer: Option<ReplayWriterArg>,
+    /// Replay capacity in unrolls, at least one batch. Small keeps the
+    /// policy lag low [default: vtrace: --batch-size with fifo, twice that otherwise;
+    /// r2d2: 4096].
+    #[arg(help_heading = "Replay and prefetch", long)]
+    pub replay_capacity: Option<usize>,
+    /// Sampling starts once the buffer holds this many unrolls [default:
+    /// --batch-size for vtrace, 256 for r2d2].
+    #[arg(help_heading = "Replay and prefetch", long)]
+    pub replay_min_size: Option<usize>,
+    /// Prioritized sampler: priority exponent α [default: 0.9].
     #[arg(
         help_heading = "Replay and prefetch",
         long,
         hide_default_value = true,
-        default_value_t = 4
+        default_value_t = 0.9
     )]
-    pub replay_ratio: u32,
-    /// Replay capacity in unrolls; when full, inference waits (backpressure
-    /// slows the actors to the trainer's pace). Small keeps the policy lag
-    /// low [default: --batch-size, one batch].
+    pub priority_exponent: f64,
+    /// Prioritized sampler: importance-weight exponent β [default: 0.6].
+    #[arg(
+        help_heading = "Replay and prefetch",
+        long,
+        hide_default_value = true,
+        default_value_t = 0.6
+    )]
+    pub importance_exponent: f64,
+    /// The `recent` sampler's window, in unrolls [default: --batch-size].
     #[arg(help_heading = "Replay and prefetch", long)]
-    pub replay_capacity: Option<usize>,
-    /// How long inference waits on a full replay buffer before dropping the
-    /// unroll, in milliseconds [default: 5000].
+    pub replay_window: Option<usize>,
+    /// How long inference waits on a full replay buffer (or on the rate
+    /// limiter) before dropping the unroll, in milliseconds [default: 5000].
     #[arg(
         help_heading = "Replay and prefetch",
         long,
@@ -476,7 +582,8 @@ pub struct TrainArgs {
     )]
     pub checkpoint_secs: f64,
     /// Continue from the newest checkpoint in this run directory (weights,
-    /// optimizer, counters, policy version); implies --run-dir DIR unless given [default: none].
+    /// optimizer, counters, policy version, replay buffer; the replay flags must be the
+    /// checkpointed run's); implies --run-dir DIR unless given [default: none].
     #[arg(help_heading = "Checkpoints", long)]
     pub resume: Option<PathBuf>,
     /// Mean return over the last 100 episodes that counts as solved; may be
@@ -516,6 +623,49 @@ impl From<InferenceDTypeArg> for InferenceDType {
 pub enum OptimizerKind {
     Adam,
     Rmsprop,
+}
+
+/// `--algo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AlgoArg {
+    Vtrace,
+    R2d2,
+}
+
+/// `--replay-sampler`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReplaySamplerArg {
+    Fifo,
+    Uniform,
+    Recent,
+    Prioritized,
+}
+
+impl From<ReplaySamplerArg> for ReplaySampler {
+    fn from(a: ReplaySamplerArg) -> Self {
+        match a {
+            ReplaySamplerArg::Fifo => ReplaySampler::Fifo,
+            ReplaySamplerArg::Uniform => ReplaySampler::Uniform,
+            ReplaySamplerArg::Recent => ReplaySampler::Recent,
+            ReplaySamplerArg::Prioritized => ReplaySampler::Prioritized,
+        }
+    }
+}
+
+/// `--replay-writer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReplayWriterArg {
+    Block,
+    Overwrite,
+}
+
+impl From<ReplayWriterArg> for ReplayWriter {
+    fn from(a: ReplayWriterArg) -> Self {
+        match a {
+            ReplayWriterArg::Block => ReplayWriter::Block,
+            ReplayWriterArg::Overwrite => ReplayWriter::Overwrite,
+        }
+    }
 }
 
 impl TrainArgs {
@@ -577,6 +727,24 @@ impl TrainArgs {
             unroll_length: self.unroll_length,
             batch_size: self.batch_size.unwrap_or(default_batch_size),
             trainer: TrainerConfig {
+                agent: match self.algo {
+                    AlgoArg::Vtrace => Agent::VTrace,
+                    AlgoArg::R2d2 => Agent::R2d2(R2d2Config {
+                        burn_in: self.burn_in,
+                        n_step: self.n_step,
+                        target_update_period: self.target_update_period,
+                        priority_eta: self.priority_eta,
+                        exploration: EpsilonSchedule {
+                            epsilon: self.epsilon,
+                            alpha: self.epsilon_alpha,
+                            slots: if self.local_actors > 0 {
+                                self.local_actors * self.envs_per_actor
+                            } else {
+                                self.max_env_slots
+                            },
+                        },
+                    }),
+                },
                 loss: ImpalaLossConfig {
                     discount: self.discount,
                     baseline_cost: self.baseline_cost,
@@ -595,8 +763,14 @@ impl TrainArgs {
                 max_grad_norm: self.max_grad_norm,
             },
             replay: ReplaySettings {
-                ratio: self.replay_ratio,
+                sampler: self.replay_sampler.map(Into::into),
+                writer: self.replay_writer.map(Into::into),
+                samples_per_insert: self.samples_per_insert,
                 capacity: self.replay_capacity,
+                min_size: self.replay_min_size,
+                priority_exponent: self.priority_exponent,
+                importance_exponent: self.importance_exponent,
+                recent_window: self.replay_window,
                 insert_timeout: Duration::from_millis(self.insert_timeout_ms),
                 max_policy_lag: self.max_policy_lag,
             },
@@ -615,7 +789,8 @@ impl TrainArgs {
             model: ModelShape {
                 hidden_sizes: self.hidden_sizes.clone(),
                 conv_features: self.conv_features,
-                lstm_size: self.lstm.then_some(self.lstm_size),
+                // R2D2's Q-network is recurrent.
+                lstm_size: (self.lstm || self.algo == AlgoArg::R2d2).then_some(self.lstm_size),
             },
             serve: ServeConfig {
                 listen,
@@ -699,7 +874,8 @@ mod tests {
         assert_eq!(t.progress_secs, 5.0);
         assert_eq!(t.device, "cpu");
         assert!(!t.no_train && !t.lstm && !t.stop_when_solved);
-        assert_eq!(t.replay_ratio, 4);
+        assert_eq!(t.samples_per_insert, None);
+        assert_eq!(t.algo, AlgoArg::Vtrace);
         assert_eq!(t.target_return, 475.0);
         assert_eq!(t.hidden_sizes, vec![64, 64]);
         assert_eq!(t.metrics_addr, None);
@@ -790,6 +966,47 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn r2d2_flags_reach_the_config() {
+        let c = parse(&[
+            "--algo",
+            "r2d2",
+            "--burn-in",
+            "2",
+            "--n-step",
+            "5",
+            "--target-update-period",
+            "7",
+            "--epsilon",
+            "0.3",
+            "--envs-per-actor",
+            "8",
+            "--replay-sampler",
+            "uniform",
+        ])
+        .unwrap()
+        .train
+        .to_config()
+        .unwrap();
+        assert_eq!(c.model.lstm_size, Some(64), "r2d2 turns the LSTM core on");
+        let t = c.train.as_ref().unwrap();
+        let Agent::R2d2(r) = t.trainer.agent else {
+            panic!("not r2d2: {:?}", t.trainer.agent)
+        };
+        assert_eq!((r.burn_in, r.n_step, r.target_update_period), (2, 5, 7));
+        assert_eq!(r.exploration.epsilon, 0.3);
+        assert_eq!(r.exploration.slots, 16, "2 local actors x 8 envs");
+        assert_eq!(t.replay.sampler, Some(ReplaySampler::Uniform));
+        let err = parse(&["--replay-sampler", "prioritized"])
+            .unwrap()
+            .train
+            .to_config()
+            .and_then(|c| c.validate())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--algo r2d2"), "{err}");
     }
 
     #[test]

@@ -70,6 +70,7 @@ fn env_failed(e: EnvError) -> LearnerError {
 fn env_config(d: &EnvDescription) -> Result<EnvConfig, LearnerError> {
     match d.kind.as_str() {
         "cartpole" => Ok(EnvConfig::CartPole),
+        "cartpole-masked" => Ok(EnvConfig::CartPoleMasked),
         "pendulum" => Ok(EnvConfig::Pendulum),
         "synthetic" => Ok(EnvConfig::Synthetic(SyntheticConfig {
             obs_shape: d.obs_shape.clone(),
@@ -82,7 +83,7 @@ fn env_config(d: &EnvDescription) -> Result<EnvConfig, LearnerError> {
             episode_len: d.episode_len,
         })),
         other => Err(LearnerError::Config(format!(
-            "checkpoint env kind {other:?} is not cartpole, pendulum or synthetic (an env \
+            "checkpoint env kind {other:?} is not cartpole, cartpole-masked, pendulum or synthetic (an env \
              served by remote actors cannot be rebuilt here)"
         ))),
     }

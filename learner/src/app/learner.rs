@@ -313,6 +313,10 @@ impl BoundLearner {
                 device: device.clone(),
                 seed: config.seed,
                 sink,
+                exploration: config
+                    .train
+                    .as_ref()
+                    .and_then(|t| t.trainer.agent.exploration()),
             }),
             config.inference.threads,
             config.inference.inline_max_rows,
@@ -414,6 +418,7 @@ impl Learner {
 fn env_description(env: Option<&EnvConfig>, spec: &EnvSpec) -> EnvDescription {
     let (kind, synthetic) = match env {
         Some(EnvConfig::CartPole) => ("cartpole", SyntheticConfig::default()),
+        Some(EnvConfig::CartPoleMasked) => ("cartpole-masked", SyntheticConfig::default()),
         Some(EnvConfig::Pendulum) => ("pendulum", SyntheticConfig::default()),
         Some(EnvConfig::Synthetic(s)) => ("synthetic", s.clone()),
         None => ("remote", SyntheticConfig::default()),

@@ -35,6 +35,7 @@ use tracing::{debug, error};
 
 use crate::error::LearnerError;
 use crate::infer::batcher::{Batchable, DynamicBatcher, NextBatch};
+use crate::infer::exploration::{EpsilonGreedy, EpsilonSchedule};
 use crate::infer::sink::{InferenceSink, InferredBatch, SinkFactory};
 use crate::infer::state_table::StateTable;
 use crate::infer::step_request::StepRequest;
@@ -52,6 +53,9 @@ pub struct InferenceShared {
     pub device: Device,
     pub seed: u64,
     pub sink: Option<SinkFactory>,
+    /// Value-based agents (R2D2): ε-greedy on the model's action values per
+    /// env slot instead of sampling its distribution.
+    pub exploration: Option<EpsilonSchedule>,
 }
 
 /// Starts `threads` inference threads; they run until the batcher is closed
@@ -195,6 +199,8 @@ struct InferenceWorker {
     index: usize,
     sink: Option<Box<dyn InferenceSink>>,
     sampler: ActionSampler,
+    /// ε-greedy per env slot, when the model gives action values.
+    exploration: Option<EpsilonGreedy>,
     /// The envs' action distribution (from the spec the actors announce).
     distribution: ActionDistribution,
     obs_len: usize,
@@ -229,6 +235,9 @@ impl InferenceWorker {
             index,
             sink: shared.sink.as_ref().map(|make| make(index)),
             sampler: ActionSampler::new(shared.seed.wrapping_add(index as u64)),
+            exploration: shared
+                .exploration
+                .map(|e| EpsilonGreedy::new(e, shared.seed.wrapping_add(index as u64))),
             distribution,
             obs_len,
             dims,
@@ -370,10 +379,22 @@ impl InferenceWorker {
         self.actions.clear();
         self.continuous_actions.clear();
         match distribution {
-            ActionDistribution::Categorical { num_actions } => {
-                self.actions.resize(rows, 0);
-                self.sampler.sample(&params, num_actions, &mut self.actions);
-            }
+            ActionDistribution::Categorical { num_actions } => match &mut self.exploration {
+                None => {
+                    self.actions.resize(rows, 0);
+                    self.sampler.sample(&params, num_actions, &mut self.actions);
+                }
+                Some(explore) => {
+                    let mut rows = params.chunks_exact(num_actions);
+                    for req in requests.iter() {
+                        for &env in &req.batch.env_indices {
+                            let q = rows.next().unwrap_or(&[]);
+                            let slot = req.claim.slot(env).0 as usize;
+                            self.actions.push(explore.choose(q, slot));
+                        }
+                    }
+                }
+            },
             ActionDistribution::Gaussian { dim } => {
                 self.continuous_actions.resize(rows * dim, 0.0);
                 self.sampler

@@ -9,7 +9,18 @@
 //!     optimizer.safetensors      optimizer moments and step count
 //!     state.json                 counters (learner steps, policy version, ...)
 //!     config.json                model, env and training flags
+//!     replay.seedrpl             the replay buffer (contents, keys, priorities,
+//!                                sampler and rate-limiter state, RNG position)
 //! ```
+//!
+//! The replay file is the buffer's own non-blocking checkpoint
+//! (`seed_replay::ReplayBuffer::checkpoint`): each slot is copied with the
+//! slot protocol, so inference inserting meanwhile waits at most for one
+//! slot copy. A periodic checkpoint taken while training runs is a fuzzy
+//! snapshot (every item intact, counters a moment apart); the final one is
+//! taken after the buffer closed and the trainer stopped, so `--resume`
+//! continues sampling exactly where the run stopped. R2D2's target network
+//! is not saved: a resumed run starts it from the restored weights.
 //!
 //! A checkpoint belongs to its env's observation shape and action space: the
 //! model records its action distribution (categorical over `A` actions or a
@@ -34,6 +45,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::learn::optimizer::Optimizer;
 use crate::model::{ActionDistribution, ModelConfig, TrainableModel};
+use seed_replay::{ItemLayout, ReplayBuffer, ReplayConfig, ReplayError};
+
+/// The replay buffer's file in a checkpoint directory.
+const REPLAY_FILE: &str = "replay.seedrpl";
 
 /// Checkpoints kept in `checkpoints/`.
 const KEEP: usize = 2;
@@ -56,6 +71,8 @@ pub enum CheckpointError {
     Tensor(#[from] candle_core::Error),
     #[error("optimizer state: {0}")]
     Optimizer(#[from] crate::learn::optimizer::OptimizerError),
+    #[error("replay buffer: {0}")]
+    Replay(#[from] ReplayError),
     #[error(
         "the checkpoint's model is for {field} {checkpoint}, but the env has {env}: a \
          checkpoint only runs on the observations and action space it was trained for"
@@ -259,6 +276,21 @@ impl LoadedCheckpoint {
         optimizer.load_state(&state)?;
         Ok(())
     }
+
+    /// The replay buffer the checkpoint holds, rebuilt for `layout` and
+    /// `config` (which must match the saved ones: the error names what
+    /// differs); `None` for a checkpoint written without one.
+    pub fn restore_replay(
+        &self,
+        layout: ItemLayout,
+        config: ReplayConfig,
+    ) -> Result<Option<ReplayBuffer>, CheckpointError> {
+        let path = self.dir.join(REPLAY_FILE);
+        if !path.exists() {
+            return Ok(None);
+        }
+        Ok(Some(ReplayBuffer::restore(&path, layout, config)?))
+    }
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, CheckpointError> {
@@ -284,6 +316,18 @@ pub fn save(
     state: &CheckpointState,
     config: &CheckpointConfig,
 ) -> Result<PathBuf, CheckpointError> {
+    save_with_replay(run_dir, model, optimizer, state, config, None)
+}
+
+/// [`save`], with the replay buffer's contents when `replay` is given.
+pub fn save_with_replay(
+    run_dir: &Path,
+    model: &TrainableModel,
+    optimizer: &Optimizer,
+    state: &CheckpointState,
+    config: &CheckpointConfig,
+    replay: Option<&ReplayBuffer>,
+) -> Result<PathBuf, CheckpointError> {
     let root = run_dir.join("checkpoints");
     std::fs::create_dir_all(&root).map_err(io("creating", &root))?;
     let name = format!("step-{:010}", state.learner_steps);
@@ -302,6 +346,9 @@ pub fn save(
         ("config.json", to_json(config, &tmp)?),
     ] {
         write_file(&tmp.join(file), text.as_bytes())?;
+    }
+    if let Some(replay) = replay {
+        replay.checkpoint(&tmp.join(REPLAY_FILE))?;
     }
 
     let dir = root.join(&name);
@@ -363,6 +410,7 @@ mod tests {
         Trainer::new(
             model,
             TrainerConfig {
+                agent: crate::learn::algo::Agent::VTrace,
                 loss: ImpalaLossConfig::default(),
                 optimizer: OptimizerConfig::default(),
                 max_grad_norm: 1.0,

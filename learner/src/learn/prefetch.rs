@@ -26,7 +26,7 @@ use tracing::{debug, error};
 use crate::error::LearnerError;
 use crate::learn::unroll::{fields, UnrollSpec};
 use crate::model::RecurrentState;
-use seed_replay::{DType, ReplayBuffer, ReplayError, SampleBatch};
+use seed_replay::{DType, ItemKey, ReplayBuffer, ReplayError, SampleBatch};
 
 /// How often blocked prefetch threads re-check the stop flag.
 const POLL: Duration = Duration::from_millis(50);
@@ -54,6 +54,10 @@ pub struct TrainBatch {
     pub initial_state: Option<RecurrentState>,
     /// `[B]` oldest policy version of each unroll.
     pub policy_versions: Vec<u64>,
+    /// `[B]` replay keys of the unrolls (priority write-back).
+    pub keys: Vec<ItemKey>,
+    /// `[B]` importance weights (prioritized sampling; 1 otherwise).
+    pub weights: Vec<f32>,
 }
 
 impl TrainBatch {
@@ -158,6 +162,8 @@ impl Collator {
             behaviour_params: next()?,
             initial_state,
             policy_versions: batch.policy_versions().to_vec(),
+            keys: batch.keys().to_vec(),
+            weights: batch.weights().to_vec(),
         };
         debug_assert_eq!(out.behaviour_params.dims(), &[s, n, p]);
         Ok(out)
@@ -195,10 +201,6 @@ pub struct PrefetchConfig {
     pub queue_depth: usize,
     /// Prefetch threads.
     pub threads: usize,
-    /// Times each collated batch is handed to the trainer (`--replay-ratio`):
-    /// consecutive updates on the same unrolls, each against the newer
-    /// policy (V-trace corrects the growing off-policyness). 1: consume once.
-    pub reuse: u32,
 }
 
 /// Counters of the prefetch side (`prefetch/<name>`); Relaxed, reporting only.
@@ -252,7 +254,6 @@ impl Prefetcher {
                 batch: replay.new_batch(config.batch_size),
                 collator,
                 batch_size: config.batch_size,
-                reuse: config.reuse.max(1),
                 tx: tx.clone(),
                 stop: Arc::clone(&stop),
                 stats: Arc::clone(&stats),
@@ -320,7 +321,6 @@ struct PrefetchWorker {
     batch: SampleBatch,
     collator: Collator,
     batch_size: usize,
-    reuse: u32,
     tx: Sender<TrainBatch>,
     /// Relaxed: a plain request flag; the thread re-checks it every POLL.
     stop: Arc<AtomicBool>,
@@ -358,21 +358,17 @@ impl PrefetchWorker {
                     break;
                 }
             };
-            // Reuse hands out clones: tensors are reference counted, so a
-            // clone costs no copy.
-            for _ in 0..self.reuse {
-                let mut ready = collated.clone();
-                loop {
-                    match self.tx.send_timeout(ready, POLL) {
-                        Ok(()) => break,
-                        Err(SendTimeoutError::Timeout(b)) => {
-                            if self.stop.load(Ordering::Relaxed) {
-                                return;
-                            }
-                            ready = b;
+            let mut ready = collated;
+            loop {
+                match self.tx.send_timeout(ready, POLL) {
+                    Ok(()) => break,
+                    Err(SendTimeoutError::Timeout(b)) => {
+                        if self.stop.load(Ordering::Relaxed) {
+                            return;
                         }
-                        Err(SendTimeoutError::Disconnected(_)) => return,
+                        ready = b;
                     }
+                    Err(SendTimeoutError::Disconnected(_)) => return,
                 }
             }
         }
@@ -394,6 +390,7 @@ mod tests {
             obs_dtype: ObsDType::U8,
             action: crate::model::ActionDistribution::Categorical { num_actions: 3 },
             state_size: 1,
+            stride: 2,
         };
         let replay = ReplayBuffer::new(
             spec.layout().unwrap(),

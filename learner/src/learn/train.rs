@@ -1,5 +1,13 @@
-//! The training thread: V-trace actor-critic updates on prefetched batches,
-//! each followed by a weights publish for inference.
+//! The training thread: V-trace actor-critic or R2D2 updates on prefetched
+//! batches, each followed by a weights publish for inference.
+//!
+//! R2D2 ([`Agent::R2d2`]): the online network runs over each sequence after
+//! its burn-in ([`ActorCritic::unroll_after_burn_in`]), the target network
+//! (a frozen copy, refreshed every `--target-update-period` steps) over the
+//! same steps, and [`r2d2_loss`] gives the TD loss and each sequence's new
+//! priority, which the trainer writes back into the replay buffer by the
+//! sequence's key (a key whose item was overwritten meanwhile is ignored and
+//! counted by the buffer: `replay/stale_priority_updates`).
 //!
 //! Per step ([`Trainer::step`]): run the model over the batch
 //! (`model.unroll` on `[T+1, B, ...]`), compute the IMPALA loss
@@ -20,20 +28,25 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use candle_core::Tensor;
 use tracing::{debug, error, warn};
 
 use crate::error::LearnerError;
-use crate::learn::algo::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
+use crate::learn::algo::r2d2_loss::{r2d2_loss, R2d2LossInputs};
+use crate::learn::algo::{impala_loss, Agent, ImpalaLossConfig, ImpalaLossInputs, R2d2Config};
 use crate::learn::optimizer::{Optimizer, OptimizerConfig, OptimizerError};
 use crate::learn::prefetch::{NextBatchError, Prefetcher, TrainBatch};
 use crate::log_throttle::{LogThrottle, WARN_INTERVAL};
 use crate::model::weights::{PolicyVersion, WeightsHandle};
-use crate::model::TrainableModel;
-use seed_replay::ReplayBuffer;
+use crate::model::{dueling_q, ActorCritic, TrainableModel};
+use seed_replay::{ReplayBuffer, SamplerConfig};
 
 /// What the trainer needs besides the model.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct TrainerConfig {
+    /// V-trace or R2D2 (`--algo`).
+    pub agent: Agent,
+    /// The IMPALA loss (V-trace); R2D2 uses its `discount` and `reward_scale`.
     pub loss: ImpalaLossConfig,
     pub optimizer: OptimizerConfig,
     /// Global gradient norm bound.
@@ -72,6 +85,8 @@ pub struct TrainStep {
     pub version: PolicyVersion,
     /// `true` when the gradients were not finite and no update was applied.
     pub skipped: bool,
+    /// Sequence priorities written back to the replay buffer (R2D2).
+    pub priorities_written: usize,
 }
 
 /// The model being trained, its optimizer, and where its weights go.
@@ -81,6 +96,10 @@ pub struct Trainer {
     config: TrainerConfig,
     weights: Arc<WeightsHandle>,
     replay: Option<Arc<ReplayBuffer>>,
+    /// R2D2's target network.
+    target: Option<ActorCritic>,
+    /// Whether the buffer's sampler takes priorities (R2D2 writes them).
+    prioritized: bool,
 }
 
 impl Trainer {
@@ -91,12 +110,21 @@ impl Trainer {
         replay: Option<Arc<ReplayBuffer>>,
     ) -> Result<Self, TrainError> {
         let optimizer = Optimizer::new(&model.varmap, config.optimizer)?;
+        let target = match config.agent {
+            Agent::VTrace => None,
+            Agent::R2d2(_) => Some(model.snapshot()?),
+        };
+        let prioritized = replay
+            .as_ref()
+            .is_some_and(|r| matches!(r.config().sampler, SamplerConfig::Prioritized(_)));
         Ok(Trainer {
             model,
             optimizer,
             config,
             weights,
             replay,
+            target,
+            prioritized,
         })
     }
 
@@ -115,24 +143,10 @@ impl Trainer {
         }
         let mean_policy_lag = lag_sum as f64 / batch.len().max(1) as f64;
 
-        let out = self.model.model.unroll(
-            &batch.obs,
-            &batch.episode_start,
-            batch.initial_state.as_ref(),
-        )?;
-        let loss = impala_loss(
-            &ImpalaLossInputs {
-                distribution: self.model.model.config().action,
-                target_params: &out.policy_params,
-                values: &out.values,
-                behaviour_params: &batch.behaviour_params,
-                actions: &batch.actions,
-                rewards: &batch.rewards,
-                terminated: &batch.terminated,
-                truncated: &batch.truncated,
-            },
-            &self.config.loss,
-        )?;
+        let loss = match self.config.agent {
+            Agent::VTrace => self.vtrace_loss(batch)?,
+            Agent::R2d2(r2d2) => self.r2d2_loss(batch, &r2d2)?,
+        };
         let total_loss = loss.total.to_scalar::<f32>()?;
         let mut grads = loss.total.backward()?;
         let grad_norm = self
@@ -143,6 +157,12 @@ impl Trainer {
             (self.optimizer.learning_rate(), current)
         } else {
             let applied = self.optimizer.step(&grads)?;
+            if let (Agent::R2d2(r2d2), Some(target)) = (self.config.agent, self.target.as_mut()) {
+                let period = r2d2.target_update_period.max(1);
+                if self.optimizer.step_count().is_multiple_of(period) {
+                    *target = self.model.snapshot()?;
+                }
+            }
             let version = self
                 .weights
                 .publish(self.model.snapshot_as(self.weights.dtype())?);
@@ -162,6 +182,98 @@ impl Trainer {
             max_policy_lag: lag_max,
             version,
             skipped,
+            priorities_written: loss.priorities_written,
+        })
+    }
+}
+
+/// A step's loss before backward, with the figures it logs.
+struct StepLoss {
+    total: Tensor,
+    pg_loss: f32,
+    value_loss: f32,
+    entropy: f32,
+    priorities_written: usize,
+}
+
+impl Trainer {
+    fn vtrace_loss(&self, batch: &TrainBatch) -> Result<StepLoss, TrainError> {
+        let out = self.model.model.unroll(
+            &batch.obs,
+            &batch.episode_start,
+            batch.initial_state.as_ref(),
+        )?;
+        let loss = impala_loss(
+            &ImpalaLossInputs {
+                distribution: self.model.model.config().action,
+                target_params: &out.policy_params,
+                values: &out.values,
+                behaviour_params: &batch.behaviour_params,
+                actions: &batch.actions,
+                rewards: &batch.rewards,
+                terminated: &batch.terminated,
+                truncated: &batch.truncated,
+            },
+            &self.config.loss,
+        )?;
+        Ok(StepLoss {
+            total: loss.total,
+            pg_loss: loss.pg_loss,
+            value_loss: loss.value_loss,
+            entropy: loss.entropy,
+            priorities_written: 0,
+        })
+    }
+
+    /// R2D2's loss (module docs); writes the sequences' new priorities back
+    /// by key. Logged as `value_loss` (the TD loss); `pg_loss` and
+    /// `entropy` are 0.
+    fn r2d2_loss(&self, batch: &TrainBatch, r2d2: &R2d2Config) -> Result<StepLoss, TrainError> {
+        let burn_in = r2d2.burn_in;
+        let q = |model: &ActorCritic| -> candle_core::Result<Tensor> {
+            let out = model.unroll_after_burn_in(
+                &batch.obs,
+                &batch.episode_start,
+                batch.initial_state.as_ref(),
+                burn_in,
+            )?;
+            dueling_q(&out.policy_params, &out.values)
+        };
+        let online_q = q(&self.model.model)?;
+        let target_q = match &self.target {
+            Some(t) => q(t)?.detach(),
+            None => online_q.detach(),
+        };
+        let steps = online_q.dim(0)?;
+        let tail = |t: &Tensor| t.narrow(0, burn_in, steps);
+        let loss = r2d2_loss(&R2d2LossInputs {
+            online_q: &online_q,
+            target_q: &target_q,
+            actions: &tail(&batch.actions)?,
+            rewards: &tail(&batch.rewards)?,
+            terminated: &tail(&batch.terminated)?,
+            truncated: &tail(&batch.truncated)?,
+            weights: &batch.weights,
+            discount: f64::from(self.config.loss.discount),
+            reward_scale: self.config.loss.reward_scale,
+            n_step: r2d2.n_step,
+            priority_eta: r2d2.priority_eta,
+        })?;
+        let mut priorities_written = 0;
+        if let (true, Some(replay)) = (self.prioritized, &self.replay) {
+            // A refused update (wrong lengths) is a bug, not outside data;
+            // training goes on with the old priorities.
+            match replay.update_priorities(&batch.keys, &loss.priorities) {
+                Ok(report) => priorities_written = report.applied,
+                Err(e) => warn!(error = %e, "priority write-back failed"),
+            }
+        }
+        Ok(StepLoss {
+            total: loss.total,
+            pg_loss: 0.0,
+            value_loss: loss.td_loss,
+            entropy: 0.0,
+            priorities_written,
         })
     }
 }
@@ -201,12 +313,16 @@ pub struct TrainerStats {
     pub entropy: F32Gauge,
     pub grad_norm: F32Gauge,
     pub learning_rate: F32Gauge,
+    /// Sequence priorities written back (R2D2).
+    pub priority_updates: AtomicU64,
 }
 
 impl TrainerStats {
     fn record(&self, step: &TrainStep, unrolls: usize, busy: Duration) {
         self.busy_us
             .fetch_add(busy.as_micros() as u64, Ordering::Relaxed);
+        self.priority_updates
+            .fetch_add(step.priorities_written as u64, Ordering::Relaxed);
         if step.skipped {
             // Nothing was learned from these unrolls, and the loss gauges
             // keep the last finite step's figures (a NaN there would hide
@@ -318,6 +434,7 @@ mod tests {
             obs_dtype: ObsDType::U8,
             action: cfg.action,
             state_size: lstm.unwrap_or(0),
+            stride: 4,
         };
         let replay = Arc::new(
             ReplayBuffer::new(
@@ -329,6 +446,7 @@ mod tests {
         let mut trainer = Trainer::new(
             model,
             TrainerConfig {
+                agent: Agent::VTrace,
                 loss: ImpalaLossConfig::default(),
                 optimizer: OptimizerConfig {
                     algorithm: Algorithm::Adam(AdamConfig::default()),
@@ -412,6 +530,139 @@ mod tests {
         );
     }
 
+    /// R2D2 through replay and collation: the trainer writes each sampled
+    /// sequence's new priority back by key; sequences overwritten between
+    /// the sample and the write-back are ignored and counted, the others
+    /// are written, and the target network is refreshed every
+    /// `target_update_period` steps only.
+    #[test]
+    fn r2d2_writes_priorities_back_by_key_and_ignores_overwritten_sequences() {
+        let cfg = ModelConfig {
+            lstm_size: Some(4),
+            ..ModelConfig::for_spec(&EnvSpec::cartpole())
+        };
+        let model = TrainableModel::new(&cfg, &Device::Cpu, 5).unwrap();
+        let weights = Arc::new(WeightsHandle::new(
+            model.snapshot().unwrap(),
+            PolicyVersion(0),
+        ));
+        let spec = UnrollSpec {
+            unroll_length: 6,
+            obs_shape: vec![4],
+            obs_dtype: ObsDType::F32,
+            action: cfg.action,
+            state_size: 4,
+            stride: 3,
+        };
+        let capacity = 8;
+        let replay = Arc::new(
+            ReplayBuffer::new(
+                spec.layout().unwrap(),
+                ReplayConfig::new(
+                    capacity,
+                    SamplerConfig::Prioritized(seed_replay::PrioritizedConfig {
+                        alpha: 1.0,
+                        beta: 0.6,
+                        eps: 1e-6,
+                    }),
+                ),
+            )
+            .unwrap(),
+        );
+        let r2d2 = crate::learn::algo::R2d2Config {
+            burn_in: 2,
+            target_update_period: 2,
+            ..Default::default()
+        };
+        let mut trainer = Trainer::new(
+            model,
+            TrainerConfig {
+                agent: Agent::R2d2(r2d2),
+                loss: ImpalaLossConfig::default(),
+                optimizer: OptimizerConfig::default(),
+                max_grad_norm: 40.0,
+            },
+            Arc::clone(&weights),
+            Some(Arc::clone(&replay)),
+        )
+        .unwrap();
+        // One env slot's sequences: obs [k, 0, 0, 0], reward 1 per step.
+        let mut b = UnrollBuilder::new(&spec);
+        let mut k = 0u32;
+        let h = [0f32; 4];
+        let mut insert = |n: usize| {
+            let mut done = 0;
+            while done < n {
+                let obs: Vec<u8> = [k as f32 * 0.01, 0.0, 0.0, 0.0]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect();
+                let row = InferredRow {
+                    slot: EnvSlot(0),
+                    lease: LeaseId(1),
+                    run_id: 1,
+                    observation: &obs,
+                    reward: 1.0,
+                    terminated: false,
+                    truncated: false,
+                    episode_start: k == 0,
+                    action: SampledAction::Discrete(k % 2),
+                    policy_params: &[0.0, 0.0],
+                    value: 0.0,
+                    recurrent_h: Some(&h),
+                    recurrent_c: Some(&h),
+                };
+                if b.push(&row, PolicyVersion(0)) == PushOutcome::Complete {
+                    replay.insert_ref(b.fields().as_slice()).unwrap();
+                    b.advance();
+                    done += 1;
+                }
+                k += 1;
+            }
+        };
+        insert(capacity);
+        let mut collator = Collator::new(spec.clone(), Device::Cpu, 4).unwrap();
+        let mut sample = replay.new_batch(4);
+        replay.sample_into(&mut sample, 4).unwrap();
+        let batch = collator.collate(&sample).unwrap();
+        assert_eq!(batch.keys, sample.keys());
+        // Overwrite the oldest half of the ring before the write-back.
+        insert(capacity / 2);
+        let overwritten = batch
+            .keys
+            .iter()
+            .filter(|key| key.0 < (capacity / 2) as u64)
+            .count();
+        let target_before = trainer.target.as_ref().unwrap().clone();
+        let s = trainer.step(&batch).unwrap();
+        assert!(s.total_loss.is_finite() && !s.skipped);
+        assert_eq!(s.priorities_written, batch.len() - overwritten);
+        assert_eq!(
+            replay.stats().stale_priority_updates,
+            overwritten as u64,
+            "keys {:?}",
+            batch.keys
+        );
+        // Step 1: the target network is still the initial one; after step 2
+        // it is the online network.
+        let probe = Tensor::new(&[[0.3f32, 0.0, 0.0, 0.0]], &Device::Cpu).unwrap();
+        let values = |m: &ActorCritic| {
+            m.step(&probe, None)
+                .unwrap()
+                .values
+                .to_vec1::<f32>()
+                .unwrap()
+        };
+        let target_now = trainer.target.as_ref().unwrap();
+        assert_eq!(values(target_now), values(&target_before));
+        assert_ne!(values(&trainer.model.model), values(&target_before));
+        trainer.step(&batch).unwrap();
+        assert_eq!(
+            values(trainer.target.as_ref().unwrap()),
+            values(&trainer.model.model)
+        );
+    }
+
     #[test]
     fn conv_torso_trains_on_u8_images() {
         train_on_images(None);
@@ -446,6 +697,7 @@ mod tests {
             obs_dtype: ObsDType::F32,
             action: cfg.action,
             state_size: 0,
+            stride: 4,
         };
         let replay = Arc::new(
             ReplayBuffer::new(
@@ -457,6 +709,7 @@ mod tests {
         let mut trainer = Trainer::new(
             model,
             TrainerConfig {
+                agent: Agent::VTrace,
                 loss: ImpalaLossConfig {
                     entropy_cost: 0.0,
                     ..ImpalaLossConfig::default()
@@ -551,6 +804,7 @@ mod tests {
         let mut trainer = Trainer::new(
             model,
             TrainerConfig {
+                agent: Agent::VTrace,
                 loss: ImpalaLossConfig::default(),
                 optimizer: OptimizerConfig::default(),
                 max_grad_norm: 1.0,
@@ -571,6 +825,8 @@ mod tests {
             behaviour_params: z(&[3, 2, 2], candle_core::DType::F32),
             initial_state: None,
             policy_versions: vec![9, 4],
+            keys: vec![seed_replay::ItemKey(0), seed_replay::ItemKey(1)],
+            weights: vec![1.0; 2],
         };
         let s = trainer.step(&batch).unwrap();
         assert_eq!(s.max_policy_lag, 6);

@@ -20,6 +20,7 @@ use tracing::{info, warn};
 
 use crate::error::LearnerError;
 use crate::infer::sink::SinkFactory;
+use crate::learn::algo::Agent;
 use crate::learn::checkpoint::{
     self, CheckpointConfig, CheckpointState, EnvDescription, LoadedCheckpoint,
 };
@@ -30,9 +31,7 @@ use crate::learn::unroll::{UnrollAssembler, UnrollSpec};
 use crate::metrics::{Metrics, TrainingSnapshot};
 use crate::model::weights::{PolicyVersion, WeightsHandle};
 use crate::model::{ModelConfig, TrainableModel};
-use seed_replay::{
-    LagAction, PolicyLagCap, ReplayBuffer, ReplayConfig, SamplerConfig, WriterPolicy,
-};
+use seed_replay::ReplayBuffer;
 
 /// What the learning side is built for, besides its own settings.
 pub struct TrainingTarget {
@@ -116,36 +115,61 @@ impl TrainingSetup {
             PolicyVersion(resumed.policy_version),
         ));
 
-        let capacity = train.replay_capacity();
+        let replay_plan = train.replay_plan()?;
+        if train.trainer.agent.r2d2().is_some() && model_config.action.continuous_dim() > 0 {
+            return Err(LearnerError::Config(format!(
+                "--algo r2d2 needs discrete actions; this env's are a {} (use V-trace)",
+                model_config.action
+            )));
+        }
         let unroll = UnrollSpec {
             unroll_length: train.unroll_length,
             obs_shape: spec.obs_shape.clone(),
             obs_dtype: spec.obs_dtype,
             action: model_config.action,
             state_size: model_config.lstm_size.unwrap_or(0),
+            // R2D2's sequences overlap by half; V-trace's unrolls share
+            // only the bootstrap step.
+            stride: match train.trainer.agent {
+                Agent::VTrace => train.unroll_length,
+                Agent::R2d2(_) => (train.unroll_length / 2).max(1),
+            },
         };
-        // FIFO consume-once; reuse (`--replay-ratio`) happens after
-        // collation, in the prefetcher, so backpressure stays exact.
-        let mut replay_cfg = ReplayConfig::new(capacity, SamplerConfig::Fifo)
-            .with_writer_policy(WriterPolicy::Block {
-                timeout: train.replay.insert_timeout,
-            })
-            .with_seed(seed);
-        if let Some(max_lag) = train.replay.max_policy_lag {
-            replay_cfg = replay_cfg.with_policy_lag(PolicyLagCap {
-                max_lag,
-                action: LagAction::Drop,
-            });
-        }
+        let replay_cfg = replay_plan.replay_config(train.batch_size, seed);
         let layout = unroll
             .layout()
             .map_err(|e| LearnerError::Config(format!("unroll layout: {e}")))?;
-        let replay = Arc::new(
-            ReplayBuffer::new(layout, replay_cfg)
+        // A checkpoint's buffer continues where it stopped (same contents,
+        // priorities, limiter counters and sampling RNG); its settings must
+        // be the run's.
+        let restored = match &loaded {
+            Some(l) => l
+                .restore_replay(layout.clone(), replay_cfg.clone())
+                .map_err(|e| {
+                    LearnerError::Config(format!(
+                        "--resume: {e} (resume with the replay flags of the checkpointed run)"
+                    ))
+                })?,
+            None => None,
+        };
+        let replay = Arc::new(match restored {
+            Some(r) => {
+                info!(
+                    stored = r.len(),
+                    "replay buffer restored from the checkpoint"
+                );
+                r
+            }
+            None => ReplayBuffer::new(layout, replay_cfg)
                 .map_err(|e| LearnerError::Config(format!("replay buffer: {e}")))?,
-        );
+        });
         replay.set_policy_version(resumed.policy_version);
-        let assembler = UnrollAssembler::new(unroll.clone(), max_env_slots, Arc::clone(&replay));
+        let assembler = UnrollAssembler::new(
+            unroll.clone(),
+            max_env_slots,
+            Arc::clone(&replay),
+            Some(replay_plan.insert_timeout),
+        );
 
         let mut trainer = Trainer::new(
             model,
@@ -179,7 +203,6 @@ impl TrainingSetup {
                 batch_size: train.batch_size,
                 queue_depth: train.prefetch_depth,
                 threads: train.prefetch_threads,
-                reuse: train.replay.ratio,
             },
             run_dir,
             checkpoint_every: train.checkpoints.every.max(Duration::from_millis(100)),
@@ -212,18 +235,20 @@ impl TrainingSetup {
         };
         let between = self.run_dir.clone().map(|dir| {
             let config = self.config.clone();
+            let replay = Arc::clone(&self.replay);
             let every = self.checkpoint_every;
             let counters = counters.clone();
             let mut next = Instant::now() + every;
             Box::new(move |trainer: &Trainer| {
                 if Instant::now() >= next {
                     next = Instant::now() + every;
-                    if let Err(e) = checkpoint::save(
+                    if let Err(e) = checkpoint::save_with_replay(
                         &dir,
                         &trainer.model,
                         &trainer.optimizer,
                         &counters(trainer),
                         &config,
+                        Some(&replay),
                     ) {
                         warn!(error = %e, "periodic checkpoint failed");
                     }
@@ -316,6 +341,8 @@ impl TrainingProbe {
             unrolls_inserted: a.inserted.load(r),
             unrolls_dropped_full: a.dropped_full.load(r),
             insert_wait_seconds: a.insert_wait_us.load(r) as f64 * 1e-6,
+            priority_updates: s.priority_updates.load(r),
+            stale_priority_updates: self.replay.stats().stale_priority_updates,
         }
     }
 }
@@ -354,8 +381,17 @@ impl Training {
         self.probe.prefetcher.join();
         if let (Some(dir), Some(t)) = (&self.run_dir, &trainer) {
             let state = (self.counters)(t);
-            let path = checkpoint::save(dir, &t.model, &t.optimizer, &state, &self.config)
-                .map_err(|e| LearnerError::Config(format!("final checkpoint: {e}")))?;
+            // The buffer is closed and the trainer stopped: the replay file
+            // is an exact snapshot.
+            let path = checkpoint::save_with_replay(
+                dir,
+                &t.model,
+                &t.optimizer,
+                &state,
+                &self.config,
+                Some(&self.probe.replay),
+            )
+            .map_err(|e| LearnerError::Config(format!("final checkpoint: {e}")))?;
             info!(path = %path.display(), learner_steps = state.learner_steps, "checkpoint written");
         }
         Ok(())
@@ -393,6 +429,180 @@ mod tests {
                 run_dir: None,
             },
         )
+    }
+
+    /// The learning side of a CartPole run for `train`, saving into
+    /// `run_dir` (a small LSTM, so sequences carry their recurrent state).
+    fn cartpole_setup(train: &TrainConfig, run_dir: &std::path::Path) -> TrainingSetup {
+        let spec = EnvSpec::cartpole();
+        let model = ModelConfig {
+            lstm_size: Some(4),
+            ..ModelConfig::for_spec(&spec)
+        };
+        TrainingSetup::new(
+            train,
+            TrainingTarget {
+                model,
+                spec: spec.clone(),
+                env: EnvDescription {
+                    kind: "cartpole".into(),
+                    obs_shape: vec![4],
+                    obs_dtype: "f32".into(),
+                    num_actions: 2,
+                    action_box: None,
+                    episode_len: 0,
+                    step_cost_us: 0,
+                },
+                device: Device::Cpu,
+                inference_dtype: Default::default(),
+                seed: 11,
+                max_env_slots: 4,
+                run_dir: Some(run_dir.to_path_buf()),
+            },
+        )
+        .expect("training setup")
+    }
+
+    /// What a sample hands out: keys, importance weights and every byte.
+    fn draw(replay: &ReplayBuffer, n: usize) -> (Vec<u64>, Vec<f32>, Vec<u8>) {
+        let mut batch = replay.new_batch(n);
+        replay.sample_into(&mut batch, n).expect("sample");
+        let bytes = (0..replay.layout().fields().len())
+            .flat_map(|i| batch.field_bytes(i).unwrap_or_default().to_vec())
+            .collect();
+        (
+            batch.keys().iter().map(|k| k.0).collect(),
+            batch.weights().to_vec(),
+            bytes,
+        )
+    }
+
+    /// A checkpoint carries the replay buffer, and `--resume` continues
+    /// sampling exactly as the saved run would have: the same keys,
+    /// importance weights (R2D2's written-back priorities) and contents.
+    fn resume_continues_sampling_identically(agent: crate::learn::algo::Agent) {
+        use crate::infer::sink::{InferredRow, SampledAction};
+        use crate::infer::state_table::{EnvSlot, LeaseId};
+        use crate::learn::unroll::{PushOutcome, UnrollBuilder};
+        let dir = tempfile::tempdir().unwrap();
+        let mut train = TrainConfig {
+            batch_size: 4,
+            unroll_length: 6,
+            ..TrainConfig::default()
+        };
+        train.trainer.agent = agent;
+        train.replay.capacity = Some(16);
+        train.replay.min_size = Some(4);
+        let a = cartpole_setup(&train, dir.path());
+        // Sequences of one env slot with distinct observations and rewards.
+        let mut b = UnrollBuilder::new(&a.unroll);
+        let h = [0.25f32; 4];
+        let mut inserted = 0;
+        for k in 0..200u32 {
+            let obs: Vec<u8> = [k as f32, 1.0, -(k as f32), 0.5]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            let row = InferredRow {
+                slot: EnvSlot(0),
+                lease: LeaseId(1),
+                run_id: 1,
+                observation: &obs,
+                reward: (k % 7) as f32,
+                terminated: k % 23 == 22,
+                truncated: false,
+                episode_start: k % 23 == 0,
+                action: SampledAction::Discrete(k % 2),
+                policy_params: &[0.1, -0.1],
+                value: 0.0,
+                recurrent_h: Some(&h),
+                recurrent_c: Some(&h),
+            };
+            if b.push(&row, PolicyVersion(u64::from(k))) == PushOutcome::Complete {
+                // The rate limiter refuses inserts once the actors are a
+                // batch ahead; that is where a run would wait.
+                if a.replay.insert_ref(b.fields().as_slice()).is_err() {
+                    break;
+                }
+                inserted += 1;
+                b.advance();
+            }
+        }
+        assert!(inserted >= 8, "only {inserted} sequences fit");
+        // Train once on a sample (R2D2 writes its priorities back).
+        let mut trainer = a.trainer;
+        let mut collator =
+            crate::learn::prefetch::Collator::new(a.unroll.clone(), Device::Cpu, 4).unwrap();
+        let mut sample = a.replay.new_batch(4);
+        a.replay.sample_into(&mut sample, 4).unwrap();
+        let step = trainer.step(&collator.collate(&sample).unwrap()).unwrap();
+        if agent.r2d2().is_some() {
+            assert_eq!(step.priorities_written, 4);
+        }
+        let state = CheckpointState {
+            learner_steps: 1,
+            policy_version: 1,
+            ..CheckpointState::default()
+        };
+        checkpoint::save_with_replay(
+            dir.path(),
+            &trainer.model,
+            &trainer.optimizer,
+            &state,
+            &a.config,
+            Some(&a.replay),
+        )
+        .unwrap();
+
+        let mut resumed = train.clone();
+        resumed.checkpoints.resume = Some(dir.path().to_path_buf());
+        let r = cartpole_setup(&resumed, dir.path());
+        assert_eq!(r.replay.len(), a.replay.len());
+        for _ in 0..3 {
+            assert_eq!(draw(&a.replay, 4), draw(&r.replay, 4));
+        }
+        // Other replay settings than the checkpoint's are refused, naming them.
+        let mut other = resumed.clone();
+        other.replay.capacity = Some(32);
+        let spec = EnvSpec::cartpole();
+        let err = TrainingSetup::new(
+            &other,
+            TrainingTarget {
+                model: ModelConfig {
+                    lstm_size: Some(4),
+                    ..ModelConfig::for_spec(&spec)
+                },
+                spec: spec.clone(),
+                env: r.config.env.clone(),
+                device: Device::Cpu,
+                inference_dtype: Default::default(),
+                seed: 11,
+                max_env_slots: 4,
+                run_dir: None,
+            },
+        )
+        .err()
+        .expect("another capacity is refused")
+        .to_string();
+        assert!(
+            err.contains("--resume") && err.contains("capacity"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn vtrace_resume_continues_sampling_identically() {
+        resume_continues_sampling_identically(crate::learn::algo::Agent::VTrace);
+    }
+
+    #[test]
+    fn r2d2_resume_continues_sampling_identically() {
+        resume_continues_sampling_identically(crate::learn::algo::Agent::R2d2(
+            crate::learn::algo::R2d2Config {
+                burn_in: 2,
+                ..Default::default()
+            },
+        ));
     }
 
     #[test]

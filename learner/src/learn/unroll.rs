@@ -23,10 +23,11 @@
 //! before the next one's reads. No mutex is taken on this path.
 //!
 //! # Backpressure
-//! A completed unroll is inserted with the buffer's writer policy. With
-//! `Block { timeout }` (the learner's default) a full buffer makes the
-//! inference thread wait, so actions come back later and actors slow to the
-//! trainer's pace, as in SEED. An insert that times out drops the unroll
+//! A completed unroll is inserted with the buffer's writer policy. A full
+//! buffer under `Block` (the FIFO sampler) or a rate limiter that holds
+//! inserts (the reusing samplers: samples per insert) makes the inference
+//! thread wait, so actions come back later and actors slow to the trainer's
+//! pace, as in SEED. An insert that times out drops the unroll
 //! (`unroll/dropped_full`) instead of stalling the learner forever.
 //!
 //! # Action kinds
@@ -43,7 +44,7 @@
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
 use seed_shared::ObsDType;
@@ -100,12 +101,21 @@ pub struct UnrollSpec {
     pub action: ActionDistribution,
     /// Recurrent hidden size `H`; 0 for feed-forward models.
     pub state_size: usize,
+    /// Steps between the starts of consecutive unrolls of one env slot, in
+    /// `1..=T`: `T` (V-trace) shares only the bootstrap step; `T / 2`
+    /// (R2D2) overlaps sequences by half.
+    pub stride: usize,
 }
 
 impl UnrollSpec {
     /// Steps per unroll, `T + 1`.
     pub fn steps(&self) -> usize {
         self.unroll_length + 1
+    }
+
+    /// [`stride`](Self::stride) clamped into `1..=T`.
+    pub fn clamped_stride(&self) -> usize {
+        self.stride.clamp(1, self.unroll_length.max(1))
     }
 
     /// Elements in one observation.
@@ -194,8 +204,9 @@ impl UnrollSpec {
 ///
 /// Feed it rows with [`push`](Self::push); when it reports a complete unroll,
 /// read it with [`fields`](Self::fields) (insert it), then call
-/// [`advance`](Self::advance), which keeps the bootstrap step as step 0 of
-/// the next unroll.
+/// [`advance`](Self::advance), which keeps the last `T + 1 − stride` steps
+/// (with `stride = T`: the bootstrap step) as the start of the next unroll,
+/// with the recurrent state before its first step.
 #[derive(Debug, Clone)]
 pub struct UnrollBuilder {
     steps: usize,
@@ -205,6 +216,10 @@ pub struct UnrollBuilder {
     /// `D`: floats per continuous action; 0 for a categorical policy.
     action_dim: usize,
     state_size: usize,
+    /// Steps dropped from the front by [`advance`](Self::advance).
+    stride: usize,
+    /// Steps at the front that a previous unroll already held.
+    carried: usize,
     obs_dtype: DType,
     /// Whose steps these are; a row of another lease or run restarts us.
     owner: Option<(LeaseId, u64)>,
@@ -222,12 +237,10 @@ pub struct UnrollBuilder {
     /// `[T+1, P]`: the behaviour policy's distribution parameters.
     behaviour: Vec<f32>,
     versions: Vec<u64>,
-    /// `[H]`: recurrent state before step 0 (and, while the last step is
-    /// being filled, before step `T`, which becomes the next step 0).
-    initial_h: Vec<f32>,
-    initial_c: Vec<f32>,
-    next_h: Vec<f32>,
-    next_c: Vec<f32>,
+    /// `[T+1, H]`: the recurrent state before each step; row 0 is stored
+    /// with the unroll.
+    states_h: Vec<f32>,
+    states_c: Vec<f32>,
     /// `[oldest version]`, written when the unroll completes.
     version_out: [u64; 1],
     shapes: FieldShapes,
@@ -256,6 +269,8 @@ impl UnrollBuilder {
             param_width: p,
             action_dim: d,
             state_size: h,
+            stride: spec.clamped_stride(),
+            carried: 0,
             obs_dtype: spec.obs_replay_dtype(),
             owner: None,
             len: 0,
@@ -268,10 +283,8 @@ impl UnrollBuilder {
             episode_start: vec![0.0; s],
             behaviour: vec![0.0; s * p],
             versions: vec![0; s],
-            initial_h: vec![0.0; h],
-            initial_c: vec![0.0; h],
-            next_h: vec![0.0; h],
-            next_c: vec![0.0; h],
+            states_h: vec![0.0; s * h],
+            states_c: vec![0.0; s * h],
             version_out: [0],
             shapes: FieldShapes {
                 obs,
@@ -295,6 +308,7 @@ impl UnrollBuilder {
     /// Forgets the partial unroll (a released slot).
     pub fn reset(&mut self) {
         self.len = 0;
+        self.carried = 0;
         self.owner = None;
     }
 
@@ -307,14 +321,15 @@ impl UnrollBuilder {
         let mut outcome = PushOutcome::Partial;
         let owner = Some((row.lease, row.run_id));
         if self.owner != owner {
-            if self.len > 1 {
-                // Step 0 alone is only the previous unroll's bootstrap step
-                // (already trained on); more than that is a lost partial.
+            if self.len > self.carried.max(1) {
+                // Steps carried from the previous unroll were already
+                // stored; more than those is a lost partial.
                 outcome = PushOutcome::Restarted {
                     discarded: self.len,
                 };
             }
             self.len = 0;
+            self.carried = 0;
             self.owner = owner;
         }
         debug_assert!(
@@ -348,14 +363,10 @@ impl UnrollBuilder {
         let m = row.policy_params.len().min(p);
         self.behaviour[i * p..i * p + m].copy_from_slice(&row.policy_params[..m]);
         self.versions[i] = version.0;
-        if self.state_size > 0 {
-            let (h, c) = if i == 0 {
-                (&mut self.initial_h, &mut self.initial_c)
-            } else {
-                (&mut self.next_h, &mut self.next_c)
-            };
-            copy_state(h, row.recurrent_h);
-            copy_state(c, row.recurrent_c);
+        let h = self.state_size;
+        if h > 0 {
+            copy_state(&mut self.states_h[i * h..(i + 1) * h], row.recurrent_h);
+            copy_state(&mut self.states_c[i * h..(i + 1) * h], row.recurrent_c);
         }
         self.len += 1;
         if self.len == self.steps {
@@ -399,40 +410,40 @@ impl UnrollBuilder {
         refs[7] = FieldRef::new(&[], Values::U64(&self.version_out));
         let mut count = 8;
         if self.state_size > 0 {
-            refs[8] = FieldRef::new(&sh.state, Values::F32(&self.initial_h));
-            refs[9] = FieldRef::new(&sh.state, Values::F32(&self.initial_c));
+            let h = self.state_size;
+            refs[8] = FieldRef::new(&sh.state, Values::F32(&self.states_h[..h]));
+            refs[9] = FieldRef::new(&sh.state, Values::F32(&self.states_c[..h]));
             count = 10;
         }
         UnrollFields { refs, count }
     }
 
-    /// Starts the next unroll with the bootstrap step (step `T`) as its step 0.
+    /// Starts the next unroll with steps `stride..=T` of this one as its
+    /// first steps (with `stride = T`: the bootstrap step as step 0), and
+    /// the recurrent state before step `stride` as its initial state.
     pub fn advance(&mut self) {
         if self.len < self.steps {
             return;
         }
-        let last = self.steps - 1;
-        let ob = self.obs_bytes;
-        self.obs.copy_within(last * ob..(last + 1) * ob, 0);
-        if self.action_dim == 0 {
-            self.actions[0] = self.actions[last];
-        } else {
-            let d = self.action_dim;
-            self.continuous_actions
-                .copy_within(last * d..(last + 1) * d, 0);
+        let (from, keep) = (self.stride, self.steps - self.stride);
+        fn shift<T: Copy>(v: &mut [T], width: usize, from: usize) {
+            if !v.is_empty() {
+                v.copy_within(from * width.., 0);
+            }
         }
-        self.rewards[0] = self.rewards[last];
-        self.terminated[0] = self.terminated[last];
-        self.truncated[0] = self.truncated[last];
-        self.episode_start[0] = self.episode_start[last];
-        let p = self.param_width;
-        self.behaviour.copy_within(last * p..(last + 1) * p, 0);
-        self.versions[0] = self.versions[last];
-        // The state before step T is the state before the new step 0. With
-        // T = 1 step T was written to `next_*` as well (i = 1 > 0).
-        std::mem::swap(&mut self.initial_h, &mut self.next_h);
-        std::mem::swap(&mut self.initial_c, &mut self.next_c);
-        self.len = 1;
+        shift(&mut self.obs, self.obs_bytes, from);
+        shift(&mut self.actions, 1, from);
+        shift(&mut self.continuous_actions, self.action_dim, from);
+        shift(&mut self.rewards, 1, from);
+        shift(&mut self.terminated, 1, from);
+        shift(&mut self.truncated, 1, from);
+        shift(&mut self.episode_start, 1, from);
+        shift(&mut self.behaviour, self.param_width, from);
+        shift(&mut self.versions, 1, from);
+        shift(&mut self.states_h, self.state_size, from);
+        shift(&mut self.states_c, self.state_size, from);
+        self.len = keep;
+        self.carried = keep;
     }
 }
 
@@ -504,13 +515,24 @@ pub struct UnrollAssembler {
     spec: UnrollSpec,
     slots: Box<[SlotBuilder]>,
     replay: Arc<ReplayBuffer>,
+    /// How long an insert waits for room (the `Block` writer or the rate
+    /// limiter); `None`: the writer policy's own timeout.
+    insert_timeout: Option<Duration>,
     pub stats: UnrollStats,
 }
 
 impl UnrollAssembler {
     /// Builders for `max_env_slots` slots (allocated on a slot's first step)
-    /// feeding `replay`, whose layout must be `spec.layout()`.
-    pub fn new(spec: UnrollSpec, max_env_slots: usize, replay: Arc<ReplayBuffer>) -> Arc<Self> {
+    /// feeding `replay`, whose layout must be `spec.layout()`. An insert
+    /// waits up to `insert_timeout` for room, in a full `Block` buffer or
+    /// at the rate limiter (`None`: the writer policy's own timeout, so an
+    /// overwriting buffer's limiter refuses at once).
+    pub fn new(
+        spec: UnrollSpec,
+        max_env_slots: usize,
+        replay: Arc<ReplayBuffer>,
+        insert_timeout: Option<Duration>,
+    ) -> Arc<Self> {
         Arc::new(UnrollAssembler {
             spec,
             slots: (0..max_env_slots)
@@ -520,6 +542,7 @@ impl UnrollAssembler {
                 })
                 .collect(),
             replay,
+            insert_timeout,
             stats: UnrollStats::default(),
         })
     }
@@ -566,6 +589,7 @@ impl UnrollAssembler {
         let spec = &self.spec;
         let stats = &self.stats;
         let replay = &self.replay;
+        let insert_timeout = self.insert_timeout;
         self.with_slot(row.slot, |b| {
             let b = b.get_or_insert_with(|| Box::new(UnrollBuilder::new(spec)));
             match b.push(row, version) {
@@ -576,7 +600,10 @@ impl UnrollAssembler {
                 PushOutcome::Complete => {
                     stats.completed.fetch_add(1, Ordering::Relaxed);
                     let started = Instant::now();
-                    let result = replay.insert_ref(b.fields().as_slice());
+                    let result = match insert_timeout {
+                        Some(t) => replay.insert_ref_timeout(b.fields().as_slice(), t),
+                        None => replay.insert_ref(b.fields().as_slice()),
+                    };
                     stats
                         .insert_wait_us
                         .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -584,7 +611,9 @@ impl UnrollAssembler {
                         Ok(_) => {
                             stats.inserted.fetch_add(1, Ordering::Relaxed);
                         }
-                        Err(ReplayError::Timeout { .. }) => {
+                        Err(ReplayError::Timeout { .. })
+                        | Err(ReplayError::WouldBlock { .. })
+                        | Err(ReplayError::RateLimited { .. }) => {
                             stats.dropped_full.fetch_add(1, Ordering::Relaxed);
                         }
                         Err(ReplayError::Closed) => {
@@ -641,6 +670,7 @@ mod tests {
             obs_dtype: ObsDType::F32,
             action: ActionDistribution::Categorical { num_actions: 2 },
             state_size: h,
+            stride: t,
         }
     }
 
@@ -731,6 +761,52 @@ mod tests {
         assert_eq!(actions.len(), 2 * 4 * 4);
         let starts = f32s(batch.field(fields::EPISODE_START).unwrap());
         assert_eq!(starts, [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    }
+
+    /// R2D2's sequences: with `T = 4` and stride 2, consecutive unrolls
+    /// share three steps, each stores the recurrent state before its own
+    /// first step, and a lease change after a carried prefix loses nothing.
+    #[test]
+    fn half_stride_sequences_overlap_by_half_and_store_their_start_state() {
+        let s = UnrollSpec {
+            stride: 2,
+            ..spec(4, 1)
+        };
+        let replay = buffer(&s);
+        let mut b = UnrollBuilder::new(&s);
+        let mut completed = 0;
+        for k in 0..9u32 {
+            let step = Step::new(k, 1);
+            if b.push(&step.row(k, 1, 5), PolicyVersion(k as u64)) == PushOutcome::Complete {
+                replay.insert_ref(b.fields().as_slice()).unwrap();
+                b.advance();
+                completed += 1;
+            }
+        }
+        // Steps 0..=4, 2..=6, 4..=8.
+        assert_eq!(completed, 3);
+        let mut batch = replay.new_batch(3);
+        replay.sample_into(&mut batch, 3).unwrap();
+        let rewards = f32s(batch.field(fields::REWARDS).unwrap());
+        let want: Vec<f32> = [0, 1, 2, 3, 4, 2, 3, 4, 5, 6, 4, 5, 6, 7, 8]
+            .iter()
+            .map(|&k| k as f32)
+            .collect();
+        assert_eq!(rewards, want);
+        let h = f32s(batch.field(fields::INITIAL_H).unwrap());
+        assert_eq!(
+            h,
+            [0.0, 2.0, 4.0],
+            "the state before each sequence's first step"
+        );
+        assert_eq!(batch.policy_versions(), &[0, 2, 4]);
+        // The builder now holds steps 6..=8 (carried); a new lease drops them
+        // without counting a loss.
+        let step = Step::new(0, 1);
+        assert_eq!(
+            b.push(&step.row(0, 2, 5), PolicyVersion(9)),
+            PushOutcome::Partial
+        );
     }
 
     #[test]
@@ -859,7 +935,7 @@ mod tests {
     fn assembler_drops_the_partial_unroll_of_a_released_slot() {
         let s = spec(2, 0);
         let replay = buffer(&s);
-        let asm = UnrollAssembler::new(s, 4, Arc::clone(&replay));
+        let asm = UnrollAssembler::new(s, 4, Arc::clone(&replay), None);
         let mut sink = (asm.sink_factory())(0);
         let row_at = |asm: &UnrollAssembler, k: u32, lease: u64| {
             let st = Step::new(k, 0);

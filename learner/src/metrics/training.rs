@@ -28,6 +28,11 @@ pub struct TrainingSnapshot {
     pub unrolls_dropped_full: u64,
     /// Seconds inference spent blocked on a full buffer (backpressure).
     pub insert_wait_seconds: f64,
+    /// Sequence priorities written back by the trainer (R2D2).
+    pub priority_updates: u64,
+    /// Priority write-backs ignored because the sequence had been
+    /// overwritten meanwhile.
+    pub stale_priority_updates: u64,
 }
 
 impl TrainingSnapshot {

@@ -393,6 +393,73 @@ impl ActorCritic {
     }
 }
 
+impl ActorCritic {
+    /// Runs the model over a sequence whose first `burn_in` steps only
+    /// refresh the recurrent state (R2D2's burn-in): the state after them
+    /// is detached, so no gradient reaches the network through those steps,
+    /// and the outputs cover steps `burn_in..=T` only (`[T+1−burn_in, B, ..]`).
+    /// A feed-forward model simply skips them.
+    pub fn unroll_after_burn_in(
+        &self,
+        obs: &Tensor,
+        episode_start: &Tensor,
+        initial_state: Option<&RecurrentState>,
+        burn_in: usize,
+    ) -> Result<PolicyUnroll> {
+        let t1 = obs.dim(0)?;
+        if burn_in == 0 {
+            return self.unroll(obs, episode_start, initial_state);
+        }
+        if burn_in >= t1 {
+            candle_core::bail!("burn-in {burn_in} leaves no step of a {t1}-step sequence");
+        }
+        let rest = t1 - burn_in;
+        let state = match &self.core {
+            None => None,
+            Some(core) => {
+                let b = obs.dim(1)?;
+                let warm = obs.narrow(0, 0, burn_in)?.flatten(0, 1)?;
+                let features =
+                    self.torso
+                        .forward(&self.torso_input(&warm)?)?
+                        .reshape((burn_in, b, ()))?;
+                let keep = episode_start.narrow(0, 0, burn_in)?.affine(-1.0, 1.0)?;
+                let mut state = match initial_state {
+                    Some(s) => s.clone(),
+                    None => core.zero_state(b, obs.device())?,
+                };
+                for t in 0..burn_in {
+                    let k = keep.get(t)?.unsqueeze(1)?;
+                    state = RecurrentState {
+                        h: state.h.broadcast_mul(&k)?,
+                        c: state.c.broadcast_mul(&k)?,
+                    };
+                    state = core.step(&features.get(t)?, &state)?;
+                }
+                Some(RecurrentState {
+                    h: state.h.detach(),
+                    c: state.c.detach(),
+                })
+            }
+        };
+        self.unroll(
+            &obs.narrow(0, burn_in, rest)?,
+            &episode_start.narrow(0, burn_in, rest)?,
+            state.as_ref(),
+        )
+    }
+}
+
+/// Dueling Q-values (Wang et al., 2016) from a model's two heads:
+/// `Q(x, a) = V(x) + A(x, a) − mean_a A(x, a)`, with the policy head's
+/// outputs as the advantages `A` (`[..., A]`) and the value head's as `V`
+/// (`[...]`). The mean makes `V` and `A` identifiable; the greedy action is
+/// the advantages' argmax.
+pub fn dueling_q(advantages: &Tensor, values: &Tensor) -> Result<Tensor> {
+    let centred = advantages.broadcast_sub(&advantages.mean_keepdim(candle_core::D::Minus1)?)?;
+    centred.broadcast_add(&values.unsqueeze(candle_core::D::Minus1)?)
+}
+
 /// A model together with the variables that training updates in place.
 pub struct TrainableModel {
     pub varmap: VarMap,
@@ -477,6 +544,60 @@ mod tests {
             .max_all()?
             .to_scalar::<f32>()?;
         assert!(diff < 1e-6, "{diff}");
+        Ok(())
+    }
+
+    /// Burn-in steps give the same Q-values as a plain unroll, but no
+    /// gradient: the loss on the later steps reaches the burn-in
+    /// observations only through a plain unroll.
+    #[test]
+    fn burn_in_steps_get_no_gradient() -> Result<()> {
+        let cfg = ModelConfig {
+            lstm_size: Some(8),
+            ..cartpole_config()
+        };
+        let m = TrainableModel::new(&cfg, &Device::Cpu, 3)?;
+        let d = Device::Cpu;
+        let (t1, b, burn_in) = (6, 3, 2);
+        let obs = candle_core::Var::from_tensor(&Tensor::randn(0f32, 1.0, (t1, b, 4), &d)?)?;
+        let starts = Tensor::zeros((t1, b), DType::F32, &d)?;
+        let q_sum = |u: &PolicyUnroll| dueling_q(&u.policy_params, &u.values)?.sum_all();
+        let after = m
+            .model
+            .unroll_after_burn_in(obs.as_tensor(), &starts, None, burn_in)?;
+        assert_eq!(after.values.dims(), &[t1 - burn_in, b]);
+        let plain = m.model.unroll(obs.as_tensor(), &starts, None)?;
+        let plain_tail = PolicyUnroll {
+            policy_params: plain.policy_params.narrow(0, burn_in, t1 - burn_in)?,
+            values: plain.values.narrow(0, burn_in, t1 - burn_in)?,
+        };
+        let diff = (&after.values - &plain_tail.values)?
+            .abs()?
+            .max_all()?
+            .to_scalar::<f32>()?;
+        assert!(diff < 1e-6, "burn-in must not change the values: {diff}");
+        let per_step =
+            |grad: &Tensor| -> Result<Vec<f32>> { grad.abs()?.sum((1, 2))?.to_vec1::<f32>() };
+        let g = q_sum(&after)?.backward()?;
+        let g = per_step(g.get(&obs).expect("observations reach the loss"))?;
+        assert!(g[..burn_in].iter().all(|&v| v == 0.0), "{g:?}");
+        assert!(g[burn_in..].iter().all(|&v| v > 0.0), "{g:?}");
+        let g = q_sum(&plain_tail)?.backward()?;
+        let g = per_step(g.get(&obs).expect("observations reach the loss"))?;
+        assert!(
+            g[..burn_in].iter().all(|&v| v > 0.0),
+            "without burn-in: {g:?}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn dueling_q_centres_the_advantages() -> Result<()> {
+        let d = Device::Cpu;
+        let a = Tensor::new(&[[1f32, 3.0], [0.0, 0.0]], &d)?;
+        let v = Tensor::new(&[10f32, -1.0], &d)?;
+        let q = dueling_q(&a, &v)?.to_vec2::<f32>()?;
+        assert_eq!(q, vec![vec![9.0, 11.0], vec![-1.0, -1.0]]);
         Ok(())
     }
 

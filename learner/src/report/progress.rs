@@ -38,6 +38,8 @@ pub fn interval_record(
         "replay/inserts": t.unrolls_inserted,
         "replay/dropped_full": t.unrolls_dropped_full,
         "replay/insert_wait_seconds": t.insert_wait_seconds,
+        "replay/priority_updates": t.priority_updates,
+        "replay/stale_priority_updates": t.stale_priority_updates,
         "prefetch/queue_depth": t.prefetch_queue,
     })
 }

@@ -231,6 +231,18 @@ fn encode_snapshot(m: &MetricsSnapshot, e: &mut DescriptorEncoder) -> fmt::Resul
     )?;
     counter(
         e,
+        "replay_priority_updates",
+        "Sequence priorities written back by the trainer (R2D2).",
+        t.priority_updates,
+    )?;
+    counter(
+        e,
+        "replay_stale_priority_updates",
+        "Priority write-backs ignored because the sequence had been overwritten.",
+        t.stale_priority_updates,
+    )?;
+    counter(
+        e,
         "train_skipped_steps",
         "Training steps skipped because their gradients were not finite.",
         t.skipped_steps,

@@ -66,6 +66,10 @@ pub struct TrainingSummary {
     pub unrolls_dropped_full: u64,
     /// Seconds inference spent blocked on a full replay buffer (backpressure).
     pub insert_wait_seconds: f64,
+    /// Sequence priorities written back (R2D2), and write-backs ignored
+    /// because the sequence had been overwritten meanwhile.
+    pub priority_updates: u64,
+    pub stale_priority_updates: u64,
 }
 
 impl TrainingSummary {
@@ -94,6 +98,8 @@ impl TrainingSummary {
             unrolls_trained: t.unrolls_trained,
             unrolls_dropped_full: t.unrolls_dropped_full,
             insert_wait_seconds: t.insert_wait_seconds,
+            priority_updates: t.priority_updates,
+            stale_priority_updates: t.stale_priority_updates,
         }
     }
 }

@@ -9,6 +9,7 @@
 use seed_shared::EnvSpec;
 
 use crate::cartpole::CartPole;
+use crate::cartpole_masked::MaskedCartPole;
 use crate::env::Env;
 use crate::pendulum::Pendulum;
 use crate::synthetic::{SyntheticConfig, SyntheticEnv};
@@ -18,6 +19,9 @@ use crate::synthetic::{SyntheticConfig, SyntheticEnv};
 pub enum EnvConfig {
     /// Gymnasium's CartPole-v1 (4 x f32 observation, 2 actions, 500-step limit).
     CartPole,
+    /// CartPole-v1 observed through `[x, θ]` only (2 x f32, velocities
+    /// hidden): a memory task.
+    CartPoleMasked,
     /// Gymnasium's Pendulum-v1 (3 x f32 observation, one torque in [-2, 2],
     /// 200-step limit): continuous actions.
     Pendulum,
@@ -30,6 +34,7 @@ impl EnvConfig {
     pub fn spec(&self) -> EnvSpec {
         match self {
             EnvConfig::CartPole => EnvSpec::cartpole(),
+            EnvConfig::CartPoleMasked => MaskedCartPole::spec(),
             EnvConfig::Pendulum => Pendulum::spec(),
             EnvConfig::Synthetic(cfg) => cfg.spec(),
         }
@@ -39,6 +44,7 @@ impl EnvConfig {
     pub fn build(&self, seed: u64) -> Box<dyn Env> {
         match self {
             EnvConfig::CartPole => Box::new(CartPole::new()),
+            EnvConfig::CartPoleMasked => Box::new(MaskedCartPole::new()),
             EnvConfig::Pendulum => Box::new(Pendulum::new()),
             EnvConfig::Synthetic(cfg) => Box::new(SyntheticEnv::new(cfg.clone(), seed)),
         }

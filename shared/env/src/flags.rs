@@ -18,6 +18,8 @@ use crate::synthetic::SyntheticConfig;
 pub enum EnvKind {
     /// Gymnasium's CartPole-v1.
     Cartpole,
+    /// CartPole-v1 observing only cart position and pole angle (no velocities): a memory task.
+    CartpoleMasked,
     /// Gymnasium's Pendulum-v1 (continuous actions).
     Pendulum,
     /// Configurable benchmark env (`--obs-shape`, `--obs-dtype`, ...).
@@ -29,7 +31,8 @@ pub enum EnvKind {
 /// actors) and the latency harness.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct EnvArgs {
-    /// Environment: `cartpole` (Gymnasium CartPole-v1), `pendulum` (Pendulum-v1, continuous
+    /// Environment: `cartpole` (Gymnasium CartPole-v1), `cartpole-masked` (CartPole-v1 observing
+    /// only cart position and pole angle), `pendulum` (Pendulum-v1, continuous
     /// actions) or `synthetic` [default: cartpole; a learner with `--local-actors 0` and no
     /// `--env` takes the env spec from the first actor's hello instead].
     #[arg(long, value_enum, hide_default_value = true)]
@@ -61,6 +64,7 @@ impl EnvArgs {
     pub fn env_config(&self) -> EnvConfig {
         match self.env.unwrap_or(EnvKind::Cartpole) {
             EnvKind::Cartpole => EnvConfig::CartPole,
+            EnvKind::CartpoleMasked => EnvConfig::CartPoleMasked,
             EnvKind::Pendulum => EnvConfig::Pendulum,
             EnvKind::Synthetic => EnvConfig::Synthetic(SyntheticConfig {
                 obs_shape: self.obs_shape.clone(),
@@ -83,6 +87,7 @@ impl EnvArgs {
 pub fn env_flags(env: &EnvConfig) -> Vec<String> {
     match env {
         EnvConfig::CartPole => vec!["--env".into(), "cartpole".into()],
+        EnvConfig::CartPoleMasked => vec!["--env".into(), "cartpole-masked".into()],
         EnvConfig::Pendulum => vec!["--env".into(), "pendulum".into()],
         EnvConfig::Synthetic(s) => {
             let shape: Vec<String> = s.obs_shape.iter().map(|d| d.to_string()).collect();
@@ -143,7 +148,12 @@ mod tests {
             step_cost_us: 7,
             episode_len: 20,
         });
-        for env in [EnvConfig::CartPole, synthetic] {
+        for env in [
+            EnvConfig::CartPole,
+            EnvConfig::CartPoleMasked,
+            EnvConfig::Pendulum,
+            synthetic,
+        ] {
             let args = parse(&env_flags(&env)).unwrap();
             assert_eq!(args.env_config(), env);
             assert_eq!(args.to_flags(), env_flags(&env));

@@ -5,6 +5,8 @@
 //!   with discrete or continuous actions that writes its observation into the
 //!   caller's buffer.
 //! - [`CartPole`] ([`cartpole`]): Gymnasium's CartPole-v1 with its exact dynamics.
+//! - [`MaskedCartPole`] ([`cartpole_masked`]): CartPole-v1 observed through
+//!   cart position and pole angle only (no velocities), a memory task.
 //! - [`Pendulum`] ([`pendulum`]): Gymnasium's Pendulum-v1, continuous actions.
 //! - [`SyntheticEnv`] and [`SyntheticConfig`] ([`synthetic`]): a benchmark env
 //!   of any observation shape, dtype and per-step CPU cost.
@@ -18,6 +20,7 @@
 //! module); the crate depends only on `seed-shared`, `rand` and `clap`.
 
 pub mod cartpole;
+pub mod cartpole_masked;
 pub mod config;
 pub mod env;
 pub mod flags;
@@ -25,6 +28,7 @@ pub mod pendulum;
 pub mod synthetic;
 
 pub use cartpole::{CartPole, CARTPOLE_MAX_EPISODE_STEPS};
+pub use cartpole_masked::MaskedCartPole;
 pub use config::EnvConfig;
 pub use env::{Action, Env, EnvError, Transition};
 pub use flags::{env_flags, EnvArgs, EnvKind};

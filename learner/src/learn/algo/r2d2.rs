@@ -141,14 +141,8 @@ pub fn mixed_priority(abs_td: &[f32], eta: f64) -> f64 {
     eta * f64::from(max) + (1.0 - eta) * mean
 }
 
-/// Ape-X's exploration for env slot `i` of `n`: `ε^(1 + α i / (n − 1))`
-/// (ε = 0.4, α = 7 in the paper): slot 0 explores most, the last least.
-pub fn epsilon_for_slot(i: usize, n: usize, epsilon: f64, alpha: f64) -> f64 {
-    if n <= 1 {
-        return epsilon;
-    }
-    epsilon.powf(1.0 + alpha * i as f64 / (n - 1) as f64)
-}
+/// Ape-X's per-slot ε (applied by inference, which picks the actions).
+pub use crate::infer::exploration::epsilon_for_slot;
 
 #[cfg(test)]
 mod tests {
@@ -238,14 +232,11 @@ mod tests {
     }
 
     #[test]
-    fn mixed_priority_and_epsilon_schedule() {
-        assert!((mixed_priority(&[1.0, -3.0, 2.0], 0.9) - (0.9 * 3.0 + 0.1 * 2.0)).abs() < 1e-12);
-        assert_eq!(mixed_priority(&[], 0.9), 0.0);
-        assert_eq!(epsilon_for_slot(0, 8, 0.4, 7.0), 0.4);
-        assert!((epsilon_for_slot(7, 8, 0.4, 7.0) - 0.4f64.powi(8)).abs() < 1e-15);
-        let mid = epsilon_for_slot(3, 8, 0.4, 7.0);
-        assert!((mid - 0.4f64.powf(4.0)).abs() < 1e-15);
-        assert_eq!(epsilon_for_slot(0, 1, 0.4, 7.0), 0.4);
+    fn mixed_priority() {
+        assert!(
+            (super::mixed_priority(&[1.0, -3.0, 2.0], 0.9) - (0.9 * 3.0 + 0.1 * 2.0)).abs() < 1e-12
+        );
+        assert_eq!(super::mixed_priority(&[], 0.9), 0.0);
     }
 
     proptest! {

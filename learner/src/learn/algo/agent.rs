@@ -1,0 +1,70 @@
+//! [`Agent`]: which algorithm trains (`--algo`), with R2D2's settings.
+//!
+//! V-trace (IMPALA) is an actor-critic: inference samples the policy, the
+//! trainer applies the IMPALA loss to consume-once or reused unrolls. R2D2
+//! (Kapturowski et al., 2019) is value-based: inference acts ε-greedily on a
+//! recurrent dueling Q-network, with one ε per env slot, and the trainer
+//! learns from prioritized, half-overlapping sequences with burn-in, n-step
+//! double-Q targets under value rescaling and a target network. Cost:
+//! none; a plain value read once where the stages are built.
+use serde::Serialize;
+
+use crate::infer::exploration::EpsilonSchedule;
+
+/// The algorithm that trains.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Agent {
+    /// IMPALA's V-trace actor-critic (the default).
+    VTrace,
+    /// Recurrent replay distributed DQN.
+    R2d2(R2d2Config),
+}
+
+impl Agent {
+    /// R2D2's settings, `None` for V-trace.
+    pub fn r2d2(&self) -> Option<&R2d2Config> {
+        match self {
+            Agent::VTrace => None,
+            Agent::R2d2(c) => Some(c),
+        }
+    }
+
+    /// The exploration inference applies, for value-based agents.
+    pub fn exploration(&self) -> Option<EpsilonSchedule> {
+        self.r2d2().map(|c| c.exploration)
+    }
+}
+
+/// R2D2's settings (the paper's values where they fit a 2-core learner).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct R2d2Config {
+    /// `--burn-in`: leading steps of each sequence that only refresh the
+    /// stored recurrent state (no loss, no gradient); below `T`.
+    pub burn_in: usize,
+    /// `--n-step`: steps of reward before the double-Q bootstrap.
+    pub n_step: usize,
+    /// `--target-update-period`: learner steps between target-network copies.
+    pub target_update_period: u64,
+    /// `--priority-eta`: η of the sequence priority
+    /// `η·max|δ| + (1 − η)·mean|δ|`.
+    pub priority_eta: f64,
+    /// Ape-X ε-greedy over env slots (`--epsilon`, `--epsilon-alpha`).
+    pub exploration: EpsilonSchedule,
+}
+
+impl Default for R2d2Config {
+    fn default() -> Self {
+        R2d2Config {
+            burn_in: 4,
+            n_step: 3,
+            target_update_period: 100,
+            priority_eta: 0.9,
+            exploration: EpsilonSchedule {
+                epsilon: 0.4,
+                alpha: 7.0,
+                slots: 64,
+            },
+        }
+    }
+}
