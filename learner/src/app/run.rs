@@ -105,6 +105,9 @@ pub async fn run_until(
     let mut new_returns = Vec::new();
     let mut next_curve = tokio::time::Instant::now();
     let mut solved: Option<(u64, f64)> = None;
+    // Lowest 100-episode mean after the first solve, sampled with the
+    // progress lines (every --progress-secs, else every stop check).
+    let mut min_after_solve: Option<f64> = None;
 
     let mut actors = if args.local_actors > 0 {
         Some(LocalActors::spawn(
@@ -174,6 +177,7 @@ pub async fn run_until(
                     && snap.mean_return_last_100 >= args.target_return
                 {
                     solved = Some((snap.env_steps, seconds));
+                    min_after_solve = Some(snap.mean_return_last_100);
                     info!(env_steps = snap.env_steps, seconds = format!("{seconds:.1}"),
                         mean_return = format!("{:.1}", snap.mean_return_last_100), "solved");
                     if args.stop_when_solved {
@@ -191,6 +195,10 @@ pub async fn run_until(
                     returns_seen = metrics.returns_since(returns_seen, &mut new_returns);
                     curve.push_episodes(point, &new_returns);
                     curve.push(point);
+                }
+                let progress_due = next_progress.is_none_or(|at| now >= at);
+                if let (true, Some(m)) = (progress_due && solved.is_some(), min_after_solve) {
+                    min_after_solve = Some(m.min(snap.mean_return_last_100));
                 }
                 if let (Some(at), Some(every)) = (next_progress, progress_every) {
                     if now >= at {
@@ -236,6 +244,7 @@ pub async fn run_until(
             args.target_return,
             solved,
             snap.mean_return_last_100,
+            min_after_solve,
         ));
     }
     if let Some(dir) = &run_dir {

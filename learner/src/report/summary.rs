@@ -44,9 +44,11 @@ pub struct RunSummary {
 /// What training adds to the summary.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TrainingSummary {
-    /// The mean return over the last 100 episodes reached `target_return`
-    /// at some point (not necessarily still at the end: see
-    /// `final_mean_return`).
+    /// Solved as a user means it: the mean return over the last 100
+    /// episodes reached `target_return` and was still at or above it when
+    /// the run ended (`final_mean_return`). A run that reached the target
+    /// and then fell below it is not solved; `env_steps_to_solve` still says
+    /// when it first got there.
     pub solved: bool,
     pub target_return: f64,
     /// Env steps and seconds (from the run's start, the clock of
@@ -55,6 +57,10 @@ pub struct TrainingSummary {
     pub seconds_to_solve: Option<f64>,
     /// The mean return over the last 100 episodes when the run ended.
     pub final_mean_return: f64,
+    /// The lowest mean return over the last 100 episodes seen after the
+    /// target was first reached: at each progress interval and at the end
+    /// (`None` if it never was). How far a solved run fell back.
+    pub min_mean_return_after_solve: Option<f64>,
     pub learner_steps: u64,
     pub learner_steps_per_second: f64,
     /// Fraction of the trainer's time spent waiting for a batch.
@@ -79,13 +85,16 @@ impl TrainingSummary {
         target_return: f64,
         solved: Option<(u64, f64)>,
         final_mean_return: f64,
+        min_mean_return_after_solve: Option<f64>,
     ) -> Self {
         TrainingSummary {
-            solved: solved.is_some(),
+            solved: solved.is_some() && final_mean_return >= target_return,
             target_return,
             env_steps_to_solve: solved.map(|s| s.0),
             seconds_to_solve: solved.map(|s| s.1),
             final_mean_return,
+            min_mean_return_after_solve: min_mean_return_after_solve
+                .map(|m| m.min(final_mean_return)),
             learner_steps: t.learner_steps,
             learner_steps_per_second: if train_seconds > 0.0 {
                 t.learner_steps as f64 / train_seconds
@@ -182,5 +191,25 @@ mod tests {
         assert_eq!(v["env_steps_per_second"], 50.0);
         assert!(v["step_latency_us"]["p50"].is_number());
         assert!(v["step_latency_us"]["p99"].is_number());
+    }
+
+    /// `solved` means still solved at the end; the fall-back after the
+    /// first solve includes the final mean.
+    #[test]
+    fn solved_means_reached_and_still_at_the_target_at_the_end() {
+        let t = crate::metrics::TrainingSnapshot::default();
+        let at = |reached: Option<(u64, f64)>, last: f64, min: Option<f64>| {
+            TrainingSummary::new(&t, 1.0, 475.0, reached, last, min)
+        };
+        let kept = at(Some((1000, 2.0)), 490.0, Some(460.0));
+        assert!(kept.solved);
+        assert_eq!(kept.env_steps_to_solve, Some(1000));
+        assert_eq!(kept.min_mean_return_after_solve, Some(460.0));
+        let lost = at(Some((1000, 2.0)), 300.0, Some(460.0));
+        assert!(!lost.solved, "reached, then fell below the target");
+        assert_eq!(lost.env_steps_to_solve, Some(1000));
+        assert_eq!(lost.min_mean_return_after_solve, Some(300.0));
+        let never = at(None, 480.0, None);
+        assert!(!never.solved && never.min_mean_return_after_solve.is_none());
     }
 }
