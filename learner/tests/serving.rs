@@ -291,7 +291,7 @@ async fn step_one_at_a_time(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_small_request_holding_every_slot_is_inferred_inline() {
+async fn a_small_request_no_other_can_join_is_inferred_inline() {
     let server = support::start_learner(|c| c.inference.inline_max_rows = 4).await;
     let mut s = RawStream::open(&server).await;
     s.hello(4, "").await;
@@ -303,16 +303,35 @@ async fn a_small_request_holding_every_slot_is_inferred_inline() {
     assert_eq!(st.env_steps, 80, "{st:?}");
     assert_eq!(st.inference_rows, 80, "{st:?}");
     server.shutdown().await.expect("shutdown");
-}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requests_that_others_could_join_or_that_are_large_go_through_the_batcher() {
-    // Half of the envs: the other half could still join the batch.
+    // Half of one stream's envs: the batch does not wait for the other
+    // half of a stream already in it (the actor is stepping that half), so
+    // the request holds all that can join and is inferred inline.
     let server = support::start_learner(|c| c.inference.inline_max_rows = 4).await;
     let mut s = RawStream::open(&server).await;
     s.hello(4, "").await;
     let st = step_one_at_a_time(&server, &mut s, &[0, 1], 10).await;
+    assert_eq!(st.inference_batches, 10, "{st:?}");
+    assert!(st.inline_batches >= 9, "{st:?}");
+    server.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_that_others_could_join_or_that_are_large_go_through_the_batcher() {
+    // Every env of one stream, but another stream's envs are active (never
+    // parked here): its request could still join the batch.
+    let server = support::start_learner(|c| {
+        c.inference.inline_max_rows = 4;
+        c.inference.actor_idle = None;
+    })
+    .await;
+    let mut s = RawStream::open(&server).await;
+    s.hello(2, "").await;
+    let mut other = RawStream::open(&server).await;
+    other.hello(2, "").await;
+    let st = step_one_at_a_time(&server, &mut s, &[0, 1], 10).await;
     assert_eq!((st.inference_batches, st.inline_batches), (10, 0), "{st:?}");
+    drop(other);
     server.shutdown().await.expect("shutdown");
 
     // Every env, but more rows than `inline_max_rows`.
