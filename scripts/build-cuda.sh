@@ -47,7 +47,11 @@ if [ ! -f "$TOOLCHAIN/cuda-env.sh" ] || { [ "$FEATURE" = cudnn ] && ! ls "$TOOLC
 fi
 # shellcheck disable=SC1091
 source "$TOOLCHAIN/cuda-env.sh"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/cuda}
+CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/cuda}
+# Absolute: the Python wheel below is built from actor/python.
+mkdir -p "$CARGO_TARGET_DIR"
+CARGO_TARGET_DIR=$(cd "$CARGO_TARGET_DIR" && pwd)
+export CARGO_TARGET_DIR
 GPU_DIR=${SEED_GPU_DIR:-.gpu}
 
 echo "[build-cuda] features $FEATURE, CUDA_HOME=$CUDA_HOME, CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP, target $CARGO_TARGET_DIR" >&2
