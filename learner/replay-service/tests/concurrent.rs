@@ -12,6 +12,19 @@ use seed_replay_service::client::SampleOptions;
 use support::*;
 use tokio::sync::watch;
 
+/// Who wrote an item and as which of their items: (writer, seq).
+type ItemId = (u64, u64);
+
+/// Key -> item, from the writers' acknowledgements, per table.
+#[derive(Default)]
+struct Acked {
+    fifo: HashMap<u64, ItemId>,
+    uniform: HashMap<u64, ItemId>,
+}
+
+/// (key, item) of every row a group of samplers received.
+type Received = Arc<Mutex<Vec<(u64, ItemId)>>>;
+
 const WRITERS: u64 = 3;
 const BATCHES: u64 = 150;
 
@@ -31,8 +44,7 @@ async fn concurrent_clients_see_whole_items_and_fifo_loses_none() {
     let total: u64 = (0..WRITERS)
         .map(|w| (0..BATCHES).map(|i| u64::from(rows_of(w, i))).sum::<u64>())
         .sum();
-    // key -> (writer, seq), per table, from the writers' acknowledgements.
-    let acked: Arc<Mutex<[HashMap<u64, (u64, u64)>; 2]>> = Arc::default();
+    let acked: Arc<Mutex<Acked>> = Arc::default();
 
     let mut writers = Vec::new();
     for w in 0..WRITERS {
@@ -51,8 +63,8 @@ async fn concurrent_clients_see_whole_items_and_fifo_loses_none() {
                 let qk = q.ack().await.unwrap();
                 let mut a = acked.lock().unwrap();
                 for (j, (kq, ku)) in qk.iter().zip(uk.iter()).enumerate() {
-                    a[0].insert(kq, (w, seq + j as u64));
-                    a[1].insert(ku, (w, seq + j as u64));
+                    a.fifo.insert(kq, (w, seq + j as u64));
+                    a.uniform.insert(ku, (w, seq + j as u64));
                 }
                 seq += u64::from(rows);
             }
@@ -61,7 +73,7 @@ async fn concurrent_clients_see_whole_items_and_fifo_loses_none() {
 
     // FIFO samplers read until every item has come out somewhere.
     let (done_tx, done_rx) = watch::channel(false);
-    let received: Arc<Mutex<Vec<(u64, (u64, u64))>>> = Arc::default();
+    let received: Received = Arc::default();
     let mut fifo_samplers = Vec::new();
     for _ in 0..2 {
         let mut c = client(&server).await;
@@ -92,7 +104,7 @@ async fn concurrent_clients_see_whole_items_and_fifo_loses_none() {
     drop(done_tx);
 
     // Uniform samplers: a fixed number of batches each, every row checked.
-    let uniform_seen: Arc<Mutex<Vec<(u64, (u64, u64))>>> = Arc::default();
+    let uniform_seen: Received = Arc::default();
     let mut uniform_samplers = Vec::new();
     for _ in 0..2 {
         let mut c = client(&server).await;
@@ -117,22 +129,24 @@ async fn concurrent_clients_see_whole_items_and_fifo_loses_none() {
     {
         t.await.unwrap();
     }
-    let acked = acked.lock().unwrap();
-    assert_eq!(acked[0].len() as u64, total);
+    {
+        let acked = acked.lock().unwrap();
+        assert_eq!(acked.fifo.len() as u64, total);
 
-    // FIFO: exactly the acknowledged items, each once, under its own key.
-    let received = received.lock().unwrap();
-    assert_eq!(received.len() as u64, total);
-    let mut by_key = HashMap::new();
-    for (k, item) in received.iter() {
-        assert!(by_key.insert(*k, *item).is_none(), "key {k} sampled twice");
-        assert_eq!(acked[0].get(k), Some(item), "key {k}: foreign item");
-    }
-    // Uniform: every row is the item its key was acknowledged for.
-    let seen = uniform_seen.lock().unwrap();
-    assert!(!seen.is_empty());
-    for (k, item) in seen.iter() {
-        assert_eq!(acked[1].get(k), Some(item), "key {k}: foreign item");
+        // FIFO: exactly the acknowledged items, each once, under its own key.
+        let received = received.lock().unwrap();
+        assert_eq!(received.len() as u64, total);
+        let mut by_key = HashMap::new();
+        for (k, item) in received.iter() {
+            assert!(by_key.insert(*k, *item).is_none(), "key {k} sampled twice");
+            assert_eq!(acked.fifo.get(k), Some(item), "key {k}: foreign item");
+        }
+        // Uniform: every row is the item its key was acknowledged for.
+        let seen = uniform_seen.lock().unwrap();
+        assert!(!seen.is_empty());
+        for (k, item) in seen.iter() {
+            assert_eq!(acked.uniform.get(k), Some(item), "key {k}: foreign item");
+        }
     }
     let mut c = client(&server).await;
     let info = c.info(None).await.unwrap();

@@ -212,7 +212,17 @@ impl ReplayClient {
         let mut options = SampleOptions::new(batch_size);
         options.max_batches = 1;
         let mut stream = self.sample_stream(table, options).await?;
-        stream.next().await?.ok_or(ClientError::StreamClosed)
+        let batch = stream.next().await?.ok_or(ClientError::StreamClosed)?;
+        // Read the stream to its end (the trailers follow the batch) rather
+        // than dropping it: a dropped stream is reset, and HTTP/2 servers
+        // close connections that reset streams rapidly (hyper's rapid-reset
+        // guard answers thousands of `sample` calls with GOAWAY).
+        if stream.next().await?.is_some() {
+            return Err(ClientError::Protocol {
+                reason: "a one-batch sample stream sent a second batch".into(),
+            });
+        }
+        Ok(batch)
     }
 
     /// Opens a sample stream.
