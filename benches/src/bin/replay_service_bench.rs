@@ -1,0 +1,256 @@
+//! The replay service over loopback beside the in-process buffer it serves,
+//! in the same run: prints one JSON object.
+//!
+//! `cargo run --release -p seed-benches --bin replay_service_bench [-- --quick]`
+//!
+//! It starts the service itself (in this process, on a loopback TCP port)
+//! with a uniform table of 100k items of one 3x4 `f32` field, filled
+//! through the service, then alternates, `--runs` times, in-process and
+//! service measurements and reports medians:
+//! - `sample128_p50_us`, `sample128_p99_us`: one `sample(128)` round trip
+//!   (`ReplayClient::sample`: a stream opened, one batch, closed);
+//! - `sample128_items_per_s`, `sample128_stream_us_per_batch`: a pipelined
+//!   client (one sample stream, `--in-flight` batches prepared ahead);
+//! - `insert_items_per_s` by batch size 1/100/1000: one `Inserter` with
+//!   `--window` batches in flight;
+//! - the same figures of the in-process buffer (`inprocess_*`), and the
+//!   ratios.
+//!
+//! Client and server share the machine's cores (and, here, one runtime),
+//! so the service figures include the client's cost.
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::Parser;
+use hdrhistogram::Histogram;
+use seed_replay::{FieldRef, Values};
+use seed_replay_service::client::{ClientOptions, SampleOptions};
+use seed_replay_service::{InsertBatch, ReplayClient, ServerOptions, ServiceConfig};
+use serde_json::{json, Map, Value};
+
+#[derive(Parser, Debug)]
+#[command(about = "Replay service benchmark over loopback; prints one JSON object")]
+struct Args {
+    /// Fewer iterations (a smoke run, noisier figures).
+    #[arg(long)]
+    quick: bool,
+    /// Alternating runs of every measurement; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Batches a pipelined sample stream has prepared ahead.
+    #[arg(long, default_value_t = 8)]
+    in_flight: u32,
+    /// Insert batches in flight on one stream.
+    #[arg(long, default_value_t = 16)]
+    window: usize,
+    /// Async worker threads of the runtime serving and measuring.
+    #[arg(long, default_value_t = 2)]
+    worker_threads: usize,
+}
+
+const ITEMS: usize = 100_000;
+const BATCH: u32 = 128;
+
+fn config() -> Result<ServiceConfig> {
+    let table = |name: &str| {
+        format!(
+            r#"{{"name": "{name}", "capacity": {ITEMS}, "sampler": {{"kind": "uniform"}},
+                "fields": [{{"name": "obs", "dtype": "f32", "shape": [3, 4]}}]}}"#
+        )
+    };
+    Ok(ServiceConfig::from_json(&format!(
+        r#"{{"tables": [{}, {}]}}"#,
+        table("sample"),
+        table("insert")
+    ))?)
+}
+
+fn obs_batch(rows: usize, seed: usize) -> Vec<f32> {
+    (0..rows * 12).map(|i| (seed + i) as f32).collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+struct Latency {
+    p50_us: f64,
+    p99_us: f64,
+}
+
+fn latency(h: &Histogram<u64>) -> Latency {
+    Latency {
+        p50_us: h.value_at_quantile(0.5) as f64 / 1e3,
+        p99_us: h.value_at_quantile(0.99) as f64 / 1e3,
+    }
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.worker_threads)
+        .enable_all()
+        .build()?;
+    runtime.block_on(run(args))
+}
+
+async fn run(args: Args) -> Result<()> {
+    let (round_trips, stream_batches, inproc_calls) = if args.quick {
+        (300, 2_000, 5_000)
+    } else {
+        (2_000, 20_000, 50_000)
+    };
+    let server = seed_replay_service::start(config()?, ServerOptions::default()).await?;
+    let mut client = ReplayClient::connect(&server.url(false), ClientOptions::default()).await?;
+    let sample_table = server
+        .service()
+        .table("sample")
+        .ok_or_else(|| anyhow::anyhow!("no table `sample`"))?;
+    let insert_table = server
+        .service()
+        .table("insert")
+        .ok_or_else(|| anyhow::anyhow!("no table `insert`"))?;
+
+    // Fill through the service.
+    let mut ins = client.inserter("sample").await?;
+    for i in 0..ITEMS / 1000 {
+        let b = InsertBatch::new(1000).f32("obs", &[3, 4], &obs_batch(1000, i * 1000))?;
+        ins.insert(b).await?;
+    }
+    drop(ins);
+
+    let mut rt_p50 = Vec::new();
+    let mut rt_p99 = Vec::new();
+    let mut stream_items = Vec::new();
+    let mut stream_p50 = Vec::new();
+    let mut local_p50 = Vec::new();
+    let mut local_p99 = Vec::new();
+    let mut local_items = Vec::new();
+    let sizes = [1usize, 100, 1000];
+    let mut insert_service: Vec<Vec<f64>> = vec![Vec::new(); sizes.len()];
+    let mut insert_local: Vec<Vec<f64>> = vec![Vec::new(); sizes.len()];
+
+    for _ in 0..args.runs {
+        // In-process sample(128) from the served table's own buffer.
+        let buffer = sample_table.buffer();
+        let mut batch = buffer.new_batch(BATCH as usize);
+        let mut h = Histogram::<u64>::new(3)?;
+        let start = Instant::now();
+        for _ in 0..inproc_calls {
+            let t = Instant::now();
+            buffer.sample_into(&mut batch, BATCH as usize)?;
+            h.record(t.elapsed().as_nanos() as u64)?;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let l = latency(&h);
+        local_p50.push(l.p50_us);
+        local_p99.push(l.p99_us);
+        local_items.push(inproc_calls as f64 * f64::from(BATCH) / secs);
+
+        // Service: round trips.
+        let mut h = Histogram::<u64>::new(3)?;
+        for _ in 0..round_trips {
+            let t = Instant::now();
+            let b = client.sample("sample", BATCH).await?;
+            h.record(t.elapsed().as_nanos() as u64)?;
+            anyhow::ensure!(b.rows() == BATCH as usize, "short batch");
+        }
+        let l = latency(&h);
+        rt_p50.push(l.p50_us);
+        rt_p99.push(l.p99_us);
+
+        // Service: one pipelined stream.
+        let mut opts = SampleOptions::new(BATCH);
+        opts.max_batches = stream_batches;
+        opts.max_in_flight = args.in_flight;
+        let mut stream = client.sample_stream("sample", opts).await?;
+        let mut h = Histogram::<u64>::new(3)?;
+        let start = Instant::now();
+        let mut last = start;
+        let mut items = 0u64;
+        while let Some(b) = stream.next().await? {
+            let now = Instant::now();
+            h.record(now.duration_since(last).as_nanos() as u64)?;
+            last = now;
+            items += b.rows() as u64;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        stream_items.push(items as f64 / secs);
+        stream_p50.push(latency(&h).p50_us);
+
+        // Inserts at 1 / 100 / 1000 rows per batch, in-process then service.
+        for (s, &rows) in sizes.iter().enumerate() {
+            let total = if args.quick { 20_000 } else { 100_000 }.max(rows * 50);
+            let batches = total / rows;
+            let obs = obs_batch(rows, 0);
+            let shape = [rows, 3, 4];
+            let fields = [FieldRef::new(&shape, Values::F32(&obs))];
+            let start = Instant::now();
+            for _ in 0..batches {
+                insert_table.buffer().insert_batch(&fields, rows)?;
+            }
+            insert_local[s].push((batches * rows) as f64 / start.elapsed().as_secs_f64());
+
+            let template = InsertBatch::new(rows as u32).f32("obs", &[3, 4], &obs)?;
+            let mut ins = client.inserter("insert").await?;
+            let start = Instant::now();
+            for _ in 0..batches {
+                if ins.pending() >= args.window {
+                    ins.ack().await?;
+                }
+                ins.send(template.clone()).await?;
+            }
+            while ins.pending() > 0 {
+                ins.ack().await?;
+            }
+            insert_service[s].push((batches * rows) as f64 / start.elapsed().as_secs_f64());
+        }
+    }
+
+    let per_size = |v: &[Vec<f64>]| -> Value {
+        let mut m = Map::new();
+        for (s, &rows) in sizes.iter().enumerate() {
+            m.insert(rows.to_string(), json!(median(v[s].clone()).round()));
+        }
+        Value::Object(m)
+    };
+    let ratio_per_size = {
+        let mut m = Map::new();
+        for (s, &rows) in sizes.iter().enumerate() {
+            m.insert(
+                rows.to_string(),
+                json!(median(insert_service[s].clone()) / median(insert_local[s].clone())),
+            );
+        }
+        Value::Object(m)
+    };
+    let stream_rate = median(stream_items.clone());
+    let out = json!({
+        "items": ITEMS,
+        "item": "3x4 f32",
+        "sampler": "uniform",
+        "runs": args.runs,
+        "quick": args.quick,
+        "transport": "TCP loopback, server and client in one process",
+        "worker_threads": args.worker_threads,
+        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "sample128_p50_us": median(rt_p50),
+        "sample128_p99_us": median(rt_p99),
+        "sample128_items_per_s": stream_rate.round(),
+        "sample128_stream_us_per_batch": 1e6 * f64::from(BATCH) / stream_rate,
+        "sample128_stream_gap_p50_us": median(stream_p50),
+        "sample128_stream_in_flight": args.in_flight,
+        "inprocess_sample128_p50_us": median(local_p50.clone()),
+        "inprocess_sample128_p99_us": median(local_p99),
+        "inprocess_sample128_items_per_s": median(local_items.clone()).round(),
+        "sample128_items_per_s_ratio_to_inprocess": stream_rate / median(local_items),
+        "insert_items_per_s": per_size(&insert_service),
+        "inprocess_insert_items_per_s": per_size(&insert_local),
+        "insert_ratio_to_inprocess": ratio_per_size,
+        "insert_window": args.window,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    server.stop().await?;
+    Ok(())
+}

@@ -1,0 +1,481 @@
+//! The service's configuration file (JSON): the tables to serve, each with
+//! its item layout, capacity, sampler, writer policy, rate limiter, lag cap
+//! and storage, checked once at start-up into [`TableSpec`]s.
+//!
+//! ```json
+//! {
+//!   "checkpoint_dir": "/var/lib/replay/checkpoints",
+//!   "tables": [{
+//!     "name": "experience",
+//!     "capacity": 100000,
+//!     "fields": [
+//!       {"name": "obs", "dtype": "f32", "shape": [3, 4]},
+//!       {"name": "action", "dtype": "i64", "shape": []},
+//!       {"name": "policy_version", "dtype": "u64", "shape": []}
+//!     ],
+//!     "policy_version_field": "policy_version",
+//!     "sampler": {"kind": "prioritized", "alpha": 0.6, "beta": 0.4},
+//!     "writer_policy": {"kind": "overwrite_oldest"},
+//!     "rate_limiter": {"min_size_to_sample": 1000, "samples_per_insert": 4.0, "error_buffer": 400.0},
+//!     "policy_lag": {"max_lag": 8, "action": "drop"},
+//!     "storage_dir": "/var/lib/replay/experience"
+//!   }]
+//! }
+//! ```
+//!
+//! Samplers (`kind`): `fifo`, `max_times_sampled` (`max_times`), `uniform`,
+//! `uniform_without_replacement`, `recent` (`window`), `prioritized`
+//! (`alpha` 0.6, `beta` 0.4, `eps` 1e-6 by default). Writer policies:
+//! `overwrite_oldest` (default), `drop_oldest`, `block` (`timeout_ms`). Rate
+//! limiter: `min_size_to_sample` alone (Reverb's `MinSize`), or with
+//! `samples_per_insert` and `error_buffer` (Reverb's `SampleToInsertRatio`).
+//! Lag cap: `action` `drop` or `down_weight` with `weight`. `storage_dir`:
+//! a memory-mapped table directory, created when absent and reopened with
+//! its items when present; without it the table lives in memory. Every key
+//! is checked: an unknown one is an error naming it, not a silent default.
+//!
+//! Why JSON: the workspace already parses it (`serde_json`) and the same
+//! file can be written by a Python launcher without a TOML library.
+//! Cost: parsed once at start-up.
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use seed_replay::{
+    DType, ItemLayout, LagAction, PolicyLagCap, PrioritizedConfig, RateLimiterConfig, ReplayConfig,
+    SamplerConfig, WriterPolicy,
+};
+use serde::Deserialize;
+
+use crate::error::ConfigError;
+
+/// How long an insert waits for room (rate limiter) before its stream ends
+/// with `DEADLINE_EXCEEDED`, unless the table says otherwise.
+pub const DEFAULT_INSERT_TIMEOUT_MS: u64 = 60_000;
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfigFile {
+    /// Where `Checkpoint` writes `<table>.seedrpl`; without it the RPC is
+    /// refused.
+    #[serde(default)]
+    pub checkpoint_dir: Option<PathBuf>,
+    pub tables: Vec<TableConfigFile>,
+}
+
+/// One table as written in the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableConfigFile {
+    pub name: String,
+    pub capacity: usize,
+    pub fields: Vec<FieldConfig>,
+    #[serde(default)]
+    pub policy_version_field: Option<String>,
+    pub sampler: SamplerFile,
+    #[serde(default)]
+    pub writer_policy: WriterPolicyFile,
+    #[serde(default)]
+    pub rate_limiter: Option<RateLimiterFile>,
+    #[serde(default)]
+    pub policy_lag: Option<PolicyLagFile>,
+    /// Seed of the sampling randomness.
+    #[serde(default)]
+    pub seed: u64,
+    #[serde(default)]
+    pub storage_dir: Option<PathBuf>,
+    /// How long an insert waits for the rate limiter.
+    #[serde(default)]
+    pub insert_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldConfig {
+    pub name: String,
+    /// `u8`, `bool`, `u32`, `i32`, `f32`, `u64`, `i64`, `f64`.
+    pub dtype: String,
+    /// Shape of one item's value; `[]` is a scalar.
+    pub shape: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SamplerFile {
+    Fifo,
+    MaxTimesSampled {
+        max_times: u32,
+    },
+    Uniform,
+    UniformWithoutReplacement,
+    Recent {
+        window: usize,
+    },
+    Prioritized {
+        #[serde(default)]
+        alpha: Option<f64>,
+        #[serde(default)]
+        beta: Option<f64>,
+        #[serde(default)]
+        eps: Option<f64>,
+    },
+    /// Named so that the error says why it is refused.
+    Grouped,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WriterPolicyFile {
+    #[default]
+    OverwriteOldest,
+    DropOldest,
+    Block {
+        timeout_ms: u64,
+    },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimiterFile {
+    pub min_size_to_sample: usize,
+    #[serde(default)]
+    pub samples_per_insert: Option<f64>,
+    #[serde(default)]
+    pub error_buffer: Option<f64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyLagFile {
+    pub max_lag: u64,
+    /// `drop` or `down_weight`.
+    pub action: String,
+    /// The factor for `down_weight`.
+    #[serde(default)]
+    pub weight: Option<f32>,
+}
+
+/// The service's checked configuration.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    pub checkpoint_dir: Option<PathBuf>,
+    pub tables: Vec<TableSpec>,
+}
+
+/// One table, checked: what the server builds a buffer from.
+#[derive(Debug, Clone)]
+pub struct TableSpec {
+    pub name: String,
+    pub layout: ItemLayout,
+    pub replay: ReplayConfig,
+    pub storage_dir: Option<PathBuf>,
+    pub insert_timeout: Duration,
+}
+
+impl ServiceConfig {
+    /// Reads and checks a config file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_json(&text).map_err(|e| match e {
+            ConfigError::Parse { reason, .. } => ConfigError::Parse {
+                path: path.to_owned(),
+                reason,
+            },
+            other => other,
+        })
+    }
+
+    /// Parses and checks the file's text.
+    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
+        let file: ServiceConfigFile =
+            serde_json::from_str(text).map_err(|e| ConfigError::Parse {
+                path: PathBuf::from("<text>"),
+                reason: e.to_string(),
+            })?;
+        file.check()
+    }
+}
+
+impl ServiceConfigFile {
+    /// Every table checked (a buffer config that `ReplayBuffer::new` would
+    /// accept), names unique and usable as file names.
+    pub fn check(self) -> Result<ServiceConfig, ConfigError> {
+        if self.tables.is_empty() {
+            return Err(ConfigError::Service {
+                reason: "`tables` is empty: nothing to serve".into(),
+            });
+        }
+        let mut names = HashSet::new();
+        let mut dirs = HashSet::new();
+        let mut tables = Vec::with_capacity(self.tables.len());
+        for t in self.tables {
+            let spec = t.check()?;
+            if !names.insert(spec.name.clone()) {
+                return Err(ConfigError::Service {
+                    reason: format!("table `{}` is declared twice", spec.name),
+                });
+            }
+            if let Some(d) = &spec.storage_dir {
+                if !dirs.insert(d.clone()) {
+                    return Err(ConfigError::Table {
+                        table: spec.name,
+                        setting: "storage_dir",
+                        reason: format!("{} is used by another table", d.display()),
+                    });
+                }
+            }
+            tables.push(spec);
+        }
+        Ok(ServiceConfig {
+            checkpoint_dir: self.checkpoint_dir,
+            tables,
+        })
+    }
+}
+
+impl TableConfigFile {
+    fn check(self) -> Result<TableSpec, ConfigError> {
+        let name = self.name.clone();
+        let err = |setting: &'static str, reason: String| ConfigError::Table {
+            table: name.clone(),
+            setting,
+            reason,
+        };
+        let valid_name = !self.name.is_empty()
+            && self.name.len() <= 128
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid_name {
+            return Err(err(
+                "name",
+                "must be 1 to 128 of A-Z, a-z, 0-9, `_`, `-` (it names the checkpoint file)".into(),
+            ));
+        }
+        let mut builder = ItemLayout::builder();
+        for f in &self.fields {
+            let dtype = parse_dtype(&f.dtype).ok_or_else(|| {
+                err(
+                    "fields",
+                    format!(
+                        "field `{}`: dtype `{}` is not one of u8, bool, u32, i32, f32, u64, i64, f64",
+                        f.name, f.dtype
+                    ),
+                )
+            })?;
+            builder = builder.field(&f.name, dtype, &f.shape);
+        }
+        if let Some(p) = &self.policy_version_field {
+            builder = builder.policy_version_field(p);
+        }
+        let layout = builder.build().map_err(|e| err("fields", e.to_string()))?;
+        let sampler = match self.sampler {
+            SamplerFile::Fifo => SamplerConfig::Fifo,
+            SamplerFile::MaxTimesSampled { max_times } => {
+                SamplerConfig::MaxTimesSampled { max_times }
+            }
+            SamplerFile::Uniform => SamplerConfig::Uniform,
+            SamplerFile::UniformWithoutReplacement => SamplerConfig::UniformWithoutReplacement,
+            SamplerFile::Recent { window } => SamplerConfig::Recent { window },
+            SamplerFile::Prioritized { alpha, beta, eps } => {
+                let d = PrioritizedConfig::default();
+                SamplerConfig::Prioritized(PrioritizedConfig {
+                    alpha: alpha.unwrap_or(d.alpha),
+                    beta: beta.unwrap_or(d.beta),
+                    eps: eps.unwrap_or(d.eps),
+                })
+            }
+            SamplerFile::Grouped => {
+                return Err(err(
+                    "sampler",
+                    "grouped tables are not served yet (they need group ids and group \
+                     completion on the wire); use the in-process buffer"
+                        .into(),
+                ))
+            }
+        };
+        let writer_policy = match self.writer_policy {
+            WriterPolicyFile::OverwriteOldest => WriterPolicy::OverwriteOldest,
+            WriterPolicyFile::DropOldest => WriterPolicy::DropOldest,
+            WriterPolicyFile::Block { timeout_ms } => WriterPolicy::Block {
+                timeout: Duration::from_millis(timeout_ms),
+            },
+        };
+        // Settings are added one at a time and the buffer's own check run
+        // after each, so an error names the setting that made it fail.
+        let check = |config: &ReplayConfig, setting: &'static str| {
+            config
+                .validate_for(&layout)
+                .map_err(|e| err(setting, e.to_string()))
+        };
+        if self.capacity == 0 || self.capacity > u32::MAX as usize {
+            return Err(err(
+                "capacity",
+                format!("must be in 1..=4294967295, is {}", self.capacity),
+            ));
+        }
+        let mut replay = ReplayConfig::new(self.capacity, sampler).with_seed(self.seed);
+        check(&replay, "sampler")?;
+        replay = replay.with_writer_policy(writer_policy);
+        check(&replay, "writer_policy")?;
+        if let Some(l) = self.rate_limiter {
+            let limiter = match (l.samples_per_insert, l.error_buffer) {
+                (None, None) => RateLimiterConfig::min_size(l.min_size_to_sample),
+                (Some(spi), Some(eb)) => {
+                    RateLimiterConfig::sample_to_insert_ratio(spi, l.min_size_to_sample, eb)
+                }
+                _ => {
+                    return Err(err(
+                        "rate_limiter",
+                        "give `samples_per_insert` and `error_buffer` together, or neither".into(),
+                    ))
+                }
+            };
+            replay = replay.with_rate_limiter(limiter);
+            check(&replay, "rate_limiter")?;
+        }
+        if let Some(p) = self.policy_lag {
+            let action = match (p.action.as_str(), p.weight) {
+                ("drop", None) => LagAction::Drop,
+                ("down_weight", Some(w)) => LagAction::DownWeight(w),
+                ("drop", Some(_)) => {
+                    return Err(err(
+                        "policy_lag",
+                        "`weight` is only for action `down_weight`".into(),
+                    ))
+                }
+                ("down_weight", None) => {
+                    return Err(err(
+                        "policy_lag",
+                        "action `down_weight` needs a `weight`".into(),
+                    ))
+                }
+                (other, _) => {
+                    return Err(err(
+                        "policy_lag",
+                        format!("action `{other}` is not `drop` or `down_weight`"),
+                    ))
+                }
+            };
+            replay = replay.with_policy_lag(PolicyLagCap {
+                max_lag: p.max_lag,
+                action,
+            });
+            check(&replay, "policy_lag")?;
+        }
+        Ok(TableSpec {
+            name: self.name,
+            layout,
+            replay,
+            storage_dir: self.storage_dir,
+            insert_timeout: Duration::from_millis(
+                self.insert_timeout_ms.unwrap_or(DEFAULT_INSERT_TIMEOUT_MS),
+            ),
+        })
+    }
+}
+
+fn parse_dtype(s: &str) -> Option<DType> {
+    Some(match s {
+        "u8" => DType::U8,
+        "bool" => DType::Bool,
+        "u32" => DType::U32,
+        "i32" => DType::I32,
+        "f32" => DType::F32,
+        "u64" => DType::U64,
+        "i64" => DType::I64,
+        "f64" => DType::F64,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(extra: &str) -> String {
+        format!(
+            r#"{{"tables": [{{"name": "t", "capacity": 8,
+                "fields": [{{"name": "obs", "dtype": "f32", "shape": [3, 4]}},
+                           {{"name": "v", "dtype": "u64", "shape": []}}],
+                {extra}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn a_full_table_parses_into_the_buffer_config() {
+        let c = ServiceConfig::from_json(&table(
+            r#""policy_version_field": "v",
+               "sampler": {"kind": "prioritized", "alpha": 0.5},
+               "rate_limiter": {"min_size_to_sample": 2, "samples_per_insert": 2.0, "error_buffer": 8.0},
+               "policy_lag": {"max_lag": 3, "action": "down_weight", "weight": 0.5},
+               "seed": 7"#,
+        ))
+        .unwrap();
+        let t = &c.tables[0];
+        assert_eq!(t.layout.item_bytes(), 56);
+        assert_eq!(t.layout.policy_version_field(), Some(1));
+        assert!(matches!(
+            t.replay.sampler,
+            SamplerConfig::Prioritized(PrioritizedConfig { alpha, beta, .. }) if alpha == 0.5 && beta == 0.4
+        ));
+        assert_eq!(t.replay.seed, 7);
+        assert!(t.replay.rate_limiter.is_some());
+        assert_eq!(
+            t.replay.policy_lag.map(|p| p.action),
+            Some(LagAction::DownWeight(0.5))
+        );
+    }
+
+    #[test]
+    fn errors_name_the_table_and_setting() {
+        let cases = [
+            (r#""sampler": {"kind": "grouped"}"#, "`sampler`"),
+            (r#""sampler": {"kind": "recent", "window": 9}"#, "`sampler`"),
+            (
+                r#""sampler": {"kind": "uniform"}, "writer_policy": {"kind": "block", "timeout_ms": 5}"#,
+                "`writer_policy`",
+            ),
+            (
+                r#""sampler": {"kind": "fifo"}, "rate_limiter": {"min_size_to_sample": 99}"#,
+                "`rate_limiter`",
+            ),
+            (
+                r#""sampler": {"kind": "fifo"}, "policy_lag": {"max_lag": 1, "action": "drop"}"#,
+                "`policy_lag`",
+            ),
+        ];
+        for (extra, setting) in cases {
+            let e = ServiceConfig::from_json(&table(extra))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("table `t`") && e.contains(setting),
+                "{extra}: {e}"
+            );
+        }
+        let e = ServiceConfig::from_json(&table(r#""sampler": {"kind": "fifo"}, "colour": 1"#))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("colour"), "{e}");
+        let e = ServiceConfig::from_json(
+            r#"{"tables": [{"name": "t", "capacity": 8, "sampler": {"kind": "fifo"},
+                "fields": [{"name": "x", "dtype": "f16", "shape": []}]}]}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("f16") && e.contains("`fields`"), "{e}");
+        let e = ServiceConfig::from_json(
+            r#"{"tables": [{"name": "../etc", "capacity": 8, "sampler": {"kind": "fifo"},
+                "fields": [{"name": "x", "dtype": "f32", "shape": []}]}]}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`name`"), "{e}");
+    }
+}

@@ -1,0 +1,62 @@
+//! The replay buffer as a network service: `seed.v1.Replay`
+//! (`proto/seed/v1/replay.proto`) serving [`seed_replay`] tables to many
+//! processes, and [`client::ReplayClient`], its Rust client.
+//!
+//! # Why a separate `replay-server` binary
+//! The service is its own crate and binary rather than a `learner
+//! replay-server` subcommand: it depends on the buffer, tonic and the
+//! shared TLS helpers only, so it builds and runs on a CPU host without the
+//! learner's model stack (candle), its flags and its start-up; and the
+//! learner may later use a remote table as a client of this crate without
+//! the service importing anything of the learner (data flows replay ->
+//! learner, never back).
+//!
+//! # Running it
+//! ```text
+//! replay-server --config tables.json [--listen 127.0.0.1:50061] [--token T]
+//!               [--tls-cert C --tls-key K [--tls-client-ca CA]]
+//!               [--max-message-bytes N] [--restore]
+//! ```
+//! The config file ([`config`]) declares each table: fields (name, dtype,
+//! shape), capacity, sampler, writer policy, rate limiter, lag cap, storage.
+//!
+//! # The protocol in short
+//! - `Insert`: a bidirectional stream; each request is one batch of `rows`
+//!   items (one little-endian block per field) and gets one reply with its
+//!   keys, in order, so a writer can keep batches in flight.
+//! - `Sample`: a server stream of batches of `batch_size`; at most
+//!   `max_in_flight` are prepared ahead of what HTTP/2 flow control lets
+//!   the server send (see `server/sample_stream.rs`), so a slow reader
+//!   never makes the server buffer without bound.
+//! - `UpdatePriorities`, `SetPolicyVersion`, `Info`, `Checkpoint`: unary.
+//!
+//! A bad request (unknown table or field, wrong dtype, shape or byte
+//! length, an oversize message) ends only its own call with
+//! `INVALID_ARGUMENT` (`NOT_FOUND` for a table, `RESOURCE_EXHAUSTED` or
+//! `OUT_OF_RANGE` for tonic's message limit) and a message naming the
+//! field; batches acknowledged before it stay stored, other clients go on.
+//!
+//! # Modules, bottom first
+//! `pb` (generated), `wire_dtype`, `error`, `token` (leaves); `config`;
+//! `server` (tables, the service, TLS, start-up); `client` (imports only
+//! the leaves, never `server`).
+//!
+//! Bytes travel little-endian and the buffer stores native-endian words:
+//! the crate builds for little-endian targets only.
+#[cfg(target_endian = "big")]
+compile_error!(
+    "seed-replay-service sends native bytes as little-endian: little-endian targets only"
+);
+
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod pb;
+pub mod server;
+pub mod token;
+pub mod wire_dtype;
+
+pub use client::{InsertBatch, ReplayClient, SampledBatch};
+pub use config::{ServiceConfig, TableSpec};
+pub use error::{ClientError, ConfigError, RequestError, ServeError};
+pub use server::{start, RunningServer, ServerOptions};

@@ -1,0 +1,128 @@
+//! The `replay-server` binary: parses flags, sets up logging, serves the
+//! configured tables until Ctrl-C or SIGTERM, and maps the outcome to an
+//! exit code (0 clean stop, 1 error).
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use seed_replay_service::server::{ServerTls, DEFAULT_LISTEN};
+use seed_replay_service::{ServerOptions, ServiceConfig};
+use seed_shared::logging::{init_logging, LogFormat};
+use tracing::{error, info};
+
+/// Serves replay tables over gRPC (`seed.v1.Replay`).
+#[derive(Debug, Parser)]
+#[command(name = "replay-server", version)]
+struct Flags {
+    /// The tables to serve: a JSON file (see the crate docs for its keys).
+    #[arg(long)]
+    config: PathBuf,
+    /// TCP address to listen on (port 0: any free port).
+    #[arg(long, default_value = DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// Shared secret every call must carry (`authorization: Bearer`).
+    #[arg(long, env = "SEED_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Serve TLS with this certificate chain (PEM, leaf first).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by these CAs (mutual TLS).
+    #[arg(long, requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// Largest message accepted or sent, in bytes (an insert batch, a
+    /// sample reply).
+    #[arg(long, default_value_t = seed_shared::DEFAULT_MAX_MESSAGE_BYTES)]
+    max_message_bytes: usize,
+    /// Restore in-memory tables from their checkpoints in the config's
+    /// `checkpoint_dir`, where one exists.
+    #[arg(long)]
+    restore: bool,
+    /// Async worker threads (default: one per core).
+    #[arg(long)]
+    worker_threads: Option<usize>,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+fn main() -> ExitCode {
+    let flags = Flags::parse();
+    init_logging(flags.log_format);
+    match run(flags) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(flags: Flags) -> anyhow::Result<()> {
+    let config = ServiceConfig::from_file(&flags.config)?;
+    let tls = match (&flags.tls_cert, &flags.tls_key) {
+        (Some(c), Some(k)) => Some(ServerTls::from_files(c, k, flags.tls_client_ca.as_deref())?),
+        _ => None,
+    };
+    if flags.max_message_bytes < 1024 {
+        anyhow::bail!(
+            "--max-message-bytes {} is below 1024 bytes",
+            flags.max_message_bytes
+        );
+    }
+    let options = ServerOptions {
+        listen: flags.listen,
+        token: flags.token,
+        tls,
+        max_message_bytes: flags.max_message_bytes,
+        restore: flags.restore,
+    };
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if let Some(n) = flags.worker_threads {
+        if n == 0 {
+            anyhow::bail!("--worker-threads must be at least 1");
+        }
+        runtime.worker_threads(n);
+    }
+    let runtime = runtime.build().context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let mut server = seed_replay_service::start(config, options).await?;
+        tokio::select! {
+            r = server.wait() => r?,
+            _ = shutdown_signal() => {
+                info!("stopping");
+                server.stop().await?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

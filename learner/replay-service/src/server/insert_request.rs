@@ -1,0 +1,237 @@
+//! One `InsertRequest` checked against its table and stored.
+//!
+//! Every check happens before anything is stored, and each failure names the
+//! request field at fault (`fields["obs"].shape`, `priorities`), so a bad
+//! batch stores nothing and the client learns exactly what to fix. Blocks
+//! are matched to the layout by name (any order); the bytes go to the
+//! buffer as they arrived (`Values::Raw`), with no per-element decoding.
+//! Cost: a name lookup per field, one copy of the bytes into the slots.
+use std::time::Duration;
+
+use seed_replay::{FieldRef, ItemKey, ReplayError, Values};
+
+use crate::error::RequestError;
+use crate::pb::{InsertReply, InsertRequest};
+use crate::server::table::Table;
+use crate::wire_dtype;
+
+/// The blocks of a checked request in layout order, with their shapes
+/// (`[rows, ...shape]`), borrowing the request's bytes.
+struct CheckedFields<'a> {
+    shapes: Vec<Vec<usize>>,
+    data: Vec<&'a [u8]>,
+}
+
+/// Checks `req` against `table` (everything but the table name, which the
+/// stream checked) and returns its fields in layout order.
+fn check<'a>(
+    table: &Table,
+    req: &'a InsertRequest,
+    policy_bytes: &'a [u8],
+) -> Result<CheckedFields<'a>, RequestError> {
+    let layout = table.buffer.layout();
+    let rows = req.rows as usize;
+    if rows == 0 {
+        return Err(RequestError::invalid("rows", "must be at least 1"));
+    }
+    if rows > table.buffer.capacity() {
+        return Err(RequestError::invalid(
+            "rows",
+            format!(
+                "{rows} rows exceed the capacity of table `{}` ({})",
+                table.name,
+                table.buffer.capacity()
+            ),
+        ));
+    }
+    for (i, block) in req.fields.iter().enumerate() {
+        if layout.field(&block.name).is_none() {
+            let known: Vec<&str> = layout.fields().iter().map(|f| f.name()).collect();
+            return Err(RequestError::invalid(
+                format!("fields[{i}].name"),
+                format!(
+                    "table `{}` has no field `{}` (fields: {})",
+                    table.name,
+                    block.name,
+                    known.join(", ")
+                ),
+            ));
+        }
+        if req.fields[..i].iter().any(|b| b.name == block.name) {
+            return Err(RequestError::invalid(
+                format!("fields[\"{}\"]", block.name),
+                "given twice",
+            ));
+        }
+    }
+    let pv_field = layout.policy_version_field();
+    if !req.policy_versions.is_empty() {
+        let Some(pv) = pv_field else {
+            return Err(RequestError::invalid(
+                "policy_versions",
+                format!("table `{}` has no policy-version field", table.name),
+            ));
+        };
+        if req.policy_versions.len() != rows {
+            return Err(RequestError::invalid(
+                "policy_versions",
+                format!("{} values for {rows} rows", req.policy_versions.len()),
+            ));
+        }
+        let name = layout.fields()[pv].name();
+        if req.fields.iter().any(|b| b.name == name) {
+            return Err(RequestError::invalid(
+                "policy_versions",
+                format!("given together with field `{name}`, which holds the same values"),
+            ));
+        }
+    }
+    if !req.priorities.is_empty() {
+        if !matches!(
+            table.buffer.config().sampler,
+            seed_replay::SamplerConfig::Prioritized(_)
+        ) {
+            return Err(RequestError::invalid(
+                "priorities",
+                format!("table `{}` is not prioritized", table.name),
+            ));
+        }
+        if req.priorities.len() != rows {
+            return Err(RequestError::invalid(
+                "priorities",
+                format!("{} values for {rows} rows", req.priorities.len()),
+            ));
+        }
+    }
+    let mut checked = CheckedFields {
+        shapes: Vec::with_capacity(layout.fields().len()),
+        data: Vec::with_capacity(layout.fields().len()),
+    };
+    for (index, spec) in layout.fields().iter().enumerate() {
+        let mut shape = Vec::with_capacity(spec.shape().len() + 1);
+        shape.push(rows);
+        shape.extend_from_slice(spec.shape());
+        checked.shapes.push(shape);
+        if Some(index) == pv_field && !req.policy_versions.is_empty() {
+            checked.data.push(policy_bytes);
+            continue;
+        }
+        let Some(block) = req.fields.iter().find(|b| b.name == spec.name()) else {
+            return Err(RequestError::invalid(
+                format!("fields[\"{}\"]", spec.name()),
+                format!("missing: table `{}` stores it", table.name),
+            ));
+        };
+        let at = |what: &str| format!("fields[\"{}\"].{what}", spec.name());
+        match wire_dtype::from_wire(block.dtype) {
+            Some(d) if d == spec.dtype() => {}
+            _ => {
+                return Err(RequestError::invalid(
+                    at("dtype"),
+                    format!(
+                        "{}, table `{}` stores {}",
+                        wire_dtype::wire_name(block.dtype),
+                        table.name,
+                        wire_dtype::name(spec.dtype())
+                    ),
+                ))
+            }
+        }
+        if block.shape.len() != spec.shape().len()
+            || block
+                .shape
+                .iter()
+                .zip(spec.shape())
+                .any(|(&a, &b)| a as usize != b)
+        {
+            return Err(RequestError::invalid(
+                at("shape"),
+                format!(
+                    "{:?} per item, table `{}` stores {:?}",
+                    block.shape,
+                    table.name,
+                    spec.shape()
+                ),
+            ));
+        }
+        let expected = rows * spec.num_bytes();
+        if block.data.len() != expected {
+            return Err(RequestError::invalid(
+                at("data"),
+                format!(
+                    "{} bytes, {rows} rows of {:?} {} need {expected}",
+                    block.data.len(),
+                    spec.shape(),
+                    wire_dtype::name(spec.dtype())
+                ),
+            ));
+        }
+        checked.data.push(&block.data);
+    }
+    Ok(checked)
+}
+
+/// Checks and stores `req` in `table`, waiting up to `wait` for room when
+/// the writer policy or the rate limiter asks it to (`Duration::ZERO`: do
+/// not wait; the caller retries off the async workers).
+pub(crate) fn insert(
+    table: &Table,
+    req: &InsertRequest,
+    wait: Duration,
+) -> Result<InsertReply, RequestError> {
+    let policy_bytes: Vec<u8> = req
+        .policy_versions
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let checked = check(table, req, &policy_bytes)?;
+    let layout = table.buffer.layout();
+    let refs: Vec<FieldRef<'_>> = layout
+        .fields()
+        .iter()
+        .zip(checked.shapes.iter().zip(&checked.data))
+        .map(|(spec, (shape, bytes))| {
+            FieldRef::new(
+                shape,
+                Values::Raw {
+                    dtype: spec.dtype(),
+                    bytes,
+                },
+            )
+        })
+        .collect();
+    let rows = req.rows as usize;
+    let keys = table
+        .buffer
+        .insert_batch_timeout(&refs, rows, wait)
+        .map_err(|source| RequestError::Replay {
+            table: table.name.clone(),
+            source,
+        })?;
+    if !req.priorities.is_empty() {
+        let keys: Vec<ItemKey> = keys.iter().collect();
+        table
+            .buffer
+            .update_priorities(&keys, &req.priorities)
+            .map_err(|source| RequestError::Replay {
+                table: table.name.clone(),
+                source,
+            })?;
+    }
+    Ok(InsertReply {
+        first_key: keys.first.0,
+        count: keys.count as u32,
+    })
+}
+
+/// Whether a refusal only means "not now" (room or the rate limiter): the
+/// insert may be retried with a wait.
+pub(crate) fn must_wait(e: &RequestError) -> bool {
+    matches!(
+        e,
+        RequestError::Replay {
+            source: ReplayError::WouldBlock { .. } | ReplayError::Timeout { .. },
+            ..
+        }
+    )
+}

@@ -1,0 +1,399 @@
+//! [`ReplayService`]: the tonic implementation of `seed.v1.Replay` over a
+//! set of [`Table`]s.
+//!
+//! Each call looks its table up by name in a map built once at start-up
+//! (no lock: tables are fixed for the server's life). A refused request
+//! becomes a [`RequestError`] status for that call or stream only and is
+//! counted in the table's `rejected_requests`; other clients never notice.
+//!
+//! Inserts run on the async workers when the table can never make them
+//! wait (the common case: a copy of the bytes, microseconds); a table with
+//! writer policy `Block` or a rate limiter first tries without waiting and,
+//! when refused for room, waits on a blocking thread.
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use seed_replay::{ItemKey, SamplerConfig};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::error::RequestError;
+use crate::pb::replay_server::Replay;
+use crate::pb::{
+    CheckpointReply, CheckpointRequest, FieldInfo, InfoReply, InfoRequest, InsertReply,
+    InsertRequest, RateLimiterInfo, SampleReply, SampleRequest, SetPolicyVersionReply,
+    SetPolicyVersionRequest, TableInfo, UpdatePrioritiesReply, UpdatePrioritiesRequest,
+};
+use crate::server::closing::stopping;
+use crate::server::insert_request;
+use crate::server::sample_stream;
+use crate::server::table::Table;
+use crate::wire_dtype;
+
+/// Insert replies buffered per stream before the stream task waits for the
+/// client to read them.
+const INSERT_REPLIES_BUFFERED: usize = 64;
+
+/// The service over its tables.
+#[derive(Debug, Clone)]
+pub struct ReplayService {
+    tables: Arc<HashMap<String, Arc<Table>>>,
+    max_message_bytes: usize,
+    /// Set by `close`: open insert and sample streams end with
+    /// `UNAVAILABLE`, so a client holding a stream open cannot keep a
+    /// stopping server waiting.
+    closing: watch::Sender<bool>,
+}
+
+impl ReplayService {
+    pub fn new(tables: Vec<Table>, max_message_bytes: usize) -> Self {
+        ReplayService {
+            tables: Arc::new(
+                tables
+                    .into_iter()
+                    .map(|t| (t.name.clone(), Arc::new(t)))
+                    .collect(),
+            ),
+            max_message_bytes,
+            closing: watch::channel(false).0,
+        }
+    }
+
+    /// The table called `name`, by the service's own handle (tests, the
+    /// benchmark's in-process figure).
+    pub fn table(&self, name: &str) -> Option<Arc<Table>> {
+        self.tables.get(name).cloned()
+    }
+
+    fn lookup(&self, name: &str) -> Result<Arc<Table>, RequestError> {
+        self.tables
+            .get(name)
+            .cloned()
+            .ok_or_else(|| RequestError::UnknownTable {
+                table: name.to_owned(),
+                known: self.known(),
+            })
+    }
+
+    fn known(&self) -> String {
+        let mut names: Vec<&str> = self.tables.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names.join(", ")
+    }
+
+    /// Closes every table: blocked and later calls get `UNAVAILABLE`.
+    pub fn close(&self) {
+        for t in self.tables.values() {
+            t.buffer.close();
+        }
+        self.closing.send_replace(true);
+    }
+}
+
+/// Counts a refusal against `table` and turns it into the call's status.
+fn refuse(table: &Table, e: RequestError) -> Status {
+    table.count_rejected();
+    e.into()
+}
+
+/// Stores one request: without waiting on the worker, then, if the table
+/// says "not now", waiting on a blocking thread.
+async fn insert_one(table: &Arc<Table>, req: InsertRequest) -> Result<InsertReply, RequestError> {
+    if !table.inserts_may_wait {
+        return insert_request::insert(table, &req, Duration::ZERO);
+    }
+    match insert_request::insert(table, &req, Duration::ZERO) {
+        Err(e) if insert_request::must_wait(&e) => {}
+        done => return done,
+    }
+    let t = Arc::clone(table);
+    tokio::task::spawn_blocking(move || insert_request::insert(&t, &req, t.insert_timeout))
+        .await
+        .unwrap_or_else(|e| {
+            Err(RequestError::Precondition {
+                reason: format!("insert failed: {e}"),
+            })
+        })
+}
+
+type ReplyStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl Replay for ReplayService {
+    type InsertStream = ReplyStream<InsertReply>;
+    type SampleStream = ReplyStream<SampleReply>;
+
+    async fn insert(
+        &self,
+        request: Request<Streaming<InsertRequest>>,
+    ) -> Result<Response<Self::InsertStream>, Status> {
+        let mut incoming = request.into_inner();
+        // A task drains the request stream into a bounded channel of
+        // replies (tonic's streaming pattern): a decode error or a
+        // disconnect ends the task, and the reply stream then ends with it.
+        let (tx, rx) = mpsc::channel(INSERT_REPLIES_BUFFERED);
+        let service = self.clone();
+        let mut closing = self.closing.subscribe();
+        tokio::spawn(async move {
+            let mut table: Option<Arc<Table>> = None;
+            loop {
+                let next = tokio::select! {
+                    next = incoming.next() => next,
+                    _ = stopping(&mut closing) => {
+                        let _ = tx.send(Err(Status::unavailable("the replay server is stopping"))).await;
+                        return;
+                    }
+                };
+                let Some(next) = next else { return };
+                let req = match next {
+                    Ok(r) => r,
+                    // Undecodable or oversize message: tonic's status says
+                    // which; the client gets it on the reply stream.
+                    Err(status) => {
+                        if let Some(t) = &table {
+                            t.count_rejected();
+                        }
+                        let _ = tx.send(Err(status)).await;
+                        return;
+                    }
+                };
+                let t = match &table {
+                    Some(t) if t.name == req.table => Arc::clone(t),
+                    Some(t) => {
+                        let e = RequestError::invalid(
+                            "table",
+                            format!(
+                                "`{}`, but this stream inserts into `{}` (one table per stream)",
+                                req.table, t.name
+                            ),
+                        );
+                        let _ = tx.send(Err(refuse(t, e))).await;
+                        return;
+                    }
+                    None => match service.lookup(&req.table) {
+                        Ok(t) => {
+                            table = Some(Arc::clone(&t));
+                            t
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e.into())).await;
+                            return;
+                        }
+                    },
+                };
+                let reply = insert_one(&t, req).await.map_err(|e| refuse(&t, e));
+                let failed = reply.is_err();
+                if tx.send(reply).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn sample(
+        &self,
+        request: Request<SampleRequest>,
+    ) -> Result<Response<Self::SampleStream>, Status> {
+        let req = request.into_inner();
+        let table = self.lookup(&req.table)?;
+        let plan = sample_stream::plan(&table, &req, self.max_message_bytes)
+            .map_err(|e| refuse(&table, e))?;
+        let rx = sample_stream::spawn(table, plan, self.closing.subscribe());
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn update_priorities(
+        &self,
+        request: Request<UpdatePrioritiesRequest>,
+    ) -> Result<Response<UpdatePrioritiesReply>, Status> {
+        let req = request.into_inner();
+        let table = self.lookup(&req.table)?;
+        if !matches!(table.buffer.config().sampler, SamplerConfig::Prioritized(_)) {
+            let e = RequestError::Precondition {
+                reason: format!(
+                    "table `{}` is not prioritized (sampler {}): it has no priorities to update",
+                    table.name,
+                    sampler_name(&table.buffer.config().sampler)
+                ),
+            };
+            return Err(refuse(&table, e));
+        }
+        if req.keys.len() != req.priorities.len() {
+            let e = RequestError::invalid(
+                "priorities",
+                format!(
+                    "{} values for {} keys",
+                    req.priorities.len(),
+                    req.keys.len()
+                ),
+            );
+            return Err(refuse(&table, e));
+        }
+        let keys: Vec<ItemKey> = req.keys.iter().map(|&k| ItemKey(k)).collect();
+        let report = table
+            .buffer
+            .update_priorities(&keys, &req.priorities)
+            .map_err(|source| {
+                refuse(
+                    &table,
+                    RequestError::Replay {
+                        table: table.name.clone(),
+                        source,
+                    },
+                )
+            })?;
+        Ok(Response::new(UpdatePrioritiesReply {
+            applied: report.applied as u32,
+            stale: report.stale as u32,
+            invalid: report.invalid as u32,
+        }))
+    }
+
+    async fn set_policy_version(
+        &self,
+        request: Request<SetPolicyVersionRequest>,
+    ) -> Result<Response<SetPolicyVersionReply>, Status> {
+        let req = request.into_inner();
+        let table = self.lookup(&req.table)?;
+        table.buffer.set_policy_version(req.version);
+        Ok(Response::new(SetPolicyVersionReply {}))
+    }
+
+    async fn info(&self, request: Request<InfoRequest>) -> Result<Response<InfoReply>, Status> {
+        let req = request.into_inner();
+        let mut tables: Vec<Arc<Table>> = if req.table.is_empty() {
+            self.tables.values().cloned().collect()
+        } else {
+            vec![self.lookup(&req.table)?]
+        };
+        tables.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Response::new(InfoReply {
+            tables: tables.iter().map(|t| table_info(t)).collect(),
+        }))
+    }
+
+    async fn checkpoint(
+        &self,
+        request: Request<CheckpointRequest>,
+    ) -> Result<Response<CheckpointReply>, Status> {
+        let req = request.into_inner();
+        let table = self.lookup(&req.table)?;
+        let Some(path) = table.checkpoint_path.clone() else {
+            let e = RequestError::Precondition {
+                reason: "this server has no checkpoint directory (`checkpoint_dir` in its config)"
+                    .into(),
+            };
+            return Err(refuse(&table, e));
+        };
+        // Acquire: a checkpoint that finished before is visible whole.
+        if table.checkpointing.swap(true, Ordering::Acquire) {
+            let e = RequestError::Precondition {
+                reason: format!(
+                    "a checkpoint of table `{}` is already being written",
+                    table.name
+                ),
+            };
+            return Err(refuse(&table, e));
+        }
+        // The buffer's checkpoint copies slot by slot without a lock:
+        // writers and samplers go on; the blocking thread keeps the async
+        // workers free.
+        let t = Arc::clone(&table);
+        let written = tokio::task::spawn_blocking(move || {
+            let r = t.buffer.checkpoint(&path);
+            // Release: pairs with the Acquire swap above.
+            t.checkpointing.store(false, Ordering::Release);
+            r.map(|info| (info, path))
+        })
+        .await
+        .map_err(|e| Status::internal(format!("checkpoint failed: {e}")))?;
+        let (info, path) = written.map_err(|source| {
+            refuse(
+                &table,
+                RequestError::Replay {
+                    table: table.name.clone(),
+                    source,
+                },
+            )
+        })?;
+        tracing::info!(table = %table.name, path = %path.display(), items = info.items, bytes = info.bytes, "checkpoint written");
+        Ok(Response::new(CheckpointReply {
+            path: path.display().to_string(),
+            items: info.items,
+            bytes: info.bytes,
+        }))
+    }
+}
+
+fn sampler_name(s: &SamplerConfig) -> &'static str {
+    match s {
+        SamplerConfig::Fifo => "fifo",
+        SamplerConfig::MaxTimesSampled { .. } => "max_times_sampled",
+        SamplerConfig::Uniform => "uniform",
+        SamplerConfig::UniformWithoutReplacement => "uniform_without_replacement",
+        SamplerConfig::Recent { .. } => "recent",
+        SamplerConfig::Prioritized(_) => "prioritized",
+        SamplerConfig::Grouped => "grouped",
+    }
+}
+
+fn table_info(t: &Table) -> TableInfo {
+    let b = &t.buffer;
+    let stats = b.stats();
+    let layout = b.layout();
+    let limiter = b.config().rate_limiter.map(|l| {
+        let (inserts, samples) = stats
+            .rate_limiter
+            .map_or((0, 0), |c| (c.inserts, c.samples));
+        RateLimiterInfo {
+            inserts,
+            samples,
+            min_size_to_sample: l.min_size_to_sample as u64,
+            samples_per_insert: l.samples_per_insert,
+            min_diff: l.min_diff,
+            max_diff: l.max_diff,
+        }
+    });
+    TableInfo {
+        name: t.name.clone(),
+        sampler: sampler_name(&b.config().sampler).to_owned(),
+        fields: layout
+            .fields()
+            .iter()
+            .map(|f| FieldInfo {
+                name: f.name().to_owned(),
+                dtype: wire_dtype::to_wire(f.dtype()) as i32,
+                shape: f.shape().iter().map(|&d| d as u32).collect(),
+            })
+            .collect(),
+        policy_version_field: layout
+            .policy_version_field()
+            .map(|i| layout.fields()[i].name().to_owned())
+            .unwrap_or_default(),
+        capacity: stats.capacity as u64,
+        stored: stats.stored as u64,
+        available: b.available() as u64,
+        inserted: stats.inserted,
+        sampled: stats.sampled,
+        removed: stats.removed,
+        evicted_unconsumed: stats.evicted_unconsumed,
+        dropped_policy_lag: stats.dropped_policy_lag,
+        stale_priority_updates: stats.stale_priority_updates,
+        invalid_priority_updates: stats.invalid_priority_updates,
+        rate_limiter: limiter,
+        // Relaxed: statistics (see `Table`).
+        sample_streams: t.sample_streams.load(Ordering::Relaxed),
+        sample_flow_control_waits: t.flow_control_waits.load(Ordering::Relaxed),
+        rejected_requests: t.rejected_requests.load(Ordering::Relaxed),
+        storage_dir: t
+            .storage_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+    }
+}

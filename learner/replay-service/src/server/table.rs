@@ -1,0 +1,153 @@
+//! [`Table`]: one served buffer and the service's counters about it.
+//!
+//! Why a wrapper: the buffer knows items; the service also counts its open
+//! sample streams, the times one waited for its client (flow control), the
+//! requests it refused, and whether a checkpoint is being written. Those
+//! counters are plain `Relaxed` atomics: each is a statistic read by `Info`,
+//! ordering nothing. Cost: the buffer's memory plus a few words.
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use seed_replay::{ReplayBuffer, ReplayError, StorageKind, WriterPolicy};
+use tracing::info;
+
+use crate::config::TableSpec;
+use crate::error::ServeError;
+
+/// A served table.
+#[derive(Debug)]
+pub struct Table {
+    pub(crate) name: String,
+    pub(crate) buffer: ReplayBuffer,
+    /// How long an insert waits for room (writer policy `Block` or the rate
+    /// limiter).
+    pub(crate) insert_timeout: Duration,
+    /// Whether an insert can wait: then it runs off the async workers.
+    pub(crate) inserts_may_wait: bool,
+    /// `<checkpoint_dir>/<name>.seedrpl`, if the service has a directory.
+    pub(crate) checkpoint_path: Option<PathBuf>,
+    pub(crate) sample_streams: AtomicU64,
+    pub(crate) flow_control_waits: AtomicU64,
+    pub(crate) rejected_requests: AtomicU64,
+    /// Set while a checkpoint is written; a second request is refused.
+    /// Acquire swap / Release store: the flag guards the file, nothing else.
+    pub(crate) checkpointing: AtomicBool,
+}
+
+impl Table {
+    /// Builds the table's buffer: restored from its checkpoint when
+    /// `restore` is set and the file exists, reopened from its mapped
+    /// directory when that holds one, else new (allocated and first-touched
+    /// now: about 3 s per GiB).
+    pub fn open(
+        spec: TableSpec,
+        checkpoint_dir: Option<&std::path::Path>,
+        restore: bool,
+    ) -> Result<Table, ServeError> {
+        let table_err = |source: ReplayError| ServeError::Table {
+            table: spec.name.clone(),
+            source,
+        };
+        let checkpoint_path = checkpoint_dir.map(|d| d.join(format!("{}.seedrpl", spec.name)));
+        let restorable = checkpoint_path.as_ref().filter(|p| restore && p.exists());
+        let buffer = match (&spec.storage_dir, restorable) {
+            (Some(_), Some(_)) => {
+                return Err(table_err(ReplayError::Config {
+                    reason: "--restore applies to in-memory tables; this table has a \
+                             `storage_dir`, which keeps its items itself"
+                        .into(),
+                }))
+            }
+            (None, Some(path)) => {
+                let b = ReplayBuffer::restore(path, spec.layout.clone(), spec.replay.clone())
+                    .map_err(table_err)?;
+                info!(table = %spec.name, path = %path.display(), items = b.len(), "restored from checkpoint");
+                b
+            }
+            (Some(dir), None) if dir.join("layout.json").exists() => {
+                let b = ReplayBuffer::open_mapped(dir, spec.replay.clone()).map_err(table_err)?;
+                if b.layout() != &spec.layout {
+                    return Err(table_err(ReplayError::Mismatch {
+                        path: dir.clone(),
+                        reason: "the directory's item layout differs from the config's fields"
+                            .into(),
+                    }));
+                }
+                info!(table = %spec.name, dir = %dir.display(), items = b.len(), "reopened mapped table");
+                b
+            }
+            (Some(dir), None) => {
+                std::fs::create_dir_all(dir).map_err(|source| {
+                    table_err(ReplayError::Io {
+                        op: "create directory",
+                        path: dir.clone(),
+                        source,
+                    })
+                })?;
+                ReplayBuffer::create_mapped(dir, spec.layout.clone(), spec.replay.clone())
+                    .map_err(table_err)?
+            }
+            (None, None) => {
+                ReplayBuffer::new(spec.layout.clone(), spec.replay.clone()).map_err(table_err)?
+            }
+        };
+        let inserts_may_wait = matches!(spec.replay.writer_policy, WriterPolicy::Block { .. })
+            || spec.replay.rate_limiter.is_some();
+        let insert_timeout = match spec.replay.writer_policy {
+            WriterPolicy::Block { timeout } => timeout,
+            _ => spec.insert_timeout,
+        };
+        Ok(Table {
+            name: spec.name,
+            buffer,
+            insert_timeout,
+            inserts_may_wait,
+            checkpoint_path,
+            sample_streams: AtomicU64::new(0),
+            flow_control_waits: AtomicU64::new(0),
+            rejected_requests: AtomicU64::new(0),
+            checkpointing: AtomicBool::new(false),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn buffer(&self) -> &ReplayBuffer {
+        &self.buffer
+    }
+
+    /// The mapped directory, if the table has one.
+    pub(crate) fn storage_dir(&self) -> Option<PathBuf> {
+        match self.buffer.storage_kind() {
+            StorageKind::Memory => None,
+            StorageKind::Mapped(d) => Some(d),
+        }
+    }
+
+    pub(crate) fn count_rejected(&self) {
+        // Relaxed: a statistic (module docs).
+        self.rejected_requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Counts an open sample stream for as long as it lives.
+#[derive(Debug)]
+pub(crate) struct StreamGuard(Arc<Table>);
+
+impl StreamGuard {
+    pub(crate) fn new(table: Arc<Table>) -> Self {
+        // Relaxed: a statistic (module docs).
+        table.sample_streams.fetch_add(1, Ordering::Relaxed);
+        StreamGuard(table)
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.sample_streams.fetch_sub(1, Ordering::Relaxed);
+    }
+}
