@@ -114,6 +114,9 @@ pub fn spawn_inference_threads(
 /// - its stream holds every active env slot, so no other stream's request
 ///   can join its batch (the batcher's target is the active slot count less
 ///   the stream's rows not in the request: it would flush it alone);
+/// - its stream has no earlier step batch unanswered (the stream task
+///   checks this before calling: an earlier half still in the batcher
+///   would otherwise be answered after this one);
 /// - it has at most `max_rows` rows (`--inline-max-rows`; a tokio worker
 ///   blocked on a large forward would stall I/O for its other streams);
 /// - there is no [`InferenceSink`] (no training: the unroll builder can

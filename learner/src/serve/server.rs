@@ -612,7 +612,8 @@ impl StreamTask {
             }
             expected_seq += 1;
             spec.validate_step_batch(&batch, num_envs)?;
-            if self.in_flight.fetch_add(1, Ordering::Relaxed) >= MAX_STEP_BATCHES_IN_FLIGHT {
+            let unanswered = self.in_flight.fetch_add(1, Ordering::Relaxed);
+            if unanswered >= MAX_STEP_BATCHES_IN_FLIGHT {
                 return Err(StreamError::TooManyInFlight {
                     limit: MAX_STEP_BATCHES_IN_FLIGHT,
                     seq: batch.seq,
@@ -638,7 +639,17 @@ impl StreamTask {
                 reply: self.tx.clone(),
                 received_at,
             };
-            if let Some(request) = stages.inline.try_infer(request) {
+            // Inline only when every earlier batch of this stream has been
+            // answered: one still queued in the batcher (or being inferred)
+            // would be answered after this one, out of order. `in_flight`
+            // drops only when an answer leaves the reply channel, so 0 here
+            // means nothing of this stream is left upstream of it.
+            let request = if unanswered == 0 {
+                stages.inline.try_infer(request)
+            } else {
+                Some(request)
+            };
+            if let Some(request) = request {
                 stages
                     .batcher
                     .push(request)
