@@ -9,6 +9,7 @@ pub mod error;
 pub mod keepalive;
 pub mod logging;
 pub mod pb;
+pub mod server_tls;
 pub mod spec;
 pub mod tls;
 
