@@ -24,6 +24,7 @@ use seed_learner::infer::exploration::EpsilonSchedule;
 use seed_learner::learn::algo::{Agent, ImpalaLossConfig, R2d2Config, VTraceClip};
 use seed_learner::learn::config::{
     CheckpointSettings, ReplaySampler, ReplaySettings, ReplayWriter, TrainConfig,
+    DEFAULT_LR_FINAL_FRACTION, VTRACE_LR_DECAY_STEPS,
 };
 use seed_learner::learn::optimizer::{
     AdamConfig, Algorithm, LrSchedule, OptimizerConfig, RmsPropConfig,
@@ -399,14 +400,22 @@ pub struct TrainArgs {
         default_value_t = 2e-3
     )]
     pub learning_rate: f64,
-    /// Decay the learning rate linearly to 0 over this many learner steps; 0 keeps it constant [default: 0].
+    /// Decay the learning rate linearly over this many learner steps, to
+    /// --lr-final-fraction of it, and keep it there; 0 keeps it constant.
+    /// V-trace's default lets CartPole solve at a high rate and then damps the
+    /// late updates that knocked a solved policy back down; give 0 for runs
+    /// tuned with a constant rate [default: vtrace: 7000; r2d2: 0].
+    #[arg(help_heading = "Training", long)]
+    pub lr_decay_steps: Option<u64>,
+    /// With --lr-decay-steps: the learning rate it decays to, as a fraction of
+    /// --learning-rate [default: 0.1].
     #[arg(
         help_heading = "Training",
         long,
         hide_default_value = true,
-        default_value_t = 0
+        default_value_t = DEFAULT_LR_FINAL_FRACTION
     )]
-    pub lr_decay_steps: u64,
+    pub lr_final_fraction: f64,
     /// Discount γ per step [default: 0.99].
     #[arg(
         help_heading = "Training",
@@ -713,10 +722,15 @@ impl TrainArgs {
             OptimizerKind::Adam => Algorithm::Adam(AdamConfig::default()),
             OptimizerKind::Rmsprop => Algorithm::RmsProp(RmsPropConfig::default()),
         };
-        let schedule = if self.lr_decay_steps > 0 {
+        let decay_steps = self.lr_decay_steps.unwrap_or(match self.algo {
+            AlgoArg::Vtrace => VTRACE_LR_DECAY_STEPS,
+            AlgoArg::R2d2 => 0,
+        });
+        let schedule = if decay_steps > 0 {
             LrSchedule::LinearDecay {
                 initial: self.learning_rate,
-                decay_steps: self.lr_decay_steps,
+                decay_steps,
+                last: self.learning_rate * self.lr_final_fraction,
             }
         } else {
             LrSchedule::Constant {
@@ -1007,6 +1021,61 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("--algo r2d2"), "{err}");
+    }
+
+    #[test]
+    fn the_learning_rate_schedule_defaults_per_algorithm() {
+        let schedule = |flags: &[&str]| {
+            parse(flags)
+                .unwrap()
+                .train
+                .to_config()
+                .unwrap()
+                .train
+                .unwrap()
+                .trainer
+                .optimizer
+                .schedule
+        };
+        assert_eq!(
+            schedule(&[]),
+            LrSchedule::LinearDecay {
+                initial: 2e-3,
+                decay_steps: VTRACE_LR_DECAY_STEPS,
+                last: 2e-3 * DEFAULT_LR_FINAL_FRACTION,
+            }
+        );
+        assert_eq!(
+            schedule(&["--algo", "r2d2"]),
+            LrSchedule::Constant { lr: 2e-3 }
+        );
+        assert_eq!(
+            schedule(&["--lr-decay-steps", "0", "--learning-rate", "1e-3"]),
+            LrSchedule::Constant { lr: 1e-3 }
+        );
+        assert_eq!(
+            schedule(&[
+                "--algo",
+                "r2d2",
+                "--lr-decay-steps",
+                "50",
+                "--lr-final-fraction",
+                "0.5"
+            ]),
+            LrSchedule::LinearDecay {
+                initial: 2e-3,
+                decay_steps: 50,
+                last: 1e-3,
+            }
+        );
+        let err = parse(&["--lr-final-fraction", "1.5"])
+            .unwrap()
+            .train
+            .to_config()
+            .and_then(|c| c.validate())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--lr-final-fraction"), "{err}");
     }
 
     #[test]

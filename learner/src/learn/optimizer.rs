@@ -109,13 +109,18 @@ pub enum LrSchedule {
         /// Learning rate.
         lr: f64,
     },
-    /// `lr_t = initial · max(0, 1 − t / decay_steps)` for the 0-based step `t`:
-    /// `initial` at the first step, 0 from step `decay_steps` on.
+    /// `lr_t = last + (initial − last) · max(0, 1 − t / decay_steps)` for the
+    /// 0-based step `t`: `initial` at the first step, `last` from step
+    /// `decay_steps` on. A floor above 0 keeps a long run learning (a run
+    /// decayed to 0 stops learning for good); it still damps the late,
+    /// large updates that knock a solved policy back down.
     LinearDecay {
         /// Learning rate at step 0.
         initial: f64,
-        /// Steps over which the rate falls to zero.
+        /// Steps over which the rate falls to `last`.
         decay_steps: u64,
+        /// Learning rate from step `decay_steps` on (0: stop learning).
+        last: f64,
     },
 }
 
@@ -127,12 +132,13 @@ impl LrSchedule {
             Self::LinearDecay {
                 initial,
                 decay_steps,
+                last,
             } => {
                 if decay_steps == 0 {
-                    return 0.0;
+                    return last;
                 }
                 let remaining = 1.0 - step as f64 / decay_steps as f64;
-                initial * remaining.max(0.0)
+                last + (initial - last) * remaining.max(0.0)
             }
         }
     }
@@ -751,6 +757,7 @@ mod tests {
                 schedule: LrSchedule::LinearDecay {
                     initial: 0.05,
                     decay_steps: 10,
+                    last: 0.0,
                 },
             },
         )
@@ -1058,9 +1065,24 @@ mod tests {
         let schedule = LrSchedule::LinearDecay {
             initial: 1.0,
             decay_steps: 4,
+            last: 0.0,
         };
         let lrs: Vec<f64> = (0..6).map(|s| schedule.lr_at(s)).collect();
         assert_eq!(lrs, [1.0, 0.75, 0.5, 0.25, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn linear_decay_stops_at_its_floor() {
+        let schedule = LrSchedule::LinearDecay {
+            initial: 1.0,
+            decay_steps: 4,
+            last: 0.2,
+        };
+        let lrs: Vec<f64> = (0..7).map(|s| schedule.lr_at(s)).collect();
+        let want = [1.0, 0.8, 0.6, 0.4, 0.2, 0.2, 0.2];
+        for (got, want) in lrs.iter().zip(want) {
+            assert!((got - want).abs() < 1e-12, "{lrs:?}");
+        }
     }
 
     fn two_var_map() -> VarMap {
@@ -1119,6 +1141,7 @@ mod tests {
                 schedule: LrSchedule::LinearDecay {
                     initial: 0.05,
                     decay_steps: 100,
+                    last: 0.0,
                 },
             };
             let original = two_var_map();
