@@ -51,6 +51,7 @@ compile_error!(
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod grouped_table_spec;
 pub mod pb;
 pub mod server;
 pub mod token;
