@@ -56,8 +56,7 @@ impl GroupedTableSpec {
         };
         let valid_name = !t.name.is_empty()
             && t.name.len() <= 128
-            && t
-                .name
+            && t.name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !valid_name {

@@ -57,7 +57,7 @@ pub mod server;
 pub mod token;
 pub mod wire_dtype;
 
-pub use client::{InsertBatch, ReplayClient, SampledBatch};
+pub use client::{FetchedGroup, InsertBatch, ReplayClient, SampledBatch, StepBatch};
 pub use config::{ServiceConfig, TableSpec};
 pub use error::{ClientError, ConfigError, RequestError, ServeError};
 pub use server::{start, RunningServer, ServerOptions};

@@ -34,8 +34,8 @@ use tonic::transport::server::TcpIncoming;
 use tracing::info;
 
 pub use crate::token::TokenCheck;
-pub use sample_stream::{DEFAULT_MAX_IN_FLIGHT, MAX_IN_FLIGHT};
 pub use grouped_table::GroupedTable;
+pub use sample_stream::{DEFAULT_MAX_IN_FLIGHT, MAX_IN_FLIGHT};
 pub use service::ReplayService;
 pub use table::Table;
 pub use tls::ServerTls;

@@ -64,7 +64,11 @@ pub(crate) fn stage(
                 name,
                 format!(
                     "{len} values for {rows} rows{}",
-                    if optional { " (give one per row, or none)" } else { "" }
+                    if optional {
+                        " (give one per row, or none)"
+                    } else {
+                        ""
+                    }
                 ),
             ))
         }
