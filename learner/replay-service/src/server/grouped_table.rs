@@ -24,6 +24,15 @@
 //! tables keep the ring and its lock-free path untouched; this table is a
 //! separate type the service looks up in its own map.
 //!
+//! # Ids
+//! Trajectory and group ids are the writers' to choose (an actor's env
+//! slot and episode, say). They name open trajectories and groups only:
+//! once a group is released or dropped its ids are forgotten, and a later
+//! step with one of them starts a new trajectory. While a group is open, a
+//! step of a complete trajectory, a trajectory moving to another group, or
+//! a trajectory joining a group that has its `group_size` already is
+//! refused.
+//!
 //! # Capacity and staleness
 //! `capacity` counts steps held (open and ready). A submit that would pass
 //! it first drops the oldest ready groups (`groups_dropped_over_capacity`);

@@ -203,3 +203,45 @@ fn check_blocks<'a>(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use seed_replay::DType;
+
+    use super::*;
+    use crate::pb::{FieldBlock, FieldDtype};
+
+    #[test]
+    fn interleaved_rows_are_staged_per_trajectory_in_order() {
+        let layout = ItemLayout::builder()
+            .field("x", DType::U8, &[2])
+            .build()
+            .unwrap();
+        // Rows: (trajectory, bytes) = (5, 0 1), (6, 2 3), (5, 4 5) last.
+        let req = SubmitStepsRequest {
+            table: "t".into(),
+            rows: 3,
+            fields: vec![FieldBlock {
+                name: "x".into(),
+                dtype: FieldDtype::U8 as i32,
+                shape: vec![2],
+                data: Bytes::from_static(&[0, 1, 2, 3, 4, 5]),
+            }],
+            trajectory_ids: vec![5, 6, 5],
+            group_ids: vec![1, 1, 1],
+            policy_versions: vec![7, 8, 9],
+            is_last: vec![false, false, true],
+        };
+        let staged = stage("t", &layout, &req).unwrap();
+        assert_eq!(staged.rows, 3);
+        let [a, b] = &staged.segments[..] else {
+            panic!("two segments expected");
+        };
+        assert_eq!((a.trajectory, a.first_row, a.last), (5, 0, true));
+        assert_eq!(a.data[0], vec![0, 1, 4, 5]);
+        assert_eq!(a.versions, vec![7, 9]);
+        assert_eq!((b.trajectory, b.first_row, b.last), (6, 1, false));
+        assert_eq!(b.data[0], vec![2, 3]);
+    }
+}
