@@ -265,7 +265,14 @@ async fn groups_come_out_in_the_order_they_completed() {
     let waiting = tokio::spawn(async move {
         let mut order = Vec::new();
         for _ in 0..4 {
-            order.push(waiter.fetch_group("pool", WAIT).await.unwrap().unwrap());
+            // No deadline at all (`u64::MAX` ms on the wire).
+            order.push(
+                waiter
+                    .fetch_group("pool", Duration::MAX)
+                    .await
+                    .unwrap()
+                    .unwrap(),
+            );
         }
         order
     });

@@ -297,8 +297,8 @@ impl ReplayClient {
     }
 
     /// The oldest complete group of `table`, taken out of it; waits up to
-    /// `timeout` for one (`Duration::ZERO`: not at all) and gives `None`
-    /// when none came.
+    /// `timeout` for one (`Duration::ZERO`: not at all; `Duration::MAX`:
+    /// until one comes) and gives `None` when none came.
     pub async fn fetch_group(
         &mut self,
         table: &str,
@@ -311,7 +311,9 @@ impl ReplayClient {
                 timeout_ms: if timeout.is_zero() {
                     0
                 } else {
-                    (timeout.as_millis() as u64).max(1)
+                    u64::try_from(timeout.as_millis())
+                        .unwrap_or(u64::MAX)
+                        .max(1)
                 },
             })
             .await?

@@ -51,7 +51,8 @@
 //! bytes (one copy; none for a trajectory's first steps, moved in), a fetch
 //! pops a group (pointer moves). The lock is held for O(request) work and
 //! never across an await. Fetchers wait on a `Notify`, woken when a group
-//! becomes ready or the table closes.
+//! becomes ready or the table closes. Memory: the steps held, plus up to
+//! as much again in the spare room of growing trajectory arrays.
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -468,7 +469,8 @@ impl GroupedTable {
         timeout: Duration,
         closing: &mut watch::Receiver<bool>,
     ) -> Result<Option<ReleasedGroup>, RequestError> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        // A timeout too far to add (`u64::MAX` ms) waits without one.
+        let deadline = tokio::time::Instant::now().checked_add(timeout);
         loop {
             // Registered before the check, so a group made ready between
             // the check and the wait still wakes this fetch.
@@ -484,7 +486,7 @@ impl GroupedTable {
             }
             tokio::select! {
                 _ = &mut notified => {}
-                _ = tokio::time::sleep_until(deadline) => return Ok(self.try_fetch()),
+                _ = until(deadline) => return Ok(self.try_fetch()),
                 _ = stopping(closing) => return Err(self.closed_error()),
             }
         }
@@ -535,5 +537,13 @@ impl GroupedTable {
     pub(crate) fn count_rejected(&self) {
         // Relaxed: a statistic.
         self.rejected_requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Resolves at `deadline`, or never without one.
+async fn until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
     }
 }
