@@ -10,6 +10,7 @@
 //! [`plot`] draws it. [`frozen_actor`] is the `liveness_bench` scenario: a
 //! good actor's throughput beside an actor that freezes; [`soak`] its
 //! other scenario: actors killed under training and a learner restart.
+//! [`grouped_fetch`] is `replay_service_bench`'s grouped-table figure.
 pub mod child;
 pub mod cli;
 pub mod echo_client;
@@ -17,6 +18,7 @@ pub mod echo_server;
 pub mod error;
 pub mod frozen_actor;
 pub mod gather_floor;
+pub mod grouped_fetch;
 pub mod machine;
 pub mod plot;
 pub mod replay_workload;

@@ -14,7 +14,11 @@
 //! - `insert_items_per_s` by batch size 1/100/1000: one `Inserter` with
 //!   `--window` batches in flight;
 //! - the same figures of the in-process buffer (`inprocess_*`), and the
-//!   ratios.
+//!   ratios;
+//! - `grouped_fetch_steps_per_s` (and `grouped_*`): `FetchGroup` of groups
+//!   of 8 trajectories x 32 steps of 3x4 `f32`, one call at a time, beside
+//!   a `sample(256)` round trip of the same bytes
+//!   (`seed_benches::grouped_fetch`).
 //!
 //! Client and server share the machine's cores (and, here, one runtime),
 //! so the service figures include the client's cost.
@@ -23,6 +27,7 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Parser;
 use hdrhistogram::Histogram;
+use seed_benches::grouped_fetch;
 use seed_replay::{FieldRef, Values};
 use seed_replay_service::client::{ClientOptions, SampleOptions};
 use seed_replay_service::{InsertBatch, ReplayClient, ServerOptions, ServiceConfig};
@@ -50,6 +55,8 @@ struct Args {
 
 const ITEMS: usize = 100_000;
 const BATCH: u32 = 128;
+/// Groups submitted and fetched per run.
+const GROUPED_GROUPS: u64 = 400;
 
 fn config() -> Result<ServiceConfig> {
     let table = |name: &str| {
@@ -59,9 +66,10 @@ fn config() -> Result<ServiceConfig> {
         )
     };
     Ok(ServiceConfig::from_json(&format!(
-        r#"{{"tables": [{}, {}]}}"#,
+        r#"{{"tables": [{}, {}, {}]}}"#,
         table("sample"),
-        table("insert")
+        table("insert"),
+        grouped_fetch::table_json("grouped", GROUPED_GROUPS)
     ))?)
 }
 
@@ -130,8 +138,9 @@ async fn run(args: Args) -> Result<()> {
     let sizes = [1usize, 100, 1000];
     let mut insert_service: Vec<Vec<f64>> = vec![Vec::new(); sizes.len()];
     let mut insert_local: Vec<Vec<f64>> = vec![Vec::new(); sizes.len()];
+    let mut grouped_rounds = Vec::new();
 
-    for _ in 0..args.runs {
+    for run in 0..args.runs as u64 {
         // In-process sample(128) from the served table's own buffer.
         let buffer = sample_table.buffer();
         let mut batch = buffer.new_batch(BATCH as usize);
@@ -206,7 +215,15 @@ async fn run(args: Args) -> Result<()> {
             }
             insert_service[s].push((batches * rows) as f64 / start.elapsed().as_secs_f64());
         }
+
+        // Grouped: submit then fetch whole groups.
+        let groups = if args.quick { 100 } else { GROUPED_GROUPS };
+        grouped_rounds.push(
+            grouped_fetch::round(&mut client, "grouped", "sample", groups, run * groups).await?,
+        );
     }
+    let grouped_median =
+        |f: fn(&grouped_fetch::GroupedRound) -> f64| median(grouped_rounds.iter().map(f).collect());
 
     let per_size = |v: &[Vec<f64>]| -> Value {
         let mut m = Map::new();
@@ -249,6 +266,17 @@ async fn run(args: Args) -> Result<()> {
         "inprocess_insert_items_per_s": per_size(&insert_local),
         "insert_ratio_to_inprocess": ratio_per_size,
         "insert_window": args.window,
+        "grouped_group": format!(
+            "{} trajectories x {} steps of 3x4 f32",
+            grouped_fetch::GROUP_SIZE,
+            grouped_fetch::STEPS
+        ),
+        "grouped_fetch_groups_per_s": grouped_median(|r| r.fetch_groups_per_s).round(),
+        "grouped_fetch_steps_per_s": grouped_median(|r| r.fetch_steps_per_s).round(),
+        "grouped_fetch_p50_us": grouped_median(|r| r.fetch_p50_us),
+        "grouped_fetch_p99_us": grouped_median(|r| r.fetch_p99_us),
+        "grouped_submit_steps_per_s": grouped_median(|r| r.submit_steps_per_s).round(),
+        "sample256_p50_us": grouped_median(|r| r.same_bytes_sample_p50_us),
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     server.stop().await?;

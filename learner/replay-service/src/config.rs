@@ -25,7 +25,9 @@
 //!
 //! Samplers (`kind`): `fifo`, `max_times_sampled` (`max_times`), `uniform`,
 //! `uniform_without_replacement`, `recent` (`window`), `prioritized`
-//! (`alpha` 0.6, `beta` 0.4, `eps` 1e-6 by default). Writer policies:
+//! (`alpha` 0.6, `beta` 0.4, `eps` 1e-6 by default), and `grouped`
+//! (`group_size`: steps of trajectories released in whole groups, capacity
+//! in steps; see [`crate::grouped_table_spec`]). Writer policies:
 //! `overwrite_oldest` (default), `drop_oldest`, `block` (`timeout_ms`). Rate
 //! limiter: `min_size_to_sample` alone (Reverb's `MinSize`), or with
 //! `samples_per_insert` and `error_buffer` (Reverb's `SampleToInsertRatio`).
@@ -48,6 +50,7 @@ use seed_replay::{
 use serde::Deserialize;
 
 use crate::error::ConfigError;
+use crate::grouped_table_spec::GroupedTableSpec;
 
 /// How long an insert waits for room (rate limiter) before its stream ends
 /// with `DEADLINE_EXCEEDED`, unless the table says otherwise.
@@ -120,8 +123,11 @@ pub enum SamplerFile {
         #[serde(default)]
         eps: Option<f64>,
     },
-    /// Named so that the error says why it is refused.
-    Grouped,
+    /// Steps of trajectories released in whole groups: see
+    /// [`crate::grouped_table_spec`].
+    Grouped {
+        group_size: u32,
+    },
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -161,6 +167,8 @@ pub struct PolicyLagFile {
 pub struct ServiceConfig {
     pub checkpoint_dir: Option<PathBuf>,
     pub tables: Vec<TableSpec>,
+    /// Tables with sampler `grouped`.
+    pub grouped: Vec<GroupedTableSpec>,
 }
 
 /// One table, checked: what the server builds a buffer from.
@@ -212,7 +220,18 @@ impl ServiceConfigFile {
         let mut names = HashSet::new();
         let mut dirs = HashSet::new();
         let mut tables = Vec::with_capacity(self.tables.len());
+        let mut grouped = Vec::new();
         for t in self.tables {
+            if matches!(t.sampler, SamplerFile::Grouped { .. }) {
+                let spec = GroupedTableSpec::check(t)?;
+                if !names.insert(spec.name.clone()) {
+                    return Err(ConfigError::Service {
+                        reason: format!("table `{}` is declared twice", spec.name),
+                    });
+                }
+                grouped.push(spec);
+                continue;
+            }
             let spec = t.check()?;
             if !names.insert(spec.name.clone()) {
                 return Err(ConfigError::Service {
@@ -233,6 +252,7 @@ impl ServiceConfigFile {
         Ok(ServiceConfig {
             checkpoint_dir: self.checkpoint_dir,
             tables,
+            grouped,
         })
     }
 }
@@ -290,13 +310,8 @@ impl TableConfigFile {
                     eps: eps.unwrap_or(d.eps),
                 })
             }
-            SamplerFile::Grouped => {
-                return Err(err(
-                    "sampler",
-                    "grouped tables are not served yet (they need group ids and group \
-                     completion on the wire); use the in-process buffer"
-                        .into(),
-                ))
+            SamplerFile::Grouped { .. } => {
+                return Err(err("sampler", "grouped tables are checked apart".into()))
             }
         };
         let writer_policy = match self.writer_policy {
@@ -380,7 +395,7 @@ impl TableConfigFile {
     }
 }
 
-fn parse_dtype(s: &str) -> Option<DType> {
+pub(crate) fn parse_dtype(s: &str) -> Option<DType> {
     Some(match s {
         "u8" => DType::U8,
         "bool" => DType::Bool,
@@ -433,9 +448,44 @@ mod tests {
     }
 
     #[test]
+    fn a_grouped_table_parses_apart_with_capacity_in_steps() {
+        let c = ServiceConfig::from_json(&table(
+            r#""sampler": {"kind": "grouped", "group_size": 8},
+               "policy_lag": {"max_lag": 3, "action": "drop"}"#,
+        ))
+        .unwrap();
+        assert!(c.tables.is_empty());
+        let g = &c.grouped[0];
+        assert_eq!((g.group_size, g.capacity_steps, g.max_lag), (8, 8, Some(3)));
+        assert_eq!(g.layout.item_bytes(), 56);
+        let e = ServiceConfig::from_json(&format!(
+            r#"{{"tables": [{}, {}]}}"#,
+            r#"{"name": "t", "capacity": 8, "sampler": {"kind": "fifo"},
+                "fields": [{"name": "x", "dtype": "f32", "shape": []}]}"#,
+            r#"{"name": "t", "capacity": 8, "sampler": {"kind": "grouped", "group_size": 1},
+                "fields": [{"name": "x", "dtype": "f32", "shape": []}]}"#
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("declared twice"), "{e}");
+    }
+
+    #[test]
     fn errors_name_the_table_and_setting() {
         let cases = [
-            (r#""sampler": {"kind": "grouped"}"#, "`sampler`"),
+            (
+                r#""sampler": {"kind": "grouped", "group_size": 0}"#,
+                "`sampler`",
+            ),
+            (
+                r#""sampler": {"kind": "grouped", "group_size": 2}, "storage_dir": "/tmp/g""#,
+                "`storage_dir`",
+            ),
+            (
+                r#""sampler": {"kind": "grouped", "group_size": 2},
+                   "policy_lag": {"max_lag": 1, "action": "down_weight", "weight": 0.5}"#,
+                "`policy_lag`",
+            ),
             (r#""sampler": {"kind": "recent", "window": 9}"#, "`sampler`"),
             (
                 r#""sampler": {"kind": "uniform"}, "writer_policy": {"kind": "block", "timeout_ms": 5}"#,

@@ -70,6 +70,10 @@ pub enum RequestError {
     /// checkpoint without a checkpoint directory, one already running).
     #[error("{reason}")]
     Precondition { reason: String },
+    /// The table has no room for the request (grouped tables: steps of
+    /// open groups fill the capacity, or a group outgrows one message).
+    #[error("field `{field}`: {reason}")]
+    Exhausted { field: String, reason: String },
     /// The buffer refused (closed, timed out, an I/O error).
     #[error("table `{table}`: {source}")]
     Replay {
@@ -96,6 +100,7 @@ impl RequestError {
             RequestError::Invalid { .. } => Code::InvalidArgument,
             RequestError::UnknownTable { .. } => Code::NotFound,
             RequestError::Precondition { .. } => Code::FailedPrecondition,
+            RequestError::Exhausted { .. } => Code::ResourceExhausted,
             RequestError::Unauthenticated { .. } => Code::Unauthenticated,
             RequestError::Replay { source, .. } => match source {
                 ReplayError::Closed => Code::Unavailable,

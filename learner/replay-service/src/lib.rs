@@ -29,6 +29,15 @@
 //!   the server send (see `server/sample_stream.rs`), so a slow reader
 //!   never makes the server buffer without bound.
 //! - `UpdatePriorities`, `SetPolicyVersion`, `Info`, `Checkpoint`: unary.
+//! - Grouped tables (sampler `grouped`, the trajectory-pool pattern):
+//!   `SubmitSteps` appends steps (one row each: trajectory id, group id,
+//!   policy version, is-last) to their trajectories, `CompleteTrajectory`
+//!   ends one without a last step, and `FetchGroup` hands out the oldest
+//!   *complete* group whole: `group_size` trajectories, each complete.
+//!   Trajectories have any length; they are stored as per-trajectory
+//!   arrays apart from the fixed-shape tables (why, and the capacity and
+//!   lag-cap rules: `server/grouped_table.rs`; the config keys:
+//!   [`grouped_table_spec`]).
 //!
 //! A bad request (unknown table or field, wrong dtype, shape or byte
 //! length, an oversize message) ends only its own call with
@@ -37,7 +46,8 @@
 //! field; batches acknowledged before it stay stored, other clients go on.
 //!
 //! # Modules, bottom first
-//! `pb` (generated), `wire_dtype`, `error`, `token` (leaves); `config`;
+//! `pb` (generated), `wire_dtype`, `error`, `token` (leaves); `config`
+//! and `grouped_table_spec`;
 //! `server` (tables, the service, TLS, start-up); `client` (imports only
 //! the leaves, never `server`).
 //!
@@ -51,12 +61,13 @@ compile_error!(
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod grouped_table_spec;
 pub mod pb;
 pub mod server;
 pub mod token;
 pub mod wire_dtype;
 
-pub use client::{InsertBatch, ReplayClient, SampledBatch};
+pub use client::{FetchedGroup, InsertBatch, ReplayClient, SampledBatch, StepBatch};
 pub use config::{ServiceConfig, TableSpec};
 pub use error::{ClientError, ConfigError, RequestError, ServeError};
 pub use server::{start, RunningServer, ServerOptions};

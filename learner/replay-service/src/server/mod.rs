@@ -12,10 +12,15 @@
 //! stores one insert), `sample_stream` (the
 //! producer of one sample stream, with its flow control), [`service`] (the
 //! RPCs), `crate::token` and [`tls`] (the learner's security options).
+//! Grouped tables: [`grouped_table`] (the trajectory pool), `step_request`
+//! (checks and stages one `SubmitSteps`), `group_calls` (their RPCs).
 mod closing;
+mod group_calls;
+pub mod grouped_table;
 mod insert_request;
 mod sample_stream;
 pub mod service;
+mod step_request;
 pub mod table;
 pub mod tls;
 
@@ -29,6 +34,7 @@ use tonic::transport::server::TcpIncoming;
 use tracing::info;
 
 pub use crate::token::TokenCheck;
+pub use grouped_table::GroupedTable;
 pub use sample_stream::{DEFAULT_MAX_IN_FLIGHT, MAX_IN_FLIGHT};
 pub use service::ReplayService;
 pub use table::Table;
@@ -134,7 +140,7 @@ impl RunningServer {
 
 /// Builds the tables and starts serving them.
 pub async fn start(
-    config: ServiceConfig,
+    mut config: ServiceConfig,
     options: ServerOptions,
 ) -> Result<RunningServer, ServeError> {
     if let Some(dir) = &config.checkpoint_dir {
@@ -145,6 +151,7 @@ pub async fn start(
         })?;
     }
     let checkpoint_dir: Option<PathBuf> = config.checkpoint_dir.clone();
+    let grouped_specs = std::mem::take(&mut config.grouped);
     let restore = options.restore;
     // Building allocates and touches every table's memory: off the async
     // workers.
@@ -163,7 +170,11 @@ pub async fn start(
         info!(table = %t.name(), capacity = t.buffer().capacity(), items = t.buffer().len(),
             item_bytes = t.buffer().layout().item_bytes(), "table ready");
     }
-    let service = ReplayService::new(tables, options.max_message_bytes);
+    let grouped = grouped_specs
+        .into_iter()
+        .map(|spec| GroupedTable::new(spec, options.max_message_bytes))
+        .collect::<Result<Vec<_>, _>>()?;
+    let service = ReplayService::new(tables, options.max_message_bytes).with_grouped(grouped);
     let listener = TcpListener::bind(options.listen)
         .await
         .map_err(|source| ServeError::Bind {

@@ -29,7 +29,13 @@ use crate::pb::{
     InsertRequest, RateLimiterInfo, SampleReply, SampleRequest, SetPolicyVersionReply,
     SetPolicyVersionRequest, TableInfo, UpdatePrioritiesReply, UpdatePrioritiesRequest,
 };
+use crate::pb::{
+    CompleteTrajectoryReply, CompleteTrajectoryRequest, FetchGroupReply, FetchGroupRequest,
+    SubmitStepsReply, SubmitStepsRequest,
+};
 use crate::server::closing::stopping;
+use crate::server::group_calls;
+use crate::server::grouped_table::GroupedTable;
 use crate::server::insert_request;
 use crate::server::sample_stream;
 use crate::server::table::Table;
@@ -44,6 +50,9 @@ const INSERT_REPLIES_BUFFERED: usize = 64;
 pub struct ReplayService {
     tables: Arc<HashMap<String, Arc<Table>>>,
     max_message_bytes: usize,
+    /// Tables with sampler `grouped` (`server/grouped_table.rs`), apart
+    /// from the fixed-shape ones so that their path stays untouched.
+    grouped: Arc<HashMap<String, Arc<GroupedTable>>>,
     /// Set by `close`: open insert and sample streams end with
     /// `UNAVAILABLE`, so a client holding a stream open cannot keep a
     /// stopping server waiting.
@@ -60,8 +69,43 @@ impl ReplayService {
                     .collect(),
             ),
             max_message_bytes,
+            grouped: Arc::new(HashMap::new()),
             closing: watch::channel(false).0,
         }
+    }
+
+    /// The service with these grouped tables too.
+    pub fn with_grouped(mut self, grouped: Vec<GroupedTable>) -> Self {
+        self.grouped = Arc::new(
+            grouped
+                .into_iter()
+                .map(|t| (t.name.clone(), Arc::new(t)))
+                .collect(),
+        );
+        self
+    }
+
+    /// The grouped table called `name`.
+    pub fn grouped_table(&self, name: &str) -> Option<Arc<GroupedTable>> {
+        self.grouped.get(name).cloned()
+    }
+
+    fn lookup_grouped(&self, name: &str) -> Result<Arc<GroupedTable>, RequestError> {
+        if self.tables.contains_key(name) {
+            return Err(RequestError::Precondition {
+                reason: format!(
+                    "table `{name}` is not grouped: SubmitSteps, CompleteTrajectory and \
+                     FetchGroup serve tables with sampler `grouped`; use Insert and Sample"
+                ),
+            });
+        }
+        self.grouped
+            .get(name)
+            .cloned()
+            .ok_or_else(|| RequestError::UnknownTable {
+                table: name.to_owned(),
+                known: self.known(),
+            })
     }
 
     /// The table called `name`, by the service's own handle (tests, the
@@ -71,6 +115,13 @@ impl ReplayService {
     }
 
     fn lookup(&self, name: &str) -> Result<Arc<Table>, RequestError> {
+        if self.grouped.contains_key(name) {
+            return Err(RequestError::Precondition {
+                reason: format!(
+                    "table `{name}` is grouped: use SubmitSteps, CompleteTrajectory and FetchGroup"
+                ),
+            });
+        }
         self.tables
             .get(name)
             .cloned()
@@ -81,7 +132,12 @@ impl ReplayService {
     }
 
     fn known(&self) -> String {
-        let mut names: Vec<&str> = self.tables.keys().map(String::as_str).collect();
+        let mut names: Vec<&str> = self
+            .tables
+            .keys()
+            .chain(self.grouped.keys())
+            .map(String::as_str)
+            .collect();
         names.sort_unstable();
         names.join(", ")
     }
@@ -90,6 +146,9 @@ impl ReplayService {
     pub fn close(&self) {
         for t in self.tables.values() {
             t.buffer.close();
+        }
+        for g in self.grouped.values() {
+            g.close();
         }
         self.closing.send_replace(true);
     }
@@ -260,6 +319,10 @@ impl Replay for ReplayService {
         request: Request<SetPolicyVersionRequest>,
     ) -> Result<Response<SetPolicyVersionReply>, Status> {
         let req = request.into_inner();
+        if let Some(g) = self.grouped.get(&req.table) {
+            g.set_policy_version(req.version);
+            return Ok(Response::new(SetPolicyVersionReply {}));
+        }
         let table = self.lookup(&req.table)?;
         table.buffer.set_policy_version(req.version);
         Ok(Response::new(SetPolicyVersionReply {}))
@@ -267,15 +330,23 @@ impl Replay for ReplayService {
 
     async fn info(&self, request: Request<InfoRequest>) -> Result<Response<InfoReply>, Status> {
         let req = request.into_inner();
+        if let Some(g) = self.grouped.get(&req.table) {
+            return Ok(Response::new(InfoReply {
+                tables: vec![group_calls::table_info(g)],
+            }));
+        }
         let mut tables: Vec<Arc<Table>> = if req.table.is_empty() {
             self.tables.values().cloned().collect()
         } else {
             vec![self.lookup(&req.table)?]
         };
         tables.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(Response::new(InfoReply {
-            tables: tables.iter().map(|t| table_info(t)).collect(),
-        }))
+        let mut infos: Vec<TableInfo> = tables.iter().map(|t| table_info(t)).collect();
+        if req.table.is_empty() {
+            infos.extend(self.grouped.values().map(|g| group_calls::table_info(g)));
+            infos.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        Ok(Response::new(InfoReply { tables: infos }))
     }
 
     async fn checkpoint(
@@ -328,6 +399,35 @@ impl Replay for ReplayService {
             items: info.items,
             bytes: info.bytes,
         }))
+    }
+
+    async fn submit_steps(
+        &self,
+        request: Request<SubmitStepsRequest>,
+    ) -> Result<Response<SubmitStepsReply>, Status> {
+        let req = request.into_inner();
+        let table = self.lookup_grouped(&req.table)?;
+        group_calls::submit_steps(&table, &req).map(Response::new)
+    }
+
+    async fn complete_trajectory(
+        &self,
+        request: Request<CompleteTrajectoryRequest>,
+    ) -> Result<Response<CompleteTrajectoryReply>, Status> {
+        let req = request.into_inner();
+        let table = self.lookup_grouped(&req.table)?;
+        group_calls::complete_trajectory(&table, &req).map(Response::new)
+    }
+
+    async fn fetch_group(
+        &self,
+        request: Request<FetchGroupRequest>,
+    ) -> Result<Response<FetchGroupReply>, Status> {
+        let req = request.into_inner();
+        let table = self.lookup_grouped(&req.table)?;
+        group_calls::fetch_group(table, &req, self.closing.subscribe())
+            .await
+            .map(Response::new)
     }
 }
 
@@ -395,5 +495,6 @@ fn table_info(t: &Table) -> TableInfo {
             .storage_dir()
             .map(|d| d.display().to_string())
             .unwrap_or_default(),
+        grouped: None,
     }
 }

@@ -1,0 +1,549 @@
+//! [`GroupedTable`]: a table of trajectories released in whole groups, the
+//! trajectory-pool (DataPool) pattern: actors submit steps of trajectories,
+//! each trajectory in a group of the table's `group_size`; a group is
+//! *complete* when it has `group_size` trajectories and every one is
+//! complete (a step with `is_last`, or `CompleteTrajectory`). Complete
+//! groups wait in a FIFO (by completion) and `FetchGroup` hands out the
+//! oldest one whole, never a part of one.
+//!
+//! # Storage: steps appended per trajectory
+//! A trajectory has any number of steps, so an item has a variable first
+//! axis. Each open trajectory owns one growable byte array per field
+//! (`[len, ...shape]`, steps appended as they come) and its policy
+//! versions; a completed group moves its trajectories (no copy) into the
+//! ready queue, and a fetch concatenates them into one block per field
+//! (one copy, outside the lock; none for a group of one trajectory).
+//!
+//! Why not the `seed-replay` ring buffer with its `grouped` sampler: the
+//! ring gives slots in arrival order, so the steps of interleaved
+//! trajectories would be scattered (a fetch would gather and sort them
+//! step by step), and a full ring overwrites the *oldest steps*, which
+//! may belong to a slow trajectory still being written, where a trajectory
+//! pool must drop the oldest *ready groups* and keep open ones. The sampler
+//! also has no trajectory order, length or completion to offer. Fixed-shape
+//! tables keep the ring and its lock-free path untouched; this table is a
+//! separate type the service looks up in its own map.
+//!
+//! # Ids
+//! Trajectory and group ids are the writers' to choose (an actor's env
+//! slot and episode, say). They name open trajectories and groups only:
+//! once a group is released or dropped its ids are forgotten, and a later
+//! step with one of them starts a new trajectory. While a group is open, a
+//! step of a complete trajectory, a trajectory moving to another group, or
+//! a trajectory joining a group that has its `group_size` already is
+//! refused.
+//!
+//! # Capacity and staleness
+//! `capacity` counts steps held (open and ready). A submit that would pass
+//! it first drops the oldest ready groups (`groups_dropped_over_capacity`);
+//! steps of open groups are never dropped, so when they alone would pass
+//! it the submit is refused (`RESOURCE_EXHAUSTED`). A group's policy version
+//! is its oldest step's; with a lag cap, a complete group lagging the
+//! table's version (`SetPolicyVersion`) by more than `max_lag` is dropped
+//! when it completes or when the version moves (`groups_dropped_stale`),
+//! so `FetchGroup` never returns one. A group must also fit in one reply
+//! message: steps that would make it outgrow `max_message_bytes` are
+//! refused (`RESOURCE_EXHAUSTED`) at submit, not found out at fetch.
+//!
+//! # Concurrency and cost
+//! One mutex over the pool. Requests are checked and their bytes staged by
+//! trajectory before it is taken; under it a submit appends the staged
+//! bytes (one copy; none for a trajectory's first steps, moved in), a fetch
+//! pops a group (pointer moves). The lock is held for O(request) work and
+//! never across an await. Fetchers wait on a `Notify`, woken when a group
+//! becomes ready or the table closes. Memory: the steps held, plus up to
+//! as much again in the spare room of growing trajectory arrays.
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use seed_replay::{ItemLayout, ReplayError};
+use tokio::sync::{watch, Notify};
+
+use crate::error::{ConfigError, RequestError, ServeError};
+use crate::grouped_table_spec::GroupedTableSpec;
+use crate::server::closing::stopping;
+use crate::server::step_request::StagedSteps;
+
+/// Bytes of a `FetchGroupReply` that are not step bytes, per field block
+/// (name, dtype, shape, tags), per trajectory (id, length) and per step
+/// (a policy version, 10 bytes at most as a varint).
+const REPLY_BYTES_PER_FIELD: usize = 256;
+const REPLY_BYTES_PER_TRAJECTORY: usize = 24;
+const REPLY_BYTES_PER_STEP: usize = 10;
+const REPLY_BYTES_FIXED: usize = 1024;
+
+/// One trajectory: its steps so far.
+#[derive(Debug)]
+pub(crate) struct Trajectory {
+    group: u64,
+    complete: bool,
+    /// Per layout field, the steps' bytes one after another.
+    pub(crate) data: Vec<Vec<u8>>,
+    pub(crate) versions: Vec<u64>,
+}
+
+impl Trajectory {
+    pub(crate) fn len(&self) -> usize {
+        self.versions.len()
+    }
+}
+
+/// A group still collecting trajectories or steps.
+#[derive(Debug, Default)]
+struct OpenGroup {
+    /// Its trajectories, in the order first seen.
+    trajectories: Vec<u64>,
+    complete: u32,
+    steps: usize,
+}
+
+/// A complete group: what `FetchGroup` hands out.
+#[derive(Debug)]
+pub struct ReleasedGroup {
+    pub group: u64,
+    /// Its trajectories, in the order first seen.
+    pub(crate) trajectories: Vec<(u64, Trajectory)>,
+    pub steps: usize,
+    /// The policy version of its oldest step.
+    pub oldest_version: u64,
+}
+
+/// Counters of a grouped table, as `Info` reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupedStats {
+    pub policy_version: u64,
+    pub groups_ready: u64,
+    pub groups_open: u64,
+    pub groups_released: u64,
+    pub groups_dropped_stale: u64,
+    pub groups_dropped_over_capacity: u64,
+    /// Steps held (open and ready groups).
+    pub steps_pending: u64,
+    /// Steps of ready groups.
+    pub steps_ready: u64,
+    pub steps_submitted: u64,
+    pub steps_released: u64,
+}
+
+/// What one accepted submit did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SubmitOutcome {
+    pub groups_completed: u32,
+    pub groups_dropped_over_capacity: u32,
+}
+
+#[derive(Debug, Default)]
+struct Pool {
+    policy_version: u64,
+    trajectories: HashMap<u64, Trajectory>,
+    open: HashMap<u64, OpenGroup>,
+    ready: VecDeque<ReleasedGroup>,
+    steps_open: usize,
+    steps_ready: usize,
+    stats: GroupedStats,
+}
+
+/// A served grouped table.
+#[derive(Debug)]
+pub struct GroupedTable {
+    pub(crate) name: String,
+    spec: GroupedTableSpec,
+    /// The most steps one group may hold so that its fetch reply fits in
+    /// one message.
+    max_group_steps: usize,
+    pool: Mutex<Pool>,
+    /// Woken (`notify_waiters`) when a group becomes ready or the table
+    /// closes.
+    ready: Notify,
+    /// Set once by `close`; Release store, Acquire loads: a call that sees
+    /// it refuses, nothing else is published by it.
+    closed: AtomicBool,
+    /// Requests refused for bad input. Relaxed: a statistic.
+    pub(crate) rejected_requests: AtomicU64,
+}
+
+impl GroupedTable {
+    /// An empty table; fails when one group of `group_size` one-step
+    /// trajectories would not fit in a message of `max_message_bytes`.
+    pub fn new(spec: GroupedTableSpec, max_message_bytes: usize) -> Result<Self, ServeError> {
+        let layout = &spec.layout;
+        let overhead = REPLY_BYTES_FIXED
+            + REPLY_BYTES_PER_FIELD * layout.fields().len()
+            + REPLY_BYTES_PER_TRAJECTORY * spec.group_size as usize;
+        let per_step = layout.item_bytes() + REPLY_BYTES_PER_STEP;
+        let max_group_steps = max_message_bytes.saturating_sub(overhead) / per_step;
+        if max_group_steps < spec.group_size as usize {
+            return Err(ServeError::Config(ConfigError::Table {
+                table: spec.name.clone(),
+                setting: "sampler",
+                reason: format!(
+                    "a group of {} one-step trajectories of {} bytes does not fit in a \
+                     message of {max_message_bytes} bytes (--max-message-bytes)",
+                    spec.group_size,
+                    layout.item_bytes()
+                ),
+            }));
+        }
+        Ok(GroupedTable {
+            name: spec.name.clone(),
+            spec,
+            max_group_steps,
+            pool: Mutex::new(Pool::default()),
+            ready: Notify::new(),
+            closed: AtomicBool::new(false),
+            rejected_requests: AtomicU64::new(0),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn spec(&self) -> &GroupedTableSpec {
+        &self.spec
+    }
+
+    pub fn layout(&self) -> &ItemLayout {
+        &self.spec.layout
+    }
+
+    /// Steps one group may hold (its reply must fit in one message).
+    pub fn max_group_steps(&self) -> usize {
+        self.max_group_steps
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Pool> {
+        // Every method leaves the pool consistent before anything that
+        // could panic, so a poisoned lock holds a usable pool.
+        self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn check_open(&self) -> Result<(), RequestError> {
+        // Acquire: pairs with the Release store in `close`.
+        if self.closed.load(Ordering::Acquire) {
+            return Err(self.closed_error());
+        }
+        Ok(())
+    }
+
+    fn closed_error(&self) -> RequestError {
+        RequestError::Replay {
+            table: self.name.clone(),
+            source: ReplayError::Closed,
+        }
+    }
+
+    /// Stores staged steps: checks them against the pool (trajectory in
+    /// another group or already complete, group full, capacity), then
+    /// drops the oldest ready groups for room, appends, and moves groups
+    /// that became complete to the ready queue. All or nothing.
+    pub(crate) fn submit(&self, staged: StagedSteps) -> Result<SubmitOutcome, RequestError> {
+        self.check_open()?;
+        let group_size = self.spec.group_size as usize;
+        let mut pool = self.lock();
+        let p = &mut *pool;
+        // Check everything first: nothing is stored unless all is well.
+        let mut new_per_group: HashMap<u64, usize> = HashMap::new();
+        let mut steps_per_group: HashMap<u64, usize> = HashMap::new();
+        for seg in &staged.segments {
+            let row = seg.first_row;
+            match p.trajectories.get(&seg.trajectory) {
+                Some(t) if t.group != seg.group => {
+                    return Err(RequestError::invalid(
+                        format!("group_ids[{row}]"),
+                        format!(
+                            "{}, but trajectory {} is in group {}",
+                            seg.group, seg.trajectory, t.group
+                        ),
+                    ))
+                }
+                Some(t) if t.complete => {
+                    return Err(RequestError::Precondition {
+                        reason: format!(
+                            "field `trajectory_ids[{row}]`: trajectory {} of table `{}` is \
+                             complete (its last step came, or CompleteTrajectory)",
+                            seg.trajectory, self.name
+                        ),
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    let known = p.open.get(&seg.group).map_or(0, |g| g.trajectories.len());
+                    let new = new_per_group.entry(seg.group).or_insert(0);
+                    *new += 1;
+                    if known + *new > group_size {
+                        return Err(RequestError::Precondition {
+                            reason: format!(
+                                "field `group_ids[{row}]`: group {} of table `{}` already has \
+                                 its {group_size} trajectories; trajectory {} cannot join it",
+                                seg.group, self.name, seg.trajectory
+                            ),
+                        });
+                    }
+                }
+            }
+            let held = p.open.get(&seg.group).map_or(0, |g| g.steps);
+            let adding = steps_per_group.entry(seg.group).or_insert(0);
+            *adding += seg.steps();
+            if held + *adding > self.max_group_steps {
+                return Err(RequestError::Exhausted {
+                    field: "rows".into(),
+                    reason: format!(
+                        "group {} would hold {} steps; one group may hold {} \
+                         (its FetchGroup reply must fit in one message)",
+                        seg.group,
+                        held + *adding,
+                        self.max_group_steps
+                    ),
+                });
+            }
+        }
+        let capacity = self.spec.capacity_steps;
+        if p.steps_open + staged.rows > capacity {
+            return Err(RequestError::Exhausted {
+                field: "rows".into(),
+                reason: format!(
+                    "{} more steps, but open groups of table `{}` hold {} of its capacity \
+                     of {capacity} steps (only ready groups are dropped for room: \
+                     complete or fetch groups)",
+                    staged.rows, self.name, p.steps_open
+                ),
+            });
+        }
+        // Room: the oldest ready groups go first.
+        let mut outcome = SubmitOutcome::default();
+        while p.steps_open + p.steps_ready + staged.rows > capacity {
+            let Some(old) = p.ready.pop_front() else {
+                break;
+            };
+            p.steps_ready -= old.steps;
+            p.stats.groups_dropped_over_capacity += 1;
+            outcome.groups_dropped_over_capacity += 1;
+        }
+        let mut touched: Vec<u64> = Vec::new();
+        let mut seen: HashSet<u64> = HashSet::new();
+        for seg in staged.segments {
+            let steps = seg.steps();
+            let group = p.open.entry(seg.group).or_default();
+            group.steps += steps;
+            if seg.last {
+                group.complete += 1;
+            }
+            match p.trajectories.get_mut(&seg.trajectory) {
+                Some(t) => {
+                    for (out, bytes) in t.data.iter_mut().zip(&seg.data) {
+                        out.extend_from_slice(bytes);
+                    }
+                    t.versions.extend_from_slice(&seg.versions);
+                    t.complete = seg.last;
+                }
+                None => {
+                    group.trajectories.push(seg.trajectory);
+                    p.trajectories.insert(
+                        seg.trajectory,
+                        Trajectory {
+                            group: seg.group,
+                            complete: seg.last,
+                            data: seg.data,
+                            versions: seg.versions,
+                        },
+                    );
+                }
+            }
+            if seen.insert(seg.group) {
+                touched.push(seg.group);
+            }
+        }
+        p.steps_open += staged.rows;
+        p.stats.steps_submitted += staged.rows as u64;
+        for g in touched {
+            if self.try_release(p, g) {
+                outcome.groups_completed += 1;
+            }
+        }
+        drop(pool);
+        if outcome.groups_completed > 0 {
+            self.ready.notify_waiters();
+        }
+        Ok(outcome)
+    }
+
+    /// Marks `trajectory` complete; returns whether its group became
+    /// complete.
+    pub(crate) fn complete_trajectory(&self, trajectory: u64) -> Result<bool, RequestError> {
+        self.check_open()?;
+        let mut pool = self.lock();
+        let p = &mut *pool;
+        let Some(t) = p.trajectories.get_mut(&trajectory) else {
+            return Err(RequestError::Precondition {
+                reason: format!(
+                    "field `trajectory_id`: table `{}` has no open trajectory {trajectory} \
+                     (never submitted, or its group was already released or dropped)",
+                    self.name
+                ),
+            });
+        };
+        if t.complete {
+            return Err(RequestError::Precondition {
+                reason: format!(
+                    "field `trajectory_id`: trajectory {trajectory} of table `{}` is already \
+                     complete",
+                    self.name
+                ),
+            });
+        }
+        t.complete = true;
+        let group = t.group;
+        if let Some(g) = p.open.get_mut(&group) {
+            g.complete += 1;
+        }
+        let released = self.try_release(p, group);
+        drop(pool);
+        if released {
+            self.ready.notify_waiters();
+        }
+        Ok(released)
+    }
+
+    /// Moves `group` to the ready queue (or drops it, stale) if it is
+    /// complete; returns whether it became ready.
+    fn try_release(&self, p: &mut Pool, group: u64) -> bool {
+        let size = self.spec.group_size;
+        let complete = p
+            .open
+            .get(&group)
+            .is_some_and(|g| g.complete == size && g.trajectories.len() == size as usize);
+        if !complete {
+            return false;
+        }
+        let Some(g) = p.open.remove(&group) else {
+            return false;
+        };
+        let trajectories: Vec<(u64, Trajectory)> = g
+            .trajectories
+            .iter()
+            .filter_map(|id| p.trajectories.remove(id).map(|t| (*id, t)))
+            .collect();
+        let oldest_version = trajectories
+            .iter()
+            .flat_map(|(_, t)| t.versions.iter().copied())
+            .min()
+            .unwrap_or(0);
+        p.steps_open -= g.steps;
+        if self.is_stale(p.policy_version, oldest_version) {
+            p.stats.groups_dropped_stale += 1;
+            return false;
+        }
+        p.steps_ready += g.steps;
+        p.ready.push_back(ReleasedGroup {
+            group,
+            trajectories,
+            steps: g.steps,
+            oldest_version,
+        });
+        true
+    }
+
+    fn is_stale(&self, current: u64, oldest: u64) -> bool {
+        self.spec
+            .max_lag
+            .is_some_and(|max| current.saturating_sub(oldest) > max)
+    }
+
+    /// The oldest ready group, taken out of the table.
+    pub fn try_fetch(&self) -> Option<ReleasedGroup> {
+        let mut pool = self.lock();
+        let g = pool.ready.pop_front()?;
+        pool.steps_ready -= g.steps;
+        pool.stats.groups_released += 1;
+        pool.stats.steps_released += g.steps as u64;
+        Some(g)
+    }
+
+    /// The oldest ready group, waiting up to `timeout` for one; `None`
+    /// when none came. Ends with `UNAVAILABLE` when the service closes.
+    pub(crate) async fn fetch(
+        &self,
+        timeout: Duration,
+        closing: &mut watch::Receiver<bool>,
+    ) -> Result<Option<ReleasedGroup>, RequestError> {
+        // A timeout too far to add (`u64::MAX` ms) waits without one.
+        let deadline = tokio::time::Instant::now().checked_add(timeout);
+        loop {
+            // Registered before the check, so a group made ready between
+            // the check and the wait still wakes this fetch.
+            let notified = self.ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            self.check_open()?;
+            if let Some(g) = self.try_fetch() {
+                return Ok(Some(g));
+            }
+            if timeout.is_zero() {
+                return Ok(None);
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = until(deadline) => return Ok(self.try_fetch()),
+                _ = stopping(closing) => return Err(self.closed_error()),
+            }
+        }
+    }
+
+    /// Sets the table's policy version and drops ready groups it makes
+    /// stale.
+    pub fn set_policy_version(&self, version: u64) {
+        let mut pool = self.lock();
+        let p = &mut *pool;
+        p.policy_version = version;
+        if self.spec.max_lag.is_none() {
+            return;
+        }
+        let before = p.ready.len();
+        let mut freed = 0;
+        p.ready.retain(|g| {
+            let stale = self.is_stale(version, g.oldest_version);
+            if stale {
+                freed += g.steps;
+            }
+            !stale
+        });
+        p.steps_ready -= freed;
+        p.stats.groups_dropped_stale += (before - p.ready.len()) as u64;
+    }
+
+    /// The table's counters now.
+    pub fn stats(&self) -> GroupedStats {
+        let p = self.lock();
+        GroupedStats {
+            policy_version: p.policy_version,
+            groups_ready: p.ready.len() as u64,
+            groups_open: p.open.len() as u64,
+            steps_pending: (p.steps_open + p.steps_ready) as u64,
+            steps_ready: p.steps_ready as u64,
+            ..p.stats
+        }
+    }
+
+    /// Refuses later calls with `UNAVAILABLE` and wakes waiting fetches.
+    pub fn close(&self) {
+        // Release: pairs with the Acquire load in `check_open`.
+        self.closed.store(true, Ordering::Release);
+        self.ready.notify_waiters();
+    }
+
+    pub(crate) fn count_rejected(&self) {
+        // Relaxed: a statistic.
+        self.rejected_requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Resolves at `deadline`, or never without one.
+async fn until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
