@@ -6,9 +6,12 @@ Python, for the comparison in ``replay_service_bench`` (which starts this
 script with ``--reverb-python PATH``, the Python of a venv with
 ``dm-reverb==0.14.0`` and ``tensorflow-cpu==2.15.1``; see CONTRIBUTING.md).
 
-The table is the bench's: one Reverb server in this process, one table of
-100k items (uniform sampler, FIFO remover, ``MinSize(1)``), each item one
-3x4 ``float32`` field, filled before measuring. Two paths:
+The table is the bench's: one table of 100k items (uniform sampler, FIFO
+remover, ``MinSize(1)``), each item one 3x4 ``float32`` field, filled
+before measuring. The Reverb server runs in a child process (this script
+with ``--serve``), as a shared replay service does: a client in the
+server's own process would read the table directly, without gRPC, and
+the service it is compared with is measured over TCP loopback. Two paths:
 
 - ``tfdata``: ``reverb.TrajectoryDataset.from_table_signature`` batched
   128 (``max_in_flight_samples_per_worker`` 256, twice the batch, as Acme's
@@ -36,6 +39,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 
@@ -98,25 +102,19 @@ def main():
     parser.add_argument("--batches", type=int, default=2000, help="tf.data batches per measurement")
     parser.add_argument("--client-calls", type=int, default=100, help="client.sample calls per measurement")
     parser.add_argument("--once", action="store_true", help="measure once, without reading stdin")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        serve()
+        return
 
-    server = reverb.Server(
-        tables=[
-            reverb.Table(
-                name=TABLE,
-                sampler=reverb.selectors.Uniform(),
-                remover=reverb.selectors.Fifo(),
-                max_size=ITEMS,
-                rate_limiter=reverb.rate_limiters.MinSize(1),
-                signature={"obs": tf.TensorSpec([3, 4], tf.float32)},
-            )
-        ],
-        port=None,
-    )
-    address = f"localhost:{server.port}"
-    client = reverb.Client(address)
     start = time.perf_counter()
-    fill(client)
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    served = json.loads(server.stdout.readline())
+    address = f"localhost:{served['port']}"
+    client = reverb.Client(address)
     size = client.server_info()[TABLE].current_size
     assert size == ITEMS, size
     dataset = reverb.TrajectoryDataset.from_table_signature(
@@ -130,8 +128,9 @@ def main():
         "reverb": _version("dm-reverb"),
         "tensorflow": tf.__version__,
         "items": ITEMS,
-        "fill_seconds": round(time.perf_counter() - start, 1),
+        "setup_seconds": round(time.perf_counter() - start, 1),
         "max_in_flight_samples_per_worker": 2 * BATCH,
+        "transport": "gRPC over TCP loopback, server in a child process",
     }
     print(json.dumps(header), flush=True)
 
@@ -153,6 +152,29 @@ def main():
         for line in sys.stdin:
             if line.strip() == "measure":
                 print(json.dumps(measure()), flush=True)
+    server.stdin.close()
+    server.wait(timeout=60)
+
+
+def serve():
+    """The child: a Reverb server with the table filled; prints its port,
+    serves until stdin closes."""
+    server = reverb.Server(
+        tables=[
+            reverb.Table(
+                name=TABLE,
+                sampler=reverb.selectors.Uniform(),
+                remover=reverb.selectors.Fifo(),
+                max_size=ITEMS,
+                rate_limiter=reverb.rate_limiters.MinSize(1),
+                signature={"obs": tf.TensorSpec([3, 4], tf.float32)},
+            )
+        ],
+        port=None,
+    )
+    fill(reverb.Client(f"localhost:{server.port}"))
+    print(json.dumps({"port": server.port}), flush=True)
+    sys.stdin.read()
     server.stop()
 
 
