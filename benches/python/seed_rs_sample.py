@@ -6,8 +6,11 @@ measured from Python, as Reverb is (``reverb_sample.py``).
 Python of a venv where ``seed_rs`` is installed, pointed at the bench's own
 server and its filled ``sample`` table (100k items of one 3x4 ``float32``
 field, uniform). Each measurement is ``--calls`` calls of
-``client.sample(table, 128)``: a sample stream opened, one batch received
-and turned into numpy arrays (fields, keys, weights), the stream closed.
+``client.sample(table, 128)`` (a sample stream opened, one batch received
+and turned into numpy arrays: fields, keys, weights; the stream closed),
+then ``--calls`` batches of one pipelined ``client.sample_stream(table,
+128, max_in_flight=8)``, each ``next`` timed (what ``next`` on Reverb's
+batched tf.data iterator is to Reverb).
 
 Protocol (the bench alternates it with its other measurements): after
 connecting the script prints one JSON line ``{"ready": true, ...}``; for
@@ -54,9 +57,24 @@ def main():
         assert keys.shape == (BATCH,) and weights.shape == (BATCH,)
         assert all(a.shape[0] == BATCH for a in fields.values())
         us = np.asarray(times, dtype=np.float64) / 1e3
+        stream = client.sample_stream(args.table, BATCH, max_batches=args.calls + 20, max_in_flight=8)
+        for _ in range(20):
+            next(stream)
+        gaps = []
+        start = time.perf_counter_ns()
+        for _ in range(args.calls):
+            t = time.perf_counter_ns()
+            fields, keys, weights = next(stream)
+            gaps.append(time.perf_counter_ns() - t)
+        total_us = (time.perf_counter_ns() - start) / 1e3
+        assert keys.shape == (BATCH,) and next(stream, None) is None
+        gaps = np.asarray(gaps, dtype=np.float64) / 1e3
         return {
             "sample128_p50_us": float(np.percentile(us, 50)),
             "sample128_p99_us": float(np.percentile(us, 99)),
+            "stream_sample128_p50_us": float(np.percentile(gaps, 50)),
+            "stream_sample128_p99_us": float(np.percentile(gaps, 99)),
+            "stream_us_per_batch": total_us / args.calls,
             "calls": args.calls,
         }
 

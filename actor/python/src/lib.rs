@@ -44,5 +44,7 @@ mod _native {
     #[pymodule_export]
     use crate::replay::client::PyReplayClient;
     #[pymodule_export]
+    use crate::replay::client::PySampleStream;
+    #[pymodule_export]
     use crate::replay::error::ReplayError;
 }

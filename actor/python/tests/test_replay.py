@@ -86,6 +86,33 @@ def test_uniform_samples_are_whole_inserted_items(start_replay_server):
     assert client.info("t")["sampled"] == 128
 
 
+def test_a_sample_stream_yields_whole_items_and_ends(start_replay_server):
+    server = start_replay_server([table(capacity=1000)])
+    client = seed_rs.ReplayClient(server.addr)
+    batch = items(100, seed=3)
+    keys = client.insert("t", batch)
+    row_of = {int(k): row for row, k in enumerate(keys)}
+    stream = client.sample_stream("t", 32, max_batches=5, max_in_flight=4)
+    batches = list(stream)
+    assert len(batches) == 5
+    for fields, sampled, weights in batches:
+        assert sampled.shape == (32,) and weights.dtype == np.float32
+        for row, key in enumerate(sampled):
+            for name in fields:
+                assert fields[name][row].tobytes() == batch[name][row_of[int(key)]].tobytes()
+    assert next(stream, None) is None
+    # A stream that is closed early ends; the client goes on.
+    endless = client.sample_stream("t", 8)
+    assert next(endless)[1].shape == (8,)
+    endless.close()
+    assert next(endless, None) is None
+    # A refused stream raises on opening or on its first batch.
+    with pytest.raises(seed_rs.ReplayError) as e:
+        next(client.sample_stream("nope", 8))
+    assert e.value.code == "NOT_FOUND"
+    assert len(client.insert("t", items(1))) == 1
+
+
 def test_priorities_at_insert_and_update_steer_sampling(start_replay_server):
     server = start_replay_server(
         [table("p", sampler={"kind": "prioritized", "alpha": 1.0, "beta": 1.0}, seed=7)]

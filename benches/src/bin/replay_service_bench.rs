@@ -25,15 +25,19 @@
 //! JSON line per round; see the scripts' docs):
 //! - `--seed-python PATH` (the Python of a venv with `seed_rs`):
 //!   `benches/python/seed_rs_sample.py`, `seed_rs.ReplayClient.sample(128)`
-//!   against this server's table: `python_sample128_p50_us`/`_p99_us`;
+//!   against this server's table: `python_sample128_p50_us`/`_p99_us`,
+//!   and `next` on a pipelined `sample_stream` (8 batches in flight):
+//!   `python_stream_sample128_p50_us`/`_p99_us`, `python_stream_us_per_batch`;
 //! - `--reverb-python PATH` (the Python of a venv with `dm-reverb` 0.14 and
 //!   `tensorflow-cpu` 2.15, CONTRIBUTING.md): `benches/python/reverb_sample.py`,
 //!   a Reverb server (child process) with the same table, `sample(128)`
 //!   through `reverb.TrajectoryDataset` batched 128:
 //!   `reverb_sample128_us` (p50), `reverb_sample128_p99_us`, the plain
 //!   `Client.sample` path (`reverb_client_sample128_*`), and the ratios of
-//!   Reverb's p50 to ours (`reverb_ratio_to_service`: the Rust client,
-//!   `reverb_ratio_to_python`: `seed_rs`).
+//!   Reverb's p50 to ours (`reverb_ratio_to_service`: the Rust client's
+//!   round trip, `reverb_ratio_to_python`: `seed_rs`'s round trip,
+//!   `reverb_ratio_to_python_stream`: `seed_rs`'s pipelined stream, the
+//!   like of Reverb's pipelined tf.data path).
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Instant;
@@ -412,6 +416,11 @@ async fn run(args: Args) -> Result<()> {
         let p50 = median_of(&seed_rounds, "sample128_p50_us")?;
         out["python_sample128_p50_us"] = json!(p50);
         out["python_sample128_p99_us"] = json!(median_of(&seed_rounds, "sample128_p99_us")?);
+        out["python_stream_sample128_p50_us"] =
+            json!(median_of(&seed_rounds, "stream_sample128_p50_us")?);
+        out["python_stream_sample128_p99_us"] =
+            json!(median_of(&seed_rounds, "stream_sample128_p99_us")?);
+        out["python_stream_us_per_batch"] = json!(median_of(&seed_rounds, "stream_us_per_batch")?);
         out["python_client"] = json!(format!(
             "seed_rs.ReplayClient.sample(128), {}",
             args.seed_python
@@ -421,7 +430,7 @@ async fn run(args: Args) -> Result<()> {
         ));
         out["python_rounds"] = json!(seed_rounds);
         p.finish().await?;
-        Some(p50)
+        Some((p50, median_of(&seed_rounds, "stream_sample128_p50_us")?))
     } else {
         None
     };
@@ -434,8 +443,9 @@ async fn run(args: Args) -> Result<()> {
         out["reverb_client_sample128_p99_us"] =
             json!(median_of(&reverb_rounds, "client_sample128_p99_us")?);
         out["reverb_ratio_to_service"] = json!(p50 / service_p50);
-        if let Some(ours) = python_p50 {
+        if let Some((ours, ours_stream)) = python_p50 {
             out["reverb_ratio_to_python"] = json!(p50 / ours);
+            out["reverb_ratio_to_python_stream"] = json!(p50 / ours_stream);
         }
         out["reverb_setup"] = p.ready.clone();
         out["reverb_rounds"] = json!(reverb_rounds);

@@ -26,7 +26,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyByteArray, PyBytes, PyDict, PyTuple, PyType};
 use seed_replay::DType;
-use seed_replay_service::pb::FieldBlock;
+use seed_replay_service::pb::{FieldBlock, SampleReply};
 use seed_replay_service::{wire_dtype, InsertBatch};
 
 use crate::replay::error::protocol_error;
@@ -301,6 +301,25 @@ fn from_buffer<'py>(
         return Ok(flat);
     }
     flat.call_method1("reshape", (PyTuple::new(py, shape)?,))
+}
+
+/// A sample reply as `(fields, keys, weights)`.
+pub fn sampled_tuple<'py>(py: Python<'py>, reply: &SampleReply) -> PyResult<Bound<'py, PyTuple>> {
+    let rows = reply.rows as usize;
+    if reply.keys.len() != rows || reply.weights.len() != rows {
+        return Err(protocol_error(
+            py,
+            format!(
+                "{rows} rows with {} keys and {} weights",
+                reply.keys.len(),
+                reply.weights.len()
+            ),
+        ));
+    }
+    let fields = fields_dict(py, rows, &reply.fields)?;
+    let keys = u64_array(py, &reply.keys)?;
+    let weights = f32_array(py, &reply.weights)?;
+    PyTuple::new(py, [fields.into_any(), keys, weights])
 }
 
 /// A sampled batch's fields as `{name: array [rows, *shape]}`.

@@ -30,7 +30,7 @@ use std::time::Duration;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use seed_replay_service::client::{ClientOptions, SampleOptions};
+use seed_replay_service::client::{ClientOptions, SampleOptions, SampleStream};
 use seed_replay_service::{ClientError, ReplayClient as RustClient};
 
 use crate::interrupt::InterruptWatch;
@@ -56,12 +56,24 @@ impl Connection {
         Fut: Future<Output = Result<T, ClientError>> + Send,
     {
         let client = self.client.clone();
+        self.run(py, call(client))
+    }
+
+    /// Runs `work` (a call on a stream the caller holds) as [`call`]
+    /// does: the GIL released, Ctrl-C honoured.
+    ///
+    /// [`call`]: Connection::call
+    pub fn run<T, Fut>(&self, py: Python<'_>, work: Fut) -> PyResult<T>
+    where
+        T: Send,
+        Fut: Future<Output = Result<T, ClientError>> + Send,
+    {
         let watch = InterruptWatch::default();
         let triggered = watch.clone().triggered();
         let result = py.detach(|| {
             self.runtime.block_on(async move {
                 tokio::select! {
-                    r = call(client) => Some(r),
+                    r = work => Some(r),
                     () = triggered => None,
                 }
             })
@@ -84,7 +96,8 @@ impl Connection {
 /// `token` with every call. Raises `ReplayError` when the server cannot be
 /// reached, `ValueError` for an unusable address or TLS file.
 ///
-/// Methods: `insert`, `sample`, `update_priorities`, `info`, `checkpoint`.
+/// Methods: `insert`, `sample`, `sample_stream`, `update_priorities`,
+/// `info`, `checkpoint`.
 /// Item data travels as numpy arrays shaped `[rows, *field_shape]` of the
 /// table's dtypes. The server's refusals raise `ReplayError` with the
 /// gRPC `code` and the server's `message`. One client may be used from
@@ -226,15 +239,7 @@ impl PyReplayClient {
     ) -> PyResult<Bound<'py, PyTuple>> {
         let mut options = SampleOptions::new(batch_size);
         options.max_batches = 1;
-        options.timeout = match timeout {
-            None => None,
-            Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
-            Some(t) => {
-                return Err(PyValueError::new_err(format!(
-                    "timeout must be a positive number of seconds, is {t}"
-                )))
-            }
-        };
+        options.timeout = seconds("timeout", timeout)?;
         let reply = self.connection.call(py, move |mut c| async move {
             let mut stream = c.sample_stream(&table, options).await?;
             let batch = stream.next().await?.ok_or(ClientError::StreamClosed)?;
@@ -247,21 +252,36 @@ impl PyReplayClient {
             }
             Ok(batch.into_reply())
         })?;
-        let rows = reply.rows as usize;
-        if reply.keys.len() != rows || reply.weights.len() != rows {
-            return Err(protocol_error(
-                py,
-                format!(
-                    "{rows} rows with {} keys and {} weights",
-                    reply.keys.len(),
-                    reply.weights.len()
-                ),
-            ));
-        }
-        let fields = arrays::fields_dict(py, rows, &reply.fields)?;
-        let keys = arrays::u64_array(py, &reply.keys)?;
-        let weights = arrays::f32_array(py, &reply.weights)?;
-        PyTuple::new(py, [fields.into_any(), keys, weights])
+        arrays::sampled_tuple(py, &reply)
+    }
+
+    /// A pipelined sample stream over `table`: an iterator of `(fields,
+    /// keys, weights)` batches of `batch_size`, as `sample` returns them.
+    /// The server prepares up to `max_in_flight` batches (0: its default,
+    /// 2; at most 16) ahead of what the client has read, so reading the
+    /// next batch usually costs no round trip; it stops after
+    /// `max_batches` (0: never; iterate as long as you like).
+    #[pyo3(signature = (table, batch_size, *, max_batches=0, max_in_flight=0, timeout=None))]
+    fn sample_stream(
+        &self,
+        py: Python<'_>,
+        table: String,
+        batch_size: u32,
+        max_batches: u64,
+        max_in_flight: u32,
+        timeout: Option<f64>,
+    ) -> PyResult<PySampleStream> {
+        let mut options = SampleOptions::new(batch_size);
+        options.max_batches = max_batches;
+        options.max_in_flight = max_in_flight;
+        options.timeout = seconds("timeout", timeout)?;
+        let stream = self.connection.call(py, move |mut c| async move {
+            c.sample_stream(&table, options).await
+        })?;
+        Ok(PySampleStream {
+            connection: self.connection.clone(),
+            stream: Mutex::new(Some(stream)),
+        })
     }
 
     /// Sets the priorities of `keys` in a prioritized `table` (one
@@ -355,5 +375,61 @@ impl PyReplayClient {
 
     fn cached_layout(&self, table: &str) -> Option<Arc<TableLayout>> {
         self.layouts.lock().ok()?.get(table).cloned()
+    }
+}
+
+/// `what` seconds as a duration (`None` stays `None`).
+fn seconds(what: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
+    match value {
+        None => Ok(None),
+        Some(t) if t.is_finite() && t > 0.0 => Ok(Some(Duration::from_secs_f64(t))),
+        Some(t) => Err(PyValueError::new_err(format!(
+            "{what} must be a positive number of seconds, is {t}"
+        ))),
+    }
+}
+
+/// A pipelined sample stream (`ReplayClient.sample_stream`): iterate it
+/// for `(fields, keys, weights)` batches. A stream that ended on an error
+/// stays ended; open another. `close()` (or dropping it) ends it early.
+#[pyclass(module = "seed_rs._native", name = "SampleStream", frozen)]
+pub struct PySampleStream {
+    connection: Arc<Connection>,
+    /// `None` once ended. A mutex because one iterator step runs with the
+    /// GIL released; a second thread's step meanwhile is refused.
+    stream: Mutex<Option<SampleStream>>,
+}
+
+#[pymethods]
+impl PySampleStream {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let mut guard = self.stream.try_lock().map_err(|_| {
+            PyRuntimeError::new_err("this sample stream is being read by another thread")
+        })?;
+        let Some(stream) = guard.as_mut() else {
+            return Ok(None);
+        };
+        match self.connection.run(py, stream.next()) {
+            Ok(Some(batch)) => arrays::sampled_tuple(py, &batch.into_reply()).map(Some),
+            Ok(None) => {
+                *guard = None;
+                Ok(None)
+            }
+            Err(e) => {
+                *guard = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// Ends the stream (the server stops preparing batches).
+    fn close(&self) {
+        if let Ok(mut guard) = self.stream.lock() {
+            *guard = None;
+        }
     }
 }
