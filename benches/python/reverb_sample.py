@@ -78,12 +78,14 @@ def measure_tfdata(iterator, batches):
     for _ in range(20):  # warm-up: the pipeline fills its in-flight samples
         next(iterator)
     times = []
+    start = time.perf_counter_ns()
     for _ in range(batches):
         t = time.perf_counter_ns()
         sample = next(iterator)
         times.append(time.perf_counter_ns() - t)
+    per_batch_us = (time.perf_counter_ns() - start) / 1e3 / batches
     assert sample.data["obs"].shape == (BATCH, 3, 4), sample.data["obs"].shape
-    return percentiles(times)
+    return (*percentiles(times), per_batch_us)
 
 
 def measure_client(client, calls):
@@ -135,11 +137,12 @@ def main():
     print(json.dumps(header), flush=True)
 
     def measure():
-        p50, p99 = measure_tfdata(iterator, args.batches)
+        p50, p99, per_batch = measure_tfdata(iterator, args.batches)
         c50, c99 = measure_client(client, args.client_calls)
         return {
             "sample128_p50_us": p50,
             "sample128_p99_us": p99,
+            "us_per_batch": per_batch,
             "client_sample128_p50_us": c50,
             "client_sample128_p99_us": c99,
             "batches": args.batches,

@@ -32,12 +32,14 @@
 //!   `tensorflow-cpu` 2.15, CONTRIBUTING.md): `benches/python/reverb_sample.py`,
 //!   a Reverb server (child process) with the same table, `sample(128)`
 //!   through `reverb.TrajectoryDataset` batched 128:
-//!   `reverb_sample128_us` (p50), `reverb_sample128_p99_us`, the plain
+//!   `reverb_sample128_us` (p50), `reverb_sample128_p99_us`,
+//!   `reverb_us_per_batch` (the mean), the plain
 //!   `Client.sample` path (`reverb_client_sample128_*`), and the ratios of
 //!   Reverb's p50 to ours (`reverb_ratio_to_service`: the Rust client's
 //!   round trip, `reverb_ratio_to_python`: `seed_rs`'s round trip,
 //!   `reverb_ratio_to_python_stream`: `seed_rs`'s pipelined stream, the
-//!   like of Reverb's pipelined tf.data path).
+//!   like of Reverb's pipelined tf.data path, and
+//!   `reverb_per_batch_ratio_to_python_stream`, the same by mean per batch).
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Instant;
@@ -430,7 +432,11 @@ async fn run(args: Args) -> Result<()> {
         ));
         out["python_rounds"] = json!(seed_rounds);
         p.finish().await?;
-        Some((p50, median_of(&seed_rounds, "stream_sample128_p50_us")?))
+        Some((
+            p50,
+            median_of(&seed_rounds, "stream_sample128_p50_us")?,
+            median_of(&seed_rounds, "stream_us_per_batch")?,
+        ))
     } else {
         None
     };
@@ -442,10 +448,13 @@ async fn run(args: Args) -> Result<()> {
             json!(median_of(&reverb_rounds, "client_sample128_p50_us")?);
         out["reverb_client_sample128_p99_us"] =
             json!(median_of(&reverb_rounds, "client_sample128_p99_us")?);
+        let per_batch = median_of(&reverb_rounds, "us_per_batch")?;
+        out["reverb_us_per_batch"] = json!(per_batch);
         out["reverb_ratio_to_service"] = json!(p50 / service_p50);
-        if let Some((ours, ours_stream)) = python_p50 {
+        if let Some((ours, ours_stream, ours_per_batch)) = python_p50 {
             out["reverb_ratio_to_python"] = json!(p50 / ours);
             out["reverb_ratio_to_python_stream"] = json!(p50 / ours_stream);
+            out["reverb_per_batch_ratio_to_python_stream"] = json!(per_batch / ours_per_batch);
         }
         out["reverb_setup"] = p.ready.clone();
         out["reverb_rounds"] = json!(reverb_rounds);
