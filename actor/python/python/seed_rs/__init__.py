@@ -32,8 +32,14 @@ Atari and MinAtar preprocessing); :class:`ActorError`;
 and the gRPC status of a refused call).
 """
 
+from typing import TYPE_CHECKING
+
 from .make import env_factory, make_env
 from .spaces import EnvSpec, UnsupportedSpaceError, env_spec
+
+if TYPE_CHECKING:  # for type checkers; at run time they load on first use
+    from ._native import ActorError, ReplayClient, ReplayError, SampleStream, enable_logging
+    from .gym_actor import DEFAULT_LEARNER, Actor
 
 # The compiled extension loads on first use, so the pure-Python modules
 # (seed_rs.spaces, seed_rs.make) import without it.
@@ -44,6 +50,7 @@ _NATIVE = {
     "enable_logging": "_native",
     "ReplayClient": "_native",
     "ReplayError": "_native",
+    "SampleStream": "_native",
 }
 
 
@@ -68,6 +75,7 @@ __all__ = [
     "EnvSpec",
     "ReplayClient",
     "ReplayError",
+    "SampleStream",
     "UnsupportedSpaceError",
     "enable_logging",
     "env_factory",
