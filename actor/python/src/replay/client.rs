@@ -426,10 +426,15 @@ impl PySampleStream {
         }
     }
 
-    /// Ends the stream (the server stops preparing batches).
-    fn close(&self) {
-        if let Ok(mut guard) = self.stream.lock() {
-            *guard = None;
-        }
+    /// Ends the stream (the server stops preparing batches). Raises
+    /// `RuntimeError` while another thread is reading it (waiting for the
+    /// lock with the GIL held would deadlock with that reader, which needs
+    /// the GIL to return).
+    fn close(&self) -> PyResult<()> {
+        let mut guard = self.stream.try_lock().map_err(|_| {
+            PyRuntimeError::new_err("this sample stream is being read by another thread")
+        })?;
+        *guard = None;
+        Ok(())
     }
 }
