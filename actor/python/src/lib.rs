@@ -7,6 +7,9 @@
 //! ([`seed_actor::run_actor_with_envs`]): the same stream, pipelined halves,
 //! reconnects and episode bookkeeping as the `actor` binary.
 //!
+//! The same module holds `ReplayClient` ([`replay`]): the replay
+//! service's Rust client with numpy arrays in and out.
+//!
 //! # Why the actor runs in Rust
 //!
 //! A Python actor loop would pay the interpreter for every batch it encodes
@@ -26,6 +29,7 @@ mod error;
 mod interrupt;
 mod native_actor;
 mod py_env;
+mod replay;
 mod report;
 
 use pyo3::prelude::*;
@@ -37,4 +41,10 @@ mod _native {
     use crate::error::ActorError;
     #[pymodule_export]
     use crate::native_actor::{check_spec, enable_logging, NativeActor};
+    #[pymodule_export]
+    use crate::replay::client::PyReplayClient;
+    #[pymodule_export]
+    use crate::replay::client::PySampleStream;
+    #[pymodule_export]
+    use crate::replay::error::ReplayError;
 }

@@ -134,3 +134,98 @@ def start_learner(learner_env_flags):
 def learner(start_learner) -> Learner:
     """A serving-only learner for ``learner_env_flags`` (CartPole by default)."""
     return start_learner()
+
+
+# --- The replay service -----------------------------------------------------
+#
+# The replay server binary is ``$SEED_REPLAY_SERVER_BIN``, else
+# ``<repo>/target/release/replay-server`` (``cargo build --release -p
+# seed-replay-service``). ``start_replay_server(tables, token=None)`` writes
+# the tables' JSON config into the test's tmp_path and starts a server on a
+# free port of 127.0.0.1 (the address is read from its "replay server
+# listening" log line); every server started is stopped after the test.
+
+REPLAY_SERVER_BIN = pathlib.Path(
+    os.environ.get("SEED_REPLAY_SERVER_BIN", REPO / "target" / "release" / "replay-server")
+)
+_REPLAY_LISTENING = re.compile(r"replay server listening addr=(\S+)")
+
+
+class ReplayServer:
+    """One `replay-server` process and its log (read continuously so it never blocks)."""
+
+    def __init__(self, config_path: pathlib.Path, extra: Sequence[str] = ()):
+        env = dict(os.environ, NO_COLOR="1", RUST_LOG="info")
+        env.pop("SEED_TOKEN", None)
+        self.args = ["--config", str(config_path), "--listen", "127.0.0.1:0", *extra]
+        self.proc = subprocess.Popen(
+            [str(REPLAY_SERVER_BIN), *self.args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        self.log: List[str] = []
+        self.addr: Optional[str] = None
+        self._listening = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        if not self._listening.wait(START_TIMEOUT_S) or self.addr is None:
+            self.stop()
+            raise RuntimeError(f"replay-server did not start listening: {' '.join(self.args)}\n{self.output()}")
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.log.append(line)
+            m = _REPLAY_LISTENING.search(line)
+            if m and self.addr is None:
+                self.addr = m.group(1)
+                self._listening.set()
+        self._listening.set()  # exited: wake the waiter
+
+    def output(self) -> str:
+        return "".join(self.log)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it does not exit."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self._reader.join(timeout=30)
+
+
+@pytest.fixture
+def start_replay_server(tmp_path):
+    """``start_replay_server(tables, token=None, checkpoint_dir=None) -> ReplayServer``.
+
+    ``tables`` is the config file's list of table objects (see the
+    seed-replay-service crate docs).
+    """
+    if not REPLAY_SERVER_BIN.exists():
+        pytest.fail(
+            f"no replay-server binary at {REPLAY_SERVER_BIN}: build it with "
+            "`cargo build --release -p seed-replay-service` or set SEED_REPLAY_SERVER_BIN"
+        )
+    started: List[ReplayServer] = []
+
+    def start(tables, token: Optional[str] = None, checkpoint_dir=None) -> ReplayServer:
+        import json
+
+        config = {"tables": list(tables)}
+        if checkpoint_dir is not None:
+            config["checkpoint_dir"] = str(checkpoint_dir)
+        path = tmp_path / f"replay-{len(started)}.json"
+        path.write_text(json.dumps(config))
+        extra = [] if token is None else ["--token", token]
+        server = ReplayServer(path, extra)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

@@ -1,7 +1,8 @@
 //! The replay service over loopback beside the in-process buffer it serves,
 //! in the same run: prints one JSON object.
 //!
-//! `cargo run --release -p seed-benches --bin replay_service_bench [-- --quick]`
+//! `cargo run --release -p seed-benches --bin replay_service_bench [-- --quick]
+//! [--reverb-python PATH] [--seed-python PATH]]`
 //!
 //! It starts the service itself (in this process, on a loopback TCP port)
 //! with a uniform table of 100k items of one 3x4 `f32` field, filled
@@ -22,9 +23,32 @@
 //!
 //! Client and server share the machine's cores (and, here, one runtime),
 //! so the service figures include the client's cost.
+//!
+//! Measured from Python in the same run, each round after the Rust
+//! figures (each script runs as a child for the whole run, answering one
+//! JSON line per round; see the scripts' docs):
+//! - `--seed-python PATH` (the Python of a venv with `seed_rs`):
+//!   `benches/python/seed_rs_sample.py`, `seed_rs.ReplayClient.sample(128)`
+//!   against this server's table: `python_sample128_p50_us`/`_p99_us`,
+//!   and `next` on a pipelined `sample_stream` (8 batches in flight):
+//!   `python_stream_sample128_p50_us`/`_p99_us`, `python_stream_us_per_batch`;
+//! - `--reverb-python PATH` (the Python of a venv with `dm-reverb` 0.14 and
+//!   `tensorflow-cpu` 2.15, CONTRIBUTING.md): `benches/python/reverb_sample.py`,
+//!   a Reverb server (child process) with the same table, `sample(128)`
+//!   through `reverb.TrajectoryDataset` batched 128:
+//!   `reverb_sample128_us` (p50), `reverb_sample128_p99_us`,
+//!   `reverb_us_per_batch` (the mean), the plain
+//!   `Client.sample` path (`reverb_client_sample128_*`), and the ratios of
+//!   Reverb's p50 to ours (`reverb_ratio_to_service`: the Rust client's
+//!   round trip, `reverb_ratio_to_python`: `seed_rs`'s round trip,
+//!   `reverb_ratio_to_python_stream`: `seed_rs`'s pipelined stream, the
+//!   like of Reverb's pipelined tf.data path, and
+//!   `reverb_per_batch_ratio_to_python_stream`, the same by mean per batch).
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Parser;
 use hdrhistogram::Histogram;
 use seed_benches::grouped_fetch;
@@ -32,6 +56,8 @@ use seed_replay::{FieldRef, Values};
 use seed_replay_service::client::{ClientOptions, SampleOptions};
 use seed_replay_service::{InsertBatch, ReplayClient, ServerOptions, ServiceConfig};
 use serde_json::{json, Map, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 
 #[derive(Parser, Debug)]
 #[command(about = "Replay service benchmark over loopback; prints one JSON object")]
@@ -51,6 +77,93 @@ struct Args {
     /// Async worker threads of the runtime serving and measuring.
     #[arg(long, default_value_t = 2)]
     worker_threads: usize,
+    /// The Python of a venv with dm-reverb 0.14 and tensorflow-cpu 2.15:
+    /// measure Reverb's sample(128) in the same run.
+    #[arg(long)]
+    reverb_python: Option<PathBuf>,
+    /// The Python of a venv with seed_rs installed: measure
+    /// `seed_rs.ReplayClient.sample(128)` against this server.
+    #[arg(long)]
+    seed_python: Option<PathBuf>,
+}
+
+/// A measuring script run as a child: one JSON line when ready, then one
+/// per `measure` line written to it.
+struct PythonProbe {
+    name: &'static str,
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    ready: Value,
+}
+
+impl PythonProbe {
+    async fn start(
+        name: &'static str,
+        python: &Path,
+        script: &str,
+        args: &[String],
+    ) -> Result<Self> {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("python")
+            .join(script);
+        eprintln!("starting {name}: {} {}", python.display(), script.display());
+        let mut child = tokio::process::Command::new(python)
+            .arg(&script)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {}", python.display()))?;
+        let stdin = child.stdin.take().context("no stdin")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let mut probe = PythonProbe {
+            name,
+            child,
+            stdin,
+            lines: BufReader::new(stdout).lines(),
+            ready: Value::Null,
+        };
+        probe.ready = probe.read().await?;
+        eprintln!("{name} ready: {}", probe.ready);
+        Ok(probe)
+    }
+
+    async fn read(&mut self) -> Result<Value> {
+        let line = self
+            .lines
+            .next_line()
+            .await?
+            .with_context(|| format!("{} exited (its error is above)", self.name))?;
+        serde_json::from_str(&line).with_context(|| format!("{}: not JSON: {line}", self.name))
+    }
+
+    async fn measure(&mut self) -> Result<Value> {
+        self.stdin.write_all(b"measure\n").await?;
+        self.stdin.flush().await?;
+        self.read().await
+    }
+
+    async fn finish(mut self) -> Result<()> {
+        drop(self.stdin);
+        let status = self.child.wait().await?;
+        anyhow::ensure!(status.success(), "{} exited with {status}", self.name);
+        Ok(())
+    }
+}
+
+/// The median of `key` over `rounds`.
+fn median_of(rounds: &[Value], key: &str) -> Result<f64> {
+    let v = rounds
+        .iter()
+        .map(|r| {
+            r[key]
+                .as_f64()
+                .with_context(|| format!("no `{key}` in {r}"))
+        })
+        .collect::<Result<Vec<f64>>>()?;
+    Ok(median(v))
 }
 
 const ITEMS: usize = 100_000;
@@ -127,6 +240,49 @@ async fn run(args: Args) -> Result<()> {
         ins.insert(b).await?;
     }
     drop(ins);
+
+    let mut seed_probe = match &args.seed_python {
+        Some(python) => Some(
+            PythonProbe::start(
+                "seed_rs_sample.py",
+                python,
+                "seed_rs_sample.py",
+                &[
+                    "--addr".into(),
+                    server.url(false),
+                    "--table".into(),
+                    "sample".into(),
+                    "--calls".into(),
+                    (if args.quick { 300 } else { 2000 }).to_string(),
+                ],
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let mut reverb_probe = match &args.reverb_python {
+        Some(python) => Some(
+            PythonProbe::start(
+                "reverb_sample.py",
+                python,
+                "reverb_sample.py",
+                &if args.quick {
+                    vec![
+                        "--batches".into(),
+                        "300".into(),
+                        "--client-calls".into(),
+                        "20".into(),
+                    ]
+                } else {
+                    vec![]
+                },
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let mut seed_rounds = Vec::new();
+    let mut reverb_rounds = Vec::new();
 
     let mut rt_p50 = Vec::new();
     let mut rt_p99 = Vec::new();
@@ -221,6 +377,12 @@ async fn run(args: Args) -> Result<()> {
         grouped_rounds.push(
             grouped_fetch::round(&mut client, "grouped", "sample", groups, run * groups).await?,
         );
+        if let Some(p) = &mut seed_probe {
+            seed_rounds.push(p.measure().await?);
+        }
+        if let Some(p) = &mut reverb_probe {
+            reverb_rounds.push(p.measure().await?);
+        }
     }
     let grouped_median =
         |f: fn(&grouped_fetch::GroupedRound) -> f64| median(grouped_rounds.iter().map(f).collect());
@@ -243,7 +405,8 @@ async fn run(args: Args) -> Result<()> {
         Value::Object(m)
     };
     let stream_rate = median(stream_items.clone());
-    let out = json!({
+    let service_p50 = median(rt_p50.clone());
+    let mut out = json!({
         "items": ITEMS,
         "item": "3x4 f32",
         "sampler": "uniform",
@@ -252,7 +415,7 @@ async fn run(args: Args) -> Result<()> {
         "transport": "TCP loopback, server and client in one process",
         "worker_threads": args.worker_threads,
         "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "sample128_p50_us": median(rt_p50),
+        "sample128_p50_us": service_p50,
         "sample128_p99_us": median(rt_p99),
         "sample128_items_per_s": stream_rate.round(),
         "sample128_stream_us_per_batch": 1e6 * f64::from(BATCH) / stream_rate,
@@ -278,6 +441,52 @@ async fn run(args: Args) -> Result<()> {
         "grouped_submit_steps_per_s": grouped_median(|r| r.submit_steps_per_s).round(),
         "sample256_p50_us": grouped_median(|r| r.same_bytes_sample_p50_us),
     });
+    let python_p50 = if let Some(p) = seed_probe {
+        let p50 = median_of(&seed_rounds, "sample128_p50_us")?;
+        out["python_sample128_p50_us"] = json!(p50);
+        out["python_sample128_p99_us"] = json!(median_of(&seed_rounds, "sample128_p99_us")?);
+        out["python_stream_sample128_p50_us"] =
+            json!(median_of(&seed_rounds, "stream_sample128_p50_us")?);
+        out["python_stream_sample128_p99_us"] =
+            json!(median_of(&seed_rounds, "stream_sample128_p99_us")?);
+        out["python_stream_us_per_batch"] = json!(median_of(&seed_rounds, "stream_us_per_batch")?);
+        out["python_client"] = json!(format!(
+            "seed_rs.ReplayClient.sample(128), {}",
+            args.seed_python
+                .as_deref()
+                .unwrap_or(Path::new(""))
+                .display()
+        ));
+        out["python_rounds"] = json!(seed_rounds);
+        p.finish().await?;
+        Some((
+            p50,
+            median_of(&seed_rounds, "stream_sample128_p50_us")?,
+            median_of(&seed_rounds, "stream_us_per_batch")?,
+        ))
+    } else {
+        None
+    };
+    if let Some(p) = reverb_probe {
+        let p50 = median_of(&reverb_rounds, "sample128_p50_us")?;
+        out["reverb_sample128_us"] = json!(p50);
+        out["reverb_sample128_p99_us"] = json!(median_of(&reverb_rounds, "sample128_p99_us")?);
+        out["reverb_client_sample128_us"] =
+            json!(median_of(&reverb_rounds, "client_sample128_p50_us")?);
+        out["reverb_client_sample128_p99_us"] =
+            json!(median_of(&reverb_rounds, "client_sample128_p99_us")?);
+        let per_batch = median_of(&reverb_rounds, "us_per_batch")?;
+        out["reverb_us_per_batch"] = json!(per_batch);
+        out["reverb_ratio_to_service"] = json!(p50 / service_p50);
+        if let Some((ours, ours_stream, ours_per_batch)) = python_p50 {
+            out["reverb_ratio_to_python"] = json!(p50 / ours);
+            out["reverb_ratio_to_python_stream"] = json!(p50 / ours_stream);
+            out["reverb_per_batch_ratio_to_python_stream"] = json!(per_batch / ours_per_batch);
+        }
+        out["reverb_setup"] = p.ready.clone();
+        out["reverb_rounds"] = json!(reverb_rounds);
+        p.finish().await?;
+    }
     println!("{}", serde_json::to_string_pretty(&out)?);
     server.stop().await?;
     Ok(())

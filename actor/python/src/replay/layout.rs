@@ -1,0 +1,141 @@
+//! [`TableLayout`]: a table's fields as its `Info` reply describes them,
+//! and that reply as a Python dict.
+//!
+//! Why the client keeps layouts: `insert` checks a dict of arrays against
+//! the table (names, dtypes, shapes) before sending, so a wrong array is a
+//! `ValueError` naming the field without a round trip, and the batch gets
+//! the table's dtypes without the caller spelling them. A table's layout
+//! is fixed for the server's life, so each client asks once per table
+//! (one `Info` call on the first insert); a server restarted with another
+//! layout still refuses a wrong batch itself. Cost: a hash lookup per
+//! insert.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use seed_replay::DType;
+use seed_replay_service::pb::TableInfo;
+use seed_replay_service::wire_dtype;
+
+use crate::replay::arrays::numpy_name;
+
+/// One field: its name, dtype and the shape of one item.
+#[derive(Debug, Clone)]
+pub struct FieldLayout {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+}
+
+/// A table's fields, in the table's order.
+#[derive(Debug, Clone)]
+pub struct TableLayout {
+    pub fields: Vec<FieldLayout>,
+    /// The field that holds each item's policy version, if any.
+    pub policy_version_field: Option<String>,
+}
+
+impl TableLayout {
+    /// The layout `info` describes; `Err` names a field whose dtype this
+    /// client does not know.
+    pub fn from_info(info: &TableInfo) -> Result<Self, String> {
+        let fields = info
+            .fields
+            .iter()
+            .map(|f| {
+                Ok(FieldLayout {
+                    name: f.name.clone(),
+                    dtype: wire_dtype::from_wire(f.dtype).ok_or_else(|| {
+                        format!(
+                            "field `{}`: dtype {}",
+                            f.name,
+                            wire_dtype::wire_name(f.dtype)
+                        )
+                    })?,
+                    shape: f.shape.iter().map(|&d| d as usize).collect(),
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(TableLayout {
+            fields,
+            policy_version_field: Some(info.policy_version_field.clone()).filter(|f| !f.is_empty()),
+        })
+    }
+
+    pub fn field(&self, name: &str) -> Option<&FieldLayout> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// The field names, `, `-separated, for messages.
+    pub fn names(&self) -> String {
+        self.fields
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// One table's `Info` as a dict: `name`, `sampler`, `fields` (a list of
+/// `{"name", "dtype", "shape"}`, dtypes as numpy names), `capacity`, the
+/// counters, `rate_limiter` (a dict, or `None` without one) and
+/// `storage_dir` (`None` in memory).
+pub fn info_dict<'py>(py: Python<'py>, info: &TableInfo) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", &info.name)?;
+    d.set_item("sampler", &info.sampler)?;
+    let fields = PyList::empty(py);
+    for f in &info.fields {
+        let field = PyDict::new(py);
+        field.set_item("name", &f.name)?;
+        let dtype = match wire_dtype::from_wire(f.dtype) {
+            Some(dt) => numpy_name(dt).to_owned(),
+            None => wire_dtype::wire_name(f.dtype),
+        };
+        field.set_item("dtype", dtype)?;
+        field.set_item(
+            "shape",
+            f.shape.iter().map(|&s| s as usize).collect::<Vec<_>>(),
+        )?;
+        fields.append(field)?;
+    }
+    d.set_item("fields", fields)?;
+    d.set_item(
+        "policy_version_field",
+        Some(&info.policy_version_field).filter(|f| !f.is_empty()),
+    )?;
+    for (key, value) in [
+        ("capacity", info.capacity),
+        ("stored", info.stored),
+        ("available", info.available),
+        ("inserted", info.inserted),
+        ("sampled", info.sampled),
+        ("removed", info.removed),
+        ("evicted_unconsumed", info.evicted_unconsumed),
+        ("dropped_policy_lag", info.dropped_policy_lag),
+        ("stale_priority_updates", info.stale_priority_updates),
+        ("invalid_priority_updates", info.invalid_priority_updates),
+        ("sample_streams", info.sample_streams),
+        ("sample_flow_control_waits", info.sample_flow_control_waits),
+        ("rejected_requests", info.rejected_requests),
+    ] {
+        d.set_item(key, value)?;
+    }
+    match &info.rate_limiter {
+        None => d.set_item("rate_limiter", py.None())?,
+        Some(l) => {
+            let limiter = PyDict::new(py);
+            limiter.set_item("inserts", l.inserts)?;
+            limiter.set_item("samples", l.samples)?;
+            limiter.set_item("min_size_to_sample", l.min_size_to_sample)?;
+            limiter.set_item("samples_per_insert", l.samples_per_insert)?;
+            limiter.set_item("min_diff", l.min_diff)?;
+            limiter.set_item("max_diff", l.max_diff)?;
+            d.set_item("rate_limiter", limiter)?;
+        }
+    }
+    d.set_item(
+        "storage_dir",
+        Some(&info.storage_dir).filter(|s| !s.is_empty()),
+    )?;
+    Ok(d)
+}
