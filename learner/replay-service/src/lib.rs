@@ -39,7 +39,9 @@
 //! # Modules, bottom first
 //! `pb` (generated), `wire_dtype`, `error`, `token` (leaves); `config`;
 //! `server` (tables, the service, TLS, start-up); `client` (imports only
-//! the leaves, never `server`).
+//! the leaves, never `server`). `tests/layering.rs` checks both rules and
+//! fails for a top-level file it has no layer for; a folder's entry covers
+//! every file in it, so new files under `server/` or `client/` need none.
 //!
 //! Bytes travel little-endian and the buffer stores native-endian words:
 //! the crate builds for little-endian targets only.
