@@ -85,6 +85,10 @@ pub struct TableConfigFile {
     pub seed: u64,
     #[serde(default)]
     pub storage_dir: Option<PathBuf>,
+    /// Mapped table directories (shards) written by other servers, served
+    /// together as this one read-only table (`server/sharded_table.rs`).
+    #[serde(default)]
+    pub load: Vec<PathBuf>,
     /// How long an insert waits for the rate limiter.
     #[serde(default)]
     pub insert_timeout_ms: Option<u64>,
@@ -170,6 +174,9 @@ pub struct TableSpec {
     pub layout: ItemLayout,
     pub replay: ReplayConfig,
     pub storage_dir: Option<PathBuf>,
+    /// Shard directories to serve as one read-only table (empty: the table
+    /// is its own storage). Checked by [`check_load`].
+    pub load: Vec<PathBuf>,
     pub insert_timeout: Duration,
 }
 
@@ -230,6 +237,7 @@ impl ServiceConfigFile {
             }
             tables.push(spec);
         }
+        check_directories_unshared(&tables)?;
         Ok(ServiceConfig {
             checkpoint_dir: self.checkpoint_dir,
             tables,
@@ -368,16 +376,128 @@ impl TableConfigFile {
             });
             check(&replay, "policy_lag")?;
         }
-        Ok(TableSpec {
+        let spec = TableSpec {
             name: self.name,
             layout,
             replay,
             storage_dir: self.storage_dir,
+            load: self.load,
             insert_timeout: Duration::from_millis(
                 self.insert_timeout_ms.unwrap_or(DEFAULT_INSERT_TIMEOUT_MS),
             ),
-        })
+        };
+        check_load(&spec)?;
+        Ok(spec)
     }
+}
+
+/// The most shard directories one loaded table may have: the shard index
+/// travels in the top 8 bits of its keys (`server/sharded_table.rs`).
+pub const MAX_SHARDS: usize = 256;
+
+/// Checks a table's `load` list: a loaded table takes no inserts, so it
+/// has no `storage_dir` and no rate limiter, and its sampler is one that
+/// never consumes (uniform, recent, prioritized); at most [`MAX_SHARDS`]
+/// directories, none twice. Nothing to check without `load`.
+pub fn check_load(spec: &TableSpec) -> Result<(), ConfigError> {
+    if spec.load.is_empty() {
+        return Ok(());
+    }
+    let err = |setting: &'static str, reason: String| ConfigError::Table {
+        table: spec.name.clone(),
+        setting,
+        reason,
+    };
+    if spec.storage_dir.is_some() {
+        return Err(err(
+            "load",
+            "a loaded table is served from its shard directories: give `load` or \
+             `storage_dir`, not both"
+                .into(),
+        ));
+    }
+    if spec.load.len() > MAX_SHARDS {
+        return Err(err(
+            "load",
+            format!("{} directories, at most {MAX_SHARDS}", spec.load.len()),
+        ));
+    }
+    for (i, d) in spec.load.iter().enumerate() {
+        if spec.load[..i].contains(d) {
+            return Err(err("load", format!("{} is given twice", d.display())));
+        }
+    }
+    if !matches!(
+        spec.replay.sampler,
+        SamplerConfig::Uniform | SamplerConfig::Recent { .. } | SamplerConfig::Prioritized(_)
+    ) {
+        return Err(err(
+            "sampler",
+            "a loaded table (`load`) samples with `uniform`, `recent` or `prioritized`: it \
+             takes no inserts, so a consume-once sampler would empty it for good"
+                .into(),
+        ));
+    }
+    if spec.replay.rate_limiter.is_some() {
+        return Err(err(
+            "rate_limiter",
+            "a loaded table (`load`) takes no inserts, so a sample-to-insert limiter would \
+             stop it for good"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+impl ServiceConfig {
+    /// Adds `--load` directories: `TABLE=DIR` loads `DIR` as a shard of
+    /// table `TABLE`; a bare `DIR` is a shard of the config's only table
+    /// (an error when it declares several). Each table's `load` list is
+    /// checked again afterwards.
+    pub fn add_loaded_shards(&mut self, args: &[String]) -> Result<(), ConfigError> {
+        for arg in args {
+            let named = arg
+                .split_once('=')
+                .filter(|(t, _)| self.tables.iter().any(|s| s.name == *t));
+            let (table, dir) = match named {
+                Some((t, d)) => (t.to_owned(), PathBuf::from(d)),
+                None if self.tables.len() == 1 => (self.tables[0].name.clone(), PathBuf::from(arg)),
+                None => {
+                    return Err(ConfigError::Service {
+                        reason: format!(
+                            "--load {arg}: the config declares {} tables; write --load TABLE=DIR",
+                            self.tables.len()
+                        ),
+                    })
+                }
+            };
+            if let Some(spec) = self.tables.iter_mut().find(|s| s.name == table) {
+                spec.load.push(dir);
+            }
+        }
+        self.tables.iter().try_for_each(check_load)?;
+        check_directories_unshared(&self.tables)
+    }
+}
+
+/// No directory is both a shard of one table and the storage or a shard of
+/// another: one process maps a directory once.
+fn check_directories_unshared(tables: &[TableSpec]) -> Result<(), ConfigError> {
+    let mut owner: std::collections::HashMap<&Path, &str> = std::collections::HashMap::new();
+    for t in tables {
+        for d in t.storage_dir.iter().chain(&t.load) {
+            if let Some(other) = owner.insert(d, &t.name) {
+                if other != t.name {
+                    return Err(ConfigError::Table {
+                        table: t.name.clone(),
+                        setting: "load",
+                        reason: format!("{} is used by table `{other}` too", d.display()),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn parse_dtype(s: &str) -> Option<DType> {

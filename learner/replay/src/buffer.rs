@@ -283,6 +283,14 @@ impl ReplayBuffer {
         Ok(buffer)
     }
 
+    /// The item layout and capacity of a mapped directory, from its header
+    /// alone (nothing is mapped or scanned): to check that directories
+    /// written by different processes agree before opening them.
+    #[cfg(not(loom))]
+    pub fn mapped_layout(dir: &Path) -> Result<(ItemLayout, usize), ReplayError> {
+        Storage::mapped_layout(dir)
+    }
+
     pub(crate) fn assemble(
         layout: ItemLayout,
         config: ReplayConfig,

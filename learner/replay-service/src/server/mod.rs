@@ -14,8 +14,10 @@
 //! RPCs), `crate::token` and [`tls`] (the learner's security options).
 mod closing;
 mod insert_request;
+mod sample_source;
 mod sample_stream;
 pub mod service;
+pub mod sharded_table;
 pub mod table;
 pub mod tls;
 
@@ -31,6 +33,7 @@ use tracing::info;
 pub use crate::token::TokenCheck;
 pub use sample_stream::{DEFAULT_MAX_IN_FLIGHT, MAX_IN_FLIGHT};
 pub use service::ReplayService;
+pub use sharded_table::ShardedTable;
 pub use table::Table;
 pub use tls::ServerTls;
 
@@ -148,12 +151,19 @@ pub async fn start(
     let restore = options.restore;
     // Building allocates and touches every table's memory: off the async
     // workers.
-    let tables = tokio::task::spawn_blocking(move || {
-        config
-            .tables
+    // Tables with `load` are served from their shard directories.
+    let (loaded, own): (Vec<_>, Vec<_>) =
+        config.tables.into_iter().partition(|t| !t.load.is_empty());
+    let (tables, sharded) = tokio::task::spawn_blocking(move || {
+        let tables = own
             .into_iter()
             .map(|spec| Table::open(spec, checkpoint_dir.as_deref(), restore))
-            .collect::<Result<Vec<_>, _>>()
+            .collect::<Result<Vec<_>, _>>()?;
+        let sharded = loaded
+            .into_iter()
+            .map(ShardedTable::open)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok::<_, ServeError>((tables, sharded))
     })
     .await
     .map_err(|e| ServeError::Transport {
@@ -163,7 +173,10 @@ pub async fn start(
         info!(table = %t.name(), capacity = t.buffer().capacity(), items = t.buffer().len(),
             item_bytes = t.buffer().layout().item_bytes(), "table ready");
     }
-    let service = ReplayService::new(tables, options.max_message_bytes);
+    for t in &sharded {
+        info!(table = %t.name(), shards = t.shards().len(), items = t.len(), "loaded table ready (read-only)");
+    }
+    let service = ReplayService::new(tables, options.max_message_bytes).with_sharded(sharded);
     let listener = TcpListener::bind(options.listen)
         .await
         .map_err(|source| ServeError::Bind {

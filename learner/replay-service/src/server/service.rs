@@ -32,6 +32,7 @@ use crate::pb::{
 use crate::server::closing::stopping;
 use crate::server::insert_request;
 use crate::server::sample_stream;
+use crate::server::sharded_table::ShardedTable;
 use crate::server::table::Table;
 use crate::wire_dtype;
 
@@ -44,6 +45,9 @@ const INSERT_REPLIES_BUFFERED: usize = 64;
 pub struct ReplayService {
     tables: Arc<HashMap<String, Arc<Table>>>,
     max_message_bytes: usize,
+    /// Tables loaded from shard directories (`load`), read-only; each RPC
+    /// that serves them looks here first (`server/sharded_table.rs`).
+    sharded: Arc<HashMap<String, Arc<ShardedTable>>>,
     /// Set by `close`: open insert and sample streams end with
     /// `UNAVAILABLE`, so a client holding a stream open cannot keep a
     /// stopping server waiting.
@@ -60,8 +64,25 @@ impl ReplayService {
                     .collect(),
             ),
             max_message_bytes,
+            sharded: Arc::default(),
             closing: watch::channel(false).0,
         }
+    }
+
+    /// Adds tables loaded from shard directories.
+    pub fn with_sharded(mut self, tables: Vec<ShardedTable>) -> Self {
+        self.sharded = Arc::new(
+            tables
+                .into_iter()
+                .map(|t| (t.name.clone(), Arc::new(t)))
+                .collect(),
+        );
+        self
+    }
+
+    /// The loaded table called `name`.
+    pub fn sharded_table(&self, name: &str) -> Option<Arc<ShardedTable>> {
+        self.sharded.get(name).cloned()
     }
 
     /// The table called `name`, by the service's own handle (tests, the
@@ -71,6 +92,9 @@ impl ReplayService {
     }
 
     fn lookup(&self, name: &str) -> Result<Arc<Table>, RequestError> {
+        if let Some(t) = self.sharded.get(name) {
+            return Err(t.refuse_writes());
+        }
         self.tables
             .get(name)
             .cloned()
@@ -81,7 +105,12 @@ impl ReplayService {
     }
 
     fn known(&self) -> String {
-        let mut names: Vec<&str> = self.tables.keys().map(String::as_str).collect();
+        let mut names: Vec<&str> = self
+            .tables
+            .keys()
+            .chain(self.sharded.keys())
+            .map(String::as_str)
+            .collect();
         names.sort_unstable();
         names.join(", ")
     }
@@ -90,6 +119,9 @@ impl ReplayService {
     pub fn close(&self) {
         for t in self.tables.values() {
             t.buffer.close();
+        }
+        for t in self.sharded.values() {
+            t.close();
         }
         self.closing.send_replace(true);
     }
@@ -201,8 +233,13 @@ impl Replay for ReplayService {
         request: Request<SampleRequest>,
     ) -> Result<Response<Self::SampleStream>, Status> {
         let req = request.into_inner();
+        if let Some(t) = self.sharded_table(&req.table) {
+            let plan = t.plan(&req, self.max_message_bytes)?;
+            let rx = sample_stream::spawn(t, plan, self.closing.subscribe());
+            return Ok(Response::new(Box::pin(ReceiverStream::new(rx))));
+        }
         let table = self.lookup(&req.table)?;
-        let plan = sample_stream::plan(&table, &req, self.max_message_bytes)
+        let plan = sample_stream::plan(&*table, &req, self.max_message_bytes)
             .map_err(|e| refuse(&table, e))?;
         let rx = sample_stream::spawn(table, plan, self.closing.subscribe());
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -213,6 +250,12 @@ impl Replay for ReplayService {
         request: Request<UpdatePrioritiesRequest>,
     ) -> Result<Response<UpdatePrioritiesReply>, Status> {
         let req = request.into_inner();
+        if let Some(t) = self.sharded_table(&req.table) {
+            return t.update_priorities(&req).map(Response::new).map_err(|e| {
+                t.count_rejected();
+                e.into()
+            });
+        }
         let table = self.lookup(&req.table)?;
         if !matches!(table.buffer.config().sampler, SamplerConfig::Prioritized(_)) {
             let e = RequestError::Precondition {
@@ -260,6 +303,10 @@ impl Replay for ReplayService {
         request: Request<SetPolicyVersionRequest>,
     ) -> Result<Response<SetPolicyVersionReply>, Status> {
         let req = request.into_inner();
+        if let Some(t) = self.sharded_table(&req.table) {
+            t.set_policy_version(req.version);
+            return Ok(Response::new(SetPolicyVersionReply {}));
+        }
         let table = self.lookup(&req.table)?;
         table.buffer.set_policy_version(req.version);
         Ok(Response::new(SetPolicyVersionReply {}))
@@ -267,15 +314,26 @@ impl Replay for ReplayService {
 
     async fn info(&self, request: Request<InfoRequest>) -> Result<Response<InfoReply>, Status> {
         let req = request.into_inner();
+        if let Some(t) = self.sharded_table(&req.table) {
+            let info = t.info(sampler_name(&t.sampler_config()));
+            return Ok(Response::new(InfoReply { tables: vec![info] }));
+        }
         let mut tables: Vec<Arc<Table>> = if req.table.is_empty() {
             self.tables.values().cloned().collect()
         } else {
             vec![self.lookup(&req.table)?]
         };
         tables.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(Response::new(InfoReply {
-            tables: tables.iter().map(|t| table_info(t)).collect(),
-        }))
+        let mut infos: Vec<TableInfo> = tables.iter().map(|t| table_info(t)).collect();
+        if req.table.is_empty() {
+            infos.extend(
+                self.sharded
+                    .values()
+                    .map(|t| t.info(sampler_name(&t.sampler_config()))),
+            );
+            infos.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        Ok(Response::new(InfoReply { tables: infos }))
     }
 
     async fn checkpoint(
@@ -331,7 +389,7 @@ impl Replay for ReplayService {
     }
 }
 
-fn sampler_name(s: &SamplerConfig) -> &'static str {
+pub(crate) fn sampler_name(s: &SamplerConfig) -> &'static str {
     match s {
         SamplerConfig::Fifo => "fifo",
         SamplerConfig::MaxTimesSampled { .. } => "max_times_sampled",
@@ -395,5 +453,6 @@ fn table_info(t: &Table) -> TableInfo {
             .storage_dir()
             .map(|d| d.display().to_string())
             .unwrap_or_default(),
+        shards: Vec::new(),
     }
 }
