@@ -598,4 +598,80 @@ mod tests {
         .to_string();
         assert!(e.contains("`name`"), "{e}");
     }
+
+    #[test]
+    fn load_lists_shards_and_refuses_what_a_read_only_table_cannot_do() {
+        let c = ServiceConfig::from_json(&table(
+            r#""sampler": {"kind": "uniform"}, "load": ["/a", "/b"]"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            c.tables[0].load,
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        let cases = [
+            (
+                r#""sampler": {"kind": "uniform"}, "load": ["/a"], "storage_dir": "/s""#,
+                "`load`",
+            ),
+            (
+                r#""sampler": {"kind": "uniform"}, "load": ["/a", "/a"]"#,
+                "given twice",
+            ),
+            (
+                r#""sampler": {"kind": "fifo"}, "load": ["/a"]"#,
+                "`sampler`",
+            ),
+            (
+                r#""sampler": {"kind": "uniform"}, "load": ["/a"],
+                   "rate_limiter": {"min_size_to_sample": 1}"#,
+                "`rate_limiter`",
+            ),
+        ];
+        for (extra, expect) in cases {
+            let e = ServiceConfig::from_json(&table(extra))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("table `t`") && e.contains(expect),
+                "{extra}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn load_flags_name_their_table_or_the_only_one() {
+        let mut c = ServiceConfig::from_json(&table(r#""sampler": {"kind": "uniform"}"#)).unwrap();
+        let args = ["/x".to_owned(), "t=/y".to_owned(), "/z=w".to_owned()];
+        c.add_loaded_shards(&args).unwrap();
+        let load: Vec<&str> = c.tables[0]
+            .load
+            .iter()
+            .map(|p| p.to_str().unwrap())
+            .collect();
+        // `/z=w` names no table: a directory with `=` in its name.
+        assert_eq!(load, ["/x", "/y", "/z=w"]);
+
+        let two = r#"{"tables": [
+            {"name": "t", "capacity": 8, "sampler": {"kind": "uniform"},
+             "fields": [{"name": "x", "dtype": "f32", "shape": []}]},
+            {"name": "u", "capacity": 8, "sampler": {"kind": "fifo"},
+             "fields": [{"name": "x", "dtype": "f32", "shape": []}]}]}"#;
+        let mut c = ServiceConfig::from_json(two).unwrap();
+        let e = c
+            .add_loaded_shards(&["/x".to_owned()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--load /x") && e.contains("TABLE=DIR"), "{e}");
+        let mut c = ServiceConfig::from_json(two).unwrap();
+        let e = c
+            .add_loaded_shards(&["u=/x".to_owned()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("table `u`") && e.contains("`sampler`"), "{e}");
+        let mut c = ServiceConfig::from_json(two).unwrap();
+        c.add_loaded_shards(&["t=/x".to_owned()]).unwrap();
+        assert_eq!(c.tables[0].load, [PathBuf::from("/x")]);
+        assert!(c.tables[1].load.is_empty());
+    }
 }

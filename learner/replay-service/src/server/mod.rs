@@ -100,11 +100,14 @@ impl RunningServer {
 
     /// Closes the tables (blocked calls and open streams end with
     /// `UNAVAILABLE`), stops accepting calls and waits for the server task,
-    /// at most [`STOP_GRACE`] for calls still running.
+    /// at most [`STOP_GRACE`] for calls still running, then flushes mapped
+    /// tables to their files.
     pub async fn stop(mut self) -> Result<(), ServeError> {
         self.service.close();
         let _ = self.shutdown.send(true);
         let finished = tokio::time::timeout(STOP_GRACE, &mut self.serve).await;
+        let service = self.service.clone();
+        let _ = tokio::task::spawn_blocking(move || service.flush_mapped()).await;
         let Ok(finished) = finished else {
             self.serve.abort();
             tracing::warn!(grace = ?STOP_GRACE, "calls still running at stop were cut off");
