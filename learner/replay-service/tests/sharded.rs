@@ -200,6 +200,19 @@ async fn shards_whose_layouts_disagree_are_refused_naming_the_shard_and_the_fiel
     );
     let e = start(vec![good.clone(), dir.path().join("missing")]).await;
     assert!(e.contains("shard 1") && e.contains("layout.json"), "{e}");
+
+    // Shards that agree but hold nothing: served, and a sample is refused
+    // at once (nothing will ever arrive) rather than left waiting.
+    let empty = [dir.path().join("e0"), dir.path().join("e1")];
+    for d in &empty {
+        serve(writer_config(d, 1000)).await.stop().await.unwrap();
+    }
+    let server = serve(loaded_config(&empty, 1000, r#"{"kind": "uniform"}"#)).await;
+    let mut c = client(&server).await;
+    let e = c.sample("exp", 1).await.unwrap_err();
+    assert_eq!(e.code(), Some(Code::FailedPrecondition), "{e}");
+    assert!(e.to_string().contains("hold no items"), "{e}");
+    server.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
