@@ -31,7 +31,9 @@
 //! `samples_per_insert` and `error_buffer` (Reverb's `SampleToInsertRatio`).
 //! Lag cap: `action` `drop` or `down_weight` with `weight`. `storage_dir`:
 //! a memory-mapped table directory, created when absent and reopened with
-//! its items when present; without it the table lives in memory. Every key
+//! its items when present; without it the table lives in memory. `load`: a
+//! list of mapped directories written by other servers, served together as
+//! this table, read-only (`server/sharded_table.rs`). Every key
 //! is checked: an unknown one is an error naming it, not a silent default.
 //!
 //! Why JSON: the workspace already parses it (`serde_json`) and the same

@@ -15,10 +15,27 @@
 //! ```text
 //! replay-server --config tables.json [--listen 127.0.0.1:50061] [--token T]
 //!               [--tls-cert C --tls-key K [--tls-client-ca CA]]
-//!               [--max-message-bytes N] [--restore]
+//!               [--max-message-bytes N] [--restore] [--load [TABLE=]DIR ...]
 //! ```
 //! The config file ([`config`]) declares each table: fields (name, dtype,
 //! shape), capacity, sampler, writer policy, rate limiter, lag cap, storage.
+//!
+//! # Disk-backed tables and loaded shards
+//! A table with `storage_dir` lives in a memory-mapped directory. An insert
+//! is a store into the page cache (no write call, no sync on its path;
+//! [`RunningServer::stop`] flushes), and it never makes a sampler wait: the
+//! buffer's slots are seqlocks, so a reader retries only while a writer is
+//! inside that very slot, and the uniform and recent samplers share no lock
+//! with writers (`learner/replay/src/README.md`). A restart reopens the
+//! directory with every acknowledged item under its key, the counters read
+//! back from the slots and the FIFO position (`tests/persistence.rs`);
+//! priorities restart at the maximum (checkpoints keep them).
+//!
+//! `load` (or `--load`) serves mapped directories written by other servers
+//! as one read-only table:
+//! [`ShardedTable`](server::sharded_table::ShardedTable) says how samples
+//! are split between shards, how keys carry their shard and why inserts
+//! are refused.
 //!
 //! # The protocol in short
 //! - `Insert`: a bidirectional stream; each request is one batch of `rows`
