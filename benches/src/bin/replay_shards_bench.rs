@@ -15,7 +15,7 @@
 //!
 //! The directories are written under the system temp directory and
 //! removed at the end.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -116,7 +116,7 @@ fn run(args: &Args, root: &Path) -> Result<serde_json::Value> {
 }
 
 /// A mapped uniform table of `items` items in `dir`, filled.
-fn write(dir: &PathBuf, layout: &ItemLayout, items: usize) -> Result<ReplayBuffer> {
+fn write(dir: &Path, layout: &ItemLayout, items: usize) -> Result<ReplayBuffer> {
     let b = ReplayBuffer::create_mapped(
         dir,
         layout.clone(),
