@@ -10,8 +10,11 @@
 //! Pieces, one per file: [`table`] (a served buffer and its counters),
 //! `closing` (the stop signal streams watch), `insert_request` (checks and
 //! stores one insert), `sample_stream` (the
-//! producer of one sample stream, with its flow control), [`service`] (the
-//! RPCs), `crate::token` and [`tls`] (the learner's security options).
+//! producer of one sample stream, with its flow control), `sample_source`
+//! (what that producer reads: a table or loaded shards), [`sharded_table`]
+//! (mapped directories of other servers served as one read-only table),
+//! [`service`] (the RPCs), `crate::token` and [`tls`] (the learner's
+//! security options).
 mod closing;
 mod insert_request;
 mod sample_source;
