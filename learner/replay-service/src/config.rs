@@ -27,13 +27,15 @@
 //! `uniform_without_replacement`, `recent` (`window`), `prioritized`
 //! (`alpha` 0.6, `beta` 0.4, `eps` 1e-6 by default), and `grouped`
 //! (`group_size`: steps of trajectories released in whole groups, capacity
-//! in steps; see [`crate::grouped_table_spec`]). Writer policies:
+//! in steps; see [`grouped_table_spec`]). Writer policies:
 //! `overwrite_oldest` (default), `drop_oldest`, `block` (`timeout_ms`). Rate
 //! limiter: `min_size_to_sample` alone (Reverb's `MinSize`), or with
 //! `samples_per_insert` and `error_buffer` (Reverb's `SampleToInsertRatio`).
 //! Lag cap: `action` `drop` or `down_weight` with `weight`. `storage_dir`:
 //! a memory-mapped table directory, created when absent and reopened with
-//! its items when present; without it the table lives in memory. Every key
+//! its items when present; without it the table lives in memory. `load`: a
+//! list of mapped directories written by other servers, served together as
+//! this table, read-only (`server/sharded_table.rs`). Every key
 //! is checked: an unknown one is an error naming it, not a silent default.
 //!
 //! Why JSON: the workspace already parses it (`serde_json`) and the same
@@ -44,123 +46,25 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use seed_replay::{
-    DType, ItemLayout, LagAction, PolicyLagCap, PrioritizedConfig, RateLimiterConfig, ReplayConfig,
+    ItemLayout, LagAction, PolicyLagCap, PrioritizedConfig, RateLimiterConfig, ReplayConfig,
     SamplerConfig, WriterPolicy,
 };
-use serde::Deserialize;
 
 use crate::error::ConfigError;
-use crate::grouped_table_spec::GroupedTableSpec;
+
+pub mod file_format;
+pub mod grouped_table_spec;
+
+use self::file_format::parse_dtype;
+pub use self::file_format::{
+    FieldConfig, PolicyLagFile, RateLimiterFile, SamplerFile, ServiceConfigFile, TableConfigFile,
+    WriterPolicyFile,
+};
+use self::grouped_table_spec::GroupedTableSpec;
 
 /// How long an insert waits for room (rate limiter) before its stream ends
 /// with `DEADLINE_EXCEEDED`, unless the table says otherwise.
 pub const DEFAULT_INSERT_TIMEOUT_MS: u64 = 60_000;
-
-/// The whole file.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServiceConfigFile {
-    /// Where `Checkpoint` writes `<table>.seedrpl`; without it the RPC is
-    /// refused.
-    #[serde(default)]
-    pub checkpoint_dir: Option<PathBuf>,
-    pub tables: Vec<TableConfigFile>,
-}
-
-/// One table as written in the file.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TableConfigFile {
-    pub name: String,
-    pub capacity: usize,
-    pub fields: Vec<FieldConfig>,
-    #[serde(default)]
-    pub policy_version_field: Option<String>,
-    pub sampler: SamplerFile,
-    #[serde(default)]
-    pub writer_policy: WriterPolicyFile,
-    #[serde(default)]
-    pub rate_limiter: Option<RateLimiterFile>,
-    #[serde(default)]
-    pub policy_lag: Option<PolicyLagFile>,
-    /// Seed of the sampling randomness.
-    #[serde(default)]
-    pub seed: u64,
-    #[serde(default)]
-    pub storage_dir: Option<PathBuf>,
-    /// How long an insert waits for the rate limiter.
-    #[serde(default)]
-    pub insert_timeout_ms: Option<u64>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FieldConfig {
-    pub name: String,
-    /// `u8`, `bool`, `u32`, `i32`, `f32`, `u64`, `i64`, `f64`.
-    pub dtype: String,
-    /// Shape of one item's value; `[]` is a scalar.
-    pub shape: Vec<usize>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum SamplerFile {
-    Fifo,
-    MaxTimesSampled {
-        max_times: u32,
-    },
-    Uniform,
-    UniformWithoutReplacement,
-    Recent {
-        window: usize,
-    },
-    Prioritized {
-        #[serde(default)]
-        alpha: Option<f64>,
-        #[serde(default)]
-        beta: Option<f64>,
-        #[serde(default)]
-        eps: Option<f64>,
-    },
-    /// Steps of trajectories released in whole groups: see
-    /// [`crate::grouped_table_spec`].
-    Grouped {
-        group_size: u32,
-    },
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum WriterPolicyFile {
-    #[default]
-    OverwriteOldest,
-    DropOldest,
-    Block {
-        timeout_ms: u64,
-    },
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RateLimiterFile {
-    pub min_size_to_sample: usize,
-    #[serde(default)]
-    pub samples_per_insert: Option<f64>,
-    #[serde(default)]
-    pub error_buffer: Option<f64>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyLagFile {
-    pub max_lag: u64,
-    /// `drop` or `down_weight`.
-    pub action: String,
-    /// The factor for `down_weight`.
-    #[serde(default)]
-    pub weight: Option<f32>,
-}
 
 /// The service's checked configuration.
 #[derive(Debug, Clone)]
@@ -178,6 +82,9 @@ pub struct TableSpec {
     pub layout: ItemLayout,
     pub replay: ReplayConfig,
     pub storage_dir: Option<PathBuf>,
+    /// Shard directories to serve as one read-only table (empty: the table
+    /// is its own storage). Checked by [`check_load`].
+    pub load: Vec<PathBuf>,
     pub insert_timeout: Duration,
 }
 
@@ -249,6 +156,7 @@ impl ServiceConfigFile {
             }
             tables.push(spec);
         }
+        check_directories_unshared(&tables)?;
         Ok(ServiceConfig {
             checkpoint_dir: self.checkpoint_dir,
             tables,
@@ -383,30 +291,128 @@ impl TableConfigFile {
             });
             check(&replay, "policy_lag")?;
         }
-        Ok(TableSpec {
+        let spec = TableSpec {
             name: self.name,
             layout,
             replay,
             storage_dir: self.storage_dir,
+            load: self.load,
             insert_timeout: Duration::from_millis(
                 self.insert_timeout_ms.unwrap_or(DEFAULT_INSERT_TIMEOUT_MS),
             ),
-        })
+        };
+        check_load(&spec)?;
+        Ok(spec)
     }
 }
 
-pub(crate) fn parse_dtype(s: &str) -> Option<DType> {
-    Some(match s {
-        "u8" => DType::U8,
-        "bool" => DType::Bool,
-        "u32" => DType::U32,
-        "i32" => DType::I32,
-        "f32" => DType::F32,
-        "u64" => DType::U64,
-        "i64" => DType::I64,
-        "f64" => DType::F64,
-        _ => return None,
-    })
+/// The most shard directories one loaded table may have: the shard index
+/// travels in the top 8 bits of its keys (`server/sharded_table.rs`).
+pub const MAX_SHARDS: usize = 256;
+
+/// Checks a table's `load` list: a loaded table takes no inserts, so it
+/// has no `storage_dir` and no rate limiter, and its sampler is one that
+/// never consumes (uniform, recent, prioritized); at most [`MAX_SHARDS`]
+/// directories, none twice. Nothing to check without `load`.
+pub fn check_load(spec: &TableSpec) -> Result<(), ConfigError> {
+    if spec.load.is_empty() {
+        return Ok(());
+    }
+    let err = |setting: &'static str, reason: String| ConfigError::Table {
+        table: spec.name.clone(),
+        setting,
+        reason,
+    };
+    if spec.storage_dir.is_some() {
+        return Err(err(
+            "load",
+            "a loaded table is served from its shard directories: give `load` or \
+             `storage_dir`, not both"
+                .into(),
+        ));
+    }
+    if spec.load.len() > MAX_SHARDS {
+        return Err(err(
+            "load",
+            format!("{} directories, at most {MAX_SHARDS}", spec.load.len()),
+        ));
+    }
+    for (i, d) in spec.load.iter().enumerate() {
+        if spec.load[..i].contains(d) {
+            return Err(err("load", format!("{} is given twice", d.display())));
+        }
+    }
+    if !matches!(
+        spec.replay.sampler,
+        SamplerConfig::Uniform | SamplerConfig::Recent { .. } | SamplerConfig::Prioritized(_)
+    ) {
+        return Err(err(
+            "sampler",
+            "a loaded table (`load`) samples with `uniform`, `recent` or `prioritized`: it \
+             takes no inserts, so a consume-once sampler would empty it for good"
+                .into(),
+        ));
+    }
+    if spec.replay.rate_limiter.is_some() {
+        return Err(err(
+            "rate_limiter",
+            "a loaded table (`load`) takes no inserts, so a sample-to-insert limiter would \
+             stop it for good"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+impl ServiceConfig {
+    /// Adds `--load` directories: `TABLE=DIR` loads `DIR` as a shard of
+    /// table `TABLE`; a bare `DIR` is a shard of the config's only table
+    /// (an error when it declares several). Each table's `load` list is
+    /// checked again afterwards.
+    pub fn add_loaded_shards(&mut self, args: &[String]) -> Result<(), ConfigError> {
+        for arg in args {
+            let named = arg
+                .split_once('=')
+                .filter(|(t, _)| self.tables.iter().any(|s| s.name == *t));
+            let (table, dir) = match named {
+                Some((t, d)) => (t.to_owned(), PathBuf::from(d)),
+                None if self.tables.len() == 1 => (self.tables[0].name.clone(), PathBuf::from(arg)),
+                None => {
+                    return Err(ConfigError::Service {
+                        reason: format!(
+                            "--load {arg}: the config declares {} tables; write --load TABLE=DIR",
+                            self.tables.len()
+                        ),
+                    })
+                }
+            };
+            if let Some(spec) = self.tables.iter_mut().find(|s| s.name == table) {
+                spec.load.push(dir);
+            }
+        }
+        self.tables.iter().try_for_each(check_load)?;
+        check_directories_unshared(&self.tables)
+    }
+}
+
+/// No directory is both a shard of one table and the storage or a shard of
+/// another: one process maps a directory once.
+fn check_directories_unshared(tables: &[TableSpec]) -> Result<(), ConfigError> {
+    let mut owner: std::collections::HashMap<&Path, &str> = std::collections::HashMap::new();
+    for t in tables {
+        for d in t.storage_dir.iter().chain(&t.load) {
+            if let Some(other) = owner.insert(d, &t.name) {
+                if other != t.name {
+                    return Err(ConfigError::Table {
+                        table: t.name.clone(),
+                        setting: "load",
+                        reason: format!("{} is used by table `{other}` too", d.display()),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -527,5 +533,81 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("`name`"), "{e}");
+    }
+
+    #[test]
+    fn load_lists_shards_and_refuses_what_a_read_only_table_cannot_do() {
+        let c = ServiceConfig::from_json(&table(
+            r#""sampler": {"kind": "uniform"}, "load": ["/a", "/b"]"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            c.tables[0].load,
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        let cases = [
+            (
+                r#""sampler": {"kind": "uniform"}, "load": ["/a"], "storage_dir": "/s""#,
+                "`load`",
+            ),
+            (
+                r#""sampler": {"kind": "uniform"}, "load": ["/a", "/a"]"#,
+                "given twice",
+            ),
+            (
+                r#""sampler": {"kind": "fifo"}, "load": ["/a"]"#,
+                "`sampler`",
+            ),
+            (
+                r#""sampler": {"kind": "uniform"}, "load": ["/a"],
+                   "rate_limiter": {"min_size_to_sample": 1}"#,
+                "`rate_limiter`",
+            ),
+        ];
+        for (extra, expect) in cases {
+            let e = ServiceConfig::from_json(&table(extra))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("table `t`") && e.contains(expect),
+                "{extra}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn load_flags_name_their_table_or_the_only_one() {
+        let mut c = ServiceConfig::from_json(&table(r#""sampler": {"kind": "uniform"}"#)).unwrap();
+        let args = ["/x".to_owned(), "t=/y".to_owned(), "/z=w".to_owned()];
+        c.add_loaded_shards(&args).unwrap();
+        let load: Vec<&str> = c.tables[0]
+            .load
+            .iter()
+            .map(|p| p.to_str().unwrap())
+            .collect();
+        // `/z=w` names no table: a directory with `=` in its name.
+        assert_eq!(load, ["/x", "/y", "/z=w"]);
+
+        let two = r#"{"tables": [
+            {"name": "t", "capacity": 8, "sampler": {"kind": "uniform"},
+             "fields": [{"name": "x", "dtype": "f32", "shape": []}]},
+            {"name": "u", "capacity": 8, "sampler": {"kind": "fifo"},
+             "fields": [{"name": "x", "dtype": "f32", "shape": []}]}]}"#;
+        let mut c = ServiceConfig::from_json(two).unwrap();
+        let e = c
+            .add_loaded_shards(&["/x".to_owned()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--load /x") && e.contains("TABLE=DIR"), "{e}");
+        let mut c = ServiceConfig::from_json(two).unwrap();
+        let e = c
+            .add_loaded_shards(&["u=/x".to_owned()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("table `u`") && e.contains("`sampler`"), "{e}");
+        let mut c = ServiceConfig::from_json(two).unwrap();
+        c.add_loaded_shards(&["t=/x".to_owned()]).unwrap();
+        assert_eq!(c.tables[0].load, [PathBuf::from("/x")]);
+        assert!(c.tables[1].load.is_empty());
     }
 }

@@ -46,6 +46,16 @@ pub enum ServeError {
         #[source]
         source: ReplayError,
     },
+    /// A shard directory of a loaded table (`load`) cannot be served with
+    /// the others: its layout differs (`reason` names the field), it cannot
+    /// be read, or it is another shard's directory.
+    #[error("table `{table}`, shard {shard} ({dir}): {reason}")]
+    Shard {
+        table: String,
+        shard: usize,
+        dir: PathBuf,
+        reason: String,
+    },
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,

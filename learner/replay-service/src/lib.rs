@@ -15,10 +15,27 @@
 //! ```text
 //! replay-server --config tables.json [--listen 127.0.0.1:50061] [--token T]
 //!               [--tls-cert C --tls-key K [--tls-client-ca CA]]
-//!               [--max-message-bytes N] [--restore]
+//!               [--max-message-bytes N] [--restore] [--load [TABLE=]DIR ...]
 //! ```
 //! The config file ([`config`]) declares each table: fields (name, dtype,
 //! shape), capacity, sampler, writer policy, rate limiter, lag cap, storage.
+//!
+//! # Disk-backed tables and loaded shards
+//! A table with `storage_dir` lives in a memory-mapped directory. An insert
+//! is a store into the page cache (no write call, no sync on its path;
+//! [`RunningServer::stop`] flushes), and it never makes a sampler wait: the
+//! buffer's slots are seqlocks, so a reader retries only while a writer is
+//! inside that very slot, and the uniform and recent samplers share no lock
+//! with writers (`learner/replay/src/README.md`). A restart reopens the
+//! directory with every acknowledged item under its key, the counters read
+//! back from the slots and the FIFO position (`tests/persistence.rs`);
+//! priorities restart at the maximum (checkpoints keep them).
+//!
+//! `load` (or `--load`) serves mapped directories written by other servers
+//! as one read-only table:
+//! [`ShardedTable`](server::sharded_table::ShardedTable) says how samples
+//! are split between shards, how keys carry their shard and why inserts
+//! are refused.
 //!
 //! # The protocol in short
 //! - `Insert`: a bidirectional stream; each request is one batch of `rows`
@@ -37,7 +54,7 @@
 //!   Trajectories have any length; they are stored as per-trajectory
 //!   arrays apart from the fixed-shape tables (why, and the capacity and
 //!   lag-cap rules: `server/grouped_table.rs`; the config keys:
-//!   [`grouped_table_spec`]).
+//!   [`config::grouped_table_spec`]).
 //!
 //! A bad request (unknown table or field, wrong dtype, shape or byte
 //! length, an oversize message) ends only its own call with
@@ -47,9 +64,11 @@
 //!
 //! # Modules, bottom first
 //! `pb` (generated), `wire_dtype`, `error`, `token` (leaves); `config`
-//! and `grouped_table_spec`;
+//! (with `config/grouped_table_spec.rs`);
 //! `server` (tables, the service, TLS, start-up); `client` (imports only
-//! the leaves, never `server`).
+//! the leaves, never `server`). `tests/layering.rs` checks both rules and
+//! fails for a top-level file it has no layer for; a folder's entry covers
+//! every file in it, so new files under `server/` or `client/` need none.
 //!
 //! Bytes travel little-endian and the buffer stores native-endian words:
 //! the crate builds for little-endian targets only.
@@ -61,7 +80,6 @@ compile_error!(
 pub mod client;
 pub mod config;
 pub mod error;
-pub mod grouped_table_spec;
 pub mod pb;
 pub mod server;
 pub mod token;

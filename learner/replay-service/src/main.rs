@@ -42,6 +42,12 @@ struct Flags {
     /// `checkpoint_dir`, where one exists.
     #[arg(long)]
     restore: bool,
+    /// Serve a table from a mapped table directory written by another
+    /// server (a shard); repeat it to serve several as one read-only table.
+    /// `TABLE=DIR` names the config's table; a bare `DIR` needs a config
+    /// with one table. Adds to the table's `load` list.
+    #[arg(long, value_name = "[TABLE=]DIR")]
+    load: Vec<String>,
     /// Async worker threads (default: one per core).
     #[arg(long)]
     worker_threads: Option<usize>,
@@ -63,7 +69,8 @@ fn main() -> ExitCode {
 }
 
 fn run(flags: Flags) -> anyhow::Result<()> {
-    let config = ServiceConfig::from_file(&flags.config)?;
+    let mut config = ServiceConfig::from_file(&flags.config)?;
+    config.add_loaded_shards(&flags.load)?;
     let tls = match (&flags.tls_cert, &flags.tls_key) {
         (Some(c), Some(k)) => Some(ServerTls::from_files(c, k, flags.tls_client_ca.as_deref())?),
         _ => None,

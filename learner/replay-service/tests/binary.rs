@@ -74,3 +74,35 @@ fn a_good_config_is_served_until_stopped() {
         "the server never said it was listening"
     );
 }
+
+/// `--load` reaches the table: a shard directory that holds no table is
+/// refused at start-up naming the table, the shard and its directory.
+#[test]
+fn a_load_flag_is_checked_at_start_up_naming_the_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tables.json");
+    std::fs::write(
+        &path,
+        r#"{"tables": [{"name": "t", "capacity": 8, "sampler": {"kind": "uniform"},
+            "fields": [{"name": "x", "dtype": "f32", "shape": [2]}]}]}"#,
+    )
+    .unwrap();
+    let missing = dir.path().join("no-shard");
+    let out = Command::new(BIN)
+        .args([
+            "--config",
+            path.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--load", &format!("t={}", missing.display())])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("table `t`, shard 0") && stderr.contains(&missing.display().to_string()),
+        "{stderr}"
+    );
+}

@@ -29,7 +29,7 @@ use crate::notifier::Notifier;
 use crate::policy_lag::{LagAction, PolicyLagCap};
 use crate::rate_limiter::{RateLimiter, RateLimiterConfig, RateLimiterCounters};
 use crate::rng::SampleRng;
-use crate::sampler::{PriorityUpdate, Sampler, SamplerConfig, SamplerState};
+use crate::sampler::{PriorityMass, PriorityUpdate, Sampler, SamplerConfig, SamplerState};
 use crate::shared::Shared;
 use crate::slot::{self, WriteOutcome};
 use crate::storage::{Storage, StorageKind, StorageOrder};
@@ -281,6 +281,14 @@ impl ReplayBuffer {
         let buffer = Self::assemble(layout, config, storage, resume);
         buffer.rebuild_sampler_from_storage();
         Ok(buffer)
+    }
+
+    /// The item layout and capacity of a mapped directory, from its header
+    /// alone (nothing is mapped or scanned): to check that directories
+    /// written by different processes agree before opening them.
+    #[cfg(not(loom))]
+    pub fn mapped_layout(dir: &Path) -> Result<(ItemLayout, usize), ReplayError> {
+        Storage::mapped_layout(dir)
     }
 
     pub(crate) fn assemble(
@@ -721,6 +729,19 @@ impl ReplayBuffer {
         c.invalid_updates
             .fetch_add(report.invalid as u64, Ordering::Relaxed);
         Ok(report)
+    }
+
+    /// Prioritized sampler: the sum tree's total and smallest mass, taken
+    /// under its lock (one read of each); `None` for other samplers. For a
+    /// caller that samples several buffers as one (the replay service's
+    /// loaded shards): pick buffer `b` with probability
+    /// `total_b / sum(total)` and rescale its weights by
+    /// `(min(min_positive) / min_positive_b)^beta`.
+    pub fn priority_mass(&self) -> Option<PriorityMass> {
+        match &self.sampler {
+            Sampler::Prioritized(p) => Some(p.mass()),
+            _ => None,
+        }
     }
 
     /// Tells the buffer the learner's current policy version (lag cap).

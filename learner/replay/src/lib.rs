@@ -130,6 +130,6 @@ pub use layout::{FieldSpec, ItemLayout, ItemLayoutBuilder};
 pub use lazy::LazyReplayBuffer;
 pub use policy_lag::{LagAction, PolicyLagCap};
 pub use rate_limiter::{RateLimiterConfig, RateLimiterCounters};
-pub use sampler::{PrioritizedConfig, PriorityUpdate, SamplerConfig};
+pub use sampler::{PrioritizedConfig, PriorityMass, PriorityUpdate, SamplerConfig};
 pub use storage::{StorageKind, StorageOrder};
 pub use writer_policy::WriterPolicy;

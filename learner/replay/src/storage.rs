@@ -479,9 +479,17 @@ impl Storage {
         Self::map(file, dir, &data_path, capacity, order, g)
     }
 
-    /// Reopens a mapped directory; the layout and capacity come from it.
+    /// The layout and capacity a mapped directory holds, read from its
+    /// `layout.json` alone (nothing is mapped).
     #[cfg(not(loom))]
-    pub(crate) fn open_mapped(dir: &Path) -> Result<(Self, ItemLayout), ReplayError> {
+    pub(crate) fn mapped_layout(dir: &Path) -> Result<(ItemLayout, usize), ReplayError> {
+        let header = Self::read_header(dir)?;
+        Ok((header.layout, header.capacity))
+    }
+
+    /// Reads and checks the header (`layout.json`) of a mapped directory.
+    #[cfg(not(loom))]
+    fn read_header(dir: &Path) -> Result<MappedHeader, ReplayError> {
         let header_path = dir.join("layout.json");
         let json =
             std::fs::read(&header_path).map_err(|e| ReplayError::io("read", &header_path, e))?;
@@ -506,6 +514,14 @@ impl Storage {
                 reason,
             });
         }
+        Ok(header)
+    }
+
+    /// Reopens a mapped directory; the layout and capacity come from it.
+    #[cfg(not(loom))]
+    pub(crate) fn open_mapped(dir: &Path) -> Result<(Self, ItemLayout), ReplayError> {
+        let header_path = dir.join("layout.json");
+        let header = Self::read_header(dir)?;
         // The layout was validated as it was parsed; the capacity and the
         // sizes it implies come from the file too, so an overflow here is
         // damage to this file, not a configuration error.

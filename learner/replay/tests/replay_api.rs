@@ -242,6 +242,25 @@ fn prioritized_follows_priorities_normalises_weights_and_ignores_stale_keys() {
 }
 
 #[test]
+fn priority_mass_reports_the_trees_total_and_minimum() {
+    let cfg = PrioritizedConfig {
+        alpha: 2.0,
+        beta: 1.0,
+        eps: 0.0,
+    };
+    let b = buffer(4, SamplerConfig::Prioritized(cfg));
+    let empty = b.priority_mass().unwrap();
+    assert_eq!(empty.total, 0.0);
+    let keys: Vec<_> = (0..3).map(|i| insert(&b, i as f32, 0)).collect();
+    b.update_priorities(&keys, &[1.0, 2.0, 3.0]).unwrap();
+    // p^alpha: 1 + 4 + 9.
+    let m = b.priority_mass().unwrap();
+    assert!((m.total - 14.0).abs() < 1e-9, "{m:?}");
+    assert!((m.min_positive - 1.0).abs() < 1e-9, "{m:?}");
+    assert_eq!(buffer(4, SamplerConfig::Uniform).priority_mass(), None);
+}
+
+#[test]
 fn grouped_release_hides_open_groups_and_serves_groups_fifo() {
     let b = buffer(16, SamplerConfig::Grouped);
     let f = |v: f32| [v, v, v];

@@ -61,8 +61,8 @@ use std::time::Duration;
 use seed_replay::{ItemLayout, ReplayError};
 use tokio::sync::{watch, Notify};
 
+use crate::config::grouped_table_spec::GroupedTableSpec;
 use crate::error::{ConfigError, RequestError, ServeError};
-use crate::grouped_table_spec::GroupedTableSpec;
 use crate::server::closing::stopping;
 use crate::server::step_request::StagedSteps;
 

@@ -10,16 +10,21 @@
 //! Pieces, one per file: [`table`] (a served buffer and its counters),
 //! `closing` (the stop signal streams watch), `insert_request` (checks and
 //! stores one insert), `sample_stream` (the
-//! producer of one sample stream, with its flow control), [`service`] (the
-//! RPCs), `crate::token` and [`tls`] (the learner's security options).
+//! producer of one sample stream, with its flow control), `sample_source`
+//! (what that producer reads: a table or loaded shards), [`sharded_table`]
+//! (mapped directories of other servers served as one read-only table),
+//! [`service`] (the RPCs), `crate::token` and [`tls`] (the learner's
+//! security options).
 //! Grouped tables: [`grouped_table`] (the trajectory pool), `step_request`
 //! (checks and stages one `SubmitSteps`), `group_calls` (their RPCs).
 mod closing;
 mod group_calls;
 pub mod grouped_table;
 mod insert_request;
+mod sample_source;
 mod sample_stream;
 pub mod service;
+pub mod sharded_table;
 mod step_request;
 pub mod table;
 pub mod tls;
@@ -37,6 +42,7 @@ pub use crate::token::TokenCheck;
 pub use grouped_table::GroupedTable;
 pub use sample_stream::{DEFAULT_MAX_IN_FLIGHT, MAX_IN_FLIGHT};
 pub use service::ReplayService;
+pub use sharded_table::ShardedTable;
 pub use table::Table;
 pub use tls::ServerTls;
 
@@ -103,11 +109,14 @@ impl RunningServer {
 
     /// Closes the tables (blocked calls and open streams end with
     /// `UNAVAILABLE`), stops accepting calls and waits for the server task,
-    /// at most [`STOP_GRACE`] for calls still running.
+    /// at most [`STOP_GRACE`] for calls still running, then flushes mapped
+    /// tables to their files.
     pub async fn stop(mut self) -> Result<(), ServeError> {
         self.service.close();
         let _ = self.shutdown.send(true);
         let finished = tokio::time::timeout(STOP_GRACE, &mut self.serve).await;
+        let service = self.service.clone();
+        let _ = tokio::task::spawn_blocking(move || service.flush_mapped()).await;
         let Ok(finished) = finished else {
             self.serve.abort();
             tracing::warn!(grace = ?STOP_GRACE, "calls still running at stop were cut off");
@@ -155,12 +164,19 @@ pub async fn start(
     let restore = options.restore;
     // Building allocates and touches every table's memory: off the async
     // workers.
-    let tables = tokio::task::spawn_blocking(move || {
-        config
-            .tables
+    // Tables with `load` are served from their shard directories.
+    let (loaded, own): (Vec<_>, Vec<_>) =
+        config.tables.into_iter().partition(|t| !t.load.is_empty());
+    let (tables, sharded) = tokio::task::spawn_blocking(move || {
+        let tables = own
             .into_iter()
             .map(|spec| Table::open(spec, checkpoint_dir.as_deref(), restore))
-            .collect::<Result<Vec<_>, _>>()
+            .collect::<Result<Vec<_>, _>>()?;
+        let sharded = loaded
+            .into_iter()
+            .map(ShardedTable::open)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok::<_, ServeError>((tables, sharded))
     })
     .await
     .map_err(|e| ServeError::Transport {
@@ -174,7 +190,12 @@ pub async fn start(
         .into_iter()
         .map(|spec| GroupedTable::new(spec, options.max_message_bytes))
         .collect::<Result<Vec<_>, _>>()?;
-    let service = ReplayService::new(tables, options.max_message_bytes).with_grouped(grouped);
+    for t in &sharded {
+        info!(table = %t.name(), shards = t.shards().len(), items = t.len(), "loaded table ready (read-only)");
+    }
+    let service = ReplayService::new(tables, options.max_message_bytes)
+        .with_grouped(grouped)
+        .with_sharded(sharded);
     let listener = TcpListener::bind(options.listen)
         .await
         .map_err(|source| ServeError::Bind {

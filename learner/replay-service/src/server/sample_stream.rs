@@ -1,6 +1,7 @@
 //! The producer behind one `Sample` stream: samples batches into a
-//! preallocated [`SampleBatch`] and hands them to the response stream
-//! through a bounded channel.
+//! preallocated batch and hands them to the response stream through a
+//! bounded channel. It reads any [`SampleSource`]: a table or a set of
+//! loaded shards.
 //!
 //! # Flow control
 //! The producer reserves a place in the channel (capacity `max_in_flight`)
@@ -26,17 +27,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use seed_replay::{ReplayError, SampleBatch};
+use seed_replay::ReplayError;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, watch};
 use tonic::Status;
 
 use crate::error::RequestError;
-use crate::pb::{FieldBlock, SampleReply, SampleRequest};
+use crate::pb::{SampleReply, SampleRequest};
 use crate::server::closing::stopping;
-use crate::server::table::{StreamGuard, Table};
-use crate::wire_dtype;
+use crate::server::sample_source::{SampleSource, StreamGuard};
 
 /// Prepared batches a stream may hold ahead of its client by default.
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 2;
@@ -56,8 +55,8 @@ pub(crate) struct SamplePlan {
 }
 
 /// Checks the request's numbers against the table and the message limit.
-pub(crate) fn plan(
-    table: &Table,
+pub(crate) fn plan<S: SampleSource>(
+    table: &S,
     req: &SampleRequest,
     max_message_bytes: usize,
 ) -> Result<SamplePlan, RequestError> {
@@ -65,7 +64,7 @@ pub(crate) fn plan(
     if n == 0 {
         return Err(RequestError::invalid("batch_size", "must be at least 1"));
     }
-    let item_bytes = table.buffer.layout().item_bytes();
+    let item_bytes = table.item_bytes();
     // Keys, weights and versions: at most 10 + 5 + 10 bytes per row, plus
     // the field headers; 64 bytes per row and 4 KiB cover them.
     let reply_bytes = n
@@ -80,17 +79,12 @@ pub(crate) fn plan(
             ),
         ));
     }
-    let consumes = matches!(
-        table.buffer.config().sampler,
-        seed_replay::SamplerConfig::Fifo | seed_replay::SamplerConfig::MaxTimesSampled { .. }
-    );
-    if consumes && n > table.buffer.capacity() {
+    if let Some(capacity) = table.consume_once_capacity().filter(|&c| n > c) {
         return Err(RequestError::invalid(
             "batch_size",
             format!(
-                "{n} exceeds the capacity of consume-once table `{}` ({})",
-                table.name,
-                table.buffer.capacity()
+                "{n} exceeds the capacity of consume-once table `{}` ({capacity})",
+                table.name(),
             ),
         ));
     }
@@ -118,8 +112,8 @@ pub(crate) type Replies = mpsc::Receiver<Result<SampleReply, Status>>;
 /// Starts the producer task of one stream.
 /// `closing` is the service's stop signal: a producer waiting for its
 /// client ends when the server stops.
-pub(crate) fn spawn(
-    table: Arc<Table>,
+pub(crate) fn spawn<S: SampleSource>(
+    table: Arc<S>,
     plan: SamplePlan,
     closing: watch::Receiver<bool>,
 ) -> Replies {
@@ -128,14 +122,14 @@ pub(crate) fn spawn(
     rx
 }
 
-async fn produce(
-    table: Arc<Table>,
+async fn produce<S: SampleSource>(
+    table: Arc<S>,
     plan: SamplePlan,
     tx: mpsc::Sender<Result<SampleReply, Status>>,
     mut closing: watch::Receiver<bool>,
 ) {
     let _open = StreamGuard::new(Arc::clone(&table));
-    let mut batch = table.buffer.new_batch(plan.batch_size);
+    let mut batch = table.new_batch(plan.batch_size);
     let mut sent = 0u64;
     while plan.max_batches == 0 || sent < plan.max_batches {
         // Room first, then the sample (module docs: flow control).
@@ -144,7 +138,7 @@ async fn produce(
             Err(TrySendError::Closed(())) => return,
             Err(TrySendError::Full(())) => {
                 // Relaxed: a statistic.
-                table.flow_control_waits.fetch_add(1, Ordering::Relaxed);
+                table.flow_control_waits().fetch_add(1, Ordering::Relaxed);
                 tokio::select! {
                     p = tx.reserve() => match p {
                         Ok(p) => p,
@@ -157,7 +151,13 @@ async fn produce(
         let (result, returned) = sample_one(&table, batch, plan, &tx).await;
         batch = returned;
         match result {
-            Ok(()) => permit.send(Ok(reply(&table, &batch))),
+            Ok(()) => match table.reply(&batch) {
+                Ok(r) => permit.send(Ok(r)),
+                Err(e) => {
+                    permit.send(Err(e.into()));
+                    return;
+                }
+            },
             Err(None) => return,
             Err(Some(e)) => {
                 permit.send(Err(e.into()));
@@ -169,22 +169,23 @@ async fn produce(
 }
 
 /// One batch into `batch`. `Err(None)`: the client went away while waiting.
-async fn sample_one(
-    table: &Arc<Table>,
-    mut batch: SampleBatch,
+async fn sample_one<S: SampleSource>(
+    table: &Arc<S>,
+    mut batch: S::Batch,
     plan: SamplePlan,
     tx: &mpsc::Sender<Result<SampleReply, Status>>,
-) -> (Result<(), Option<RequestError>>, SampleBatch) {
+) -> (Result<(), Option<RequestError>>, S::Batch) {
     let n = plan.batch_size;
     let replay_err = |source| {
         Some(RequestError::Replay {
-            table: table.name.clone(),
+            table: table.name().to_owned(),
             source,
         })
     };
-    match table.buffer.sample_into(&mut batch, n) {
+    match table.sample_now(&mut batch, n) {
         Ok(()) => return (Ok(()), batch),
-        Err(e) if !not_now(&e) => return (Err(replay_err(e)), batch),
+        // A table that cannot grow will not have more items later.
+        Err(e) if !not_now(&e) || !table.can_grow() => return (Err(replay_err(e)), batch),
         Err(_) => {}
     }
     let deadline = plan.timeout.map(|t| Instant::now() + t);
@@ -211,7 +212,7 @@ async fn sample_one(
         };
         let t = Arc::clone(table);
         let waited = tokio::task::spawn_blocking(move || {
-            let r = t.buffer.sample_into_timeout(&mut batch, n, slice);
+            let r = t.sample_waiting(&mut batch, n, slice);
             (r, batch)
         })
         .await;
@@ -219,10 +220,10 @@ async fn sample_one(
             Ok(pair) => pair,
             // The blocking task panicked: the batch is gone with it.
             Err(e) => {
-                let fresh = table.buffer.new_batch(n);
+                let fresh = table.new_batch(n);
                 return (
                     Err(Some(RequestError::Precondition {
-                        reason: format!("table `{}`: sampling failed: {e}", table.name),
+                        reason: format!("table `{}`: sampling failed: {e}", table.name()),
                     })),
                     fresh,
                 );
@@ -244,26 +245,4 @@ fn not_now(e: &ReplayError) -> bool {
         e,
         ReplayError::NotEnoughItems { .. } | ReplayError::RateLimited { .. }
     )
-}
-
-/// The reply for the rows in `batch`.
-fn reply(table: &Table, batch: &SampleBatch) -> SampleReply {
-    let layout = table.buffer.layout();
-    SampleReply {
-        rows: batch.len() as u32,
-        fields: layout
-            .fields()
-            .iter()
-            .enumerate()
-            .map(|(i, spec)| FieldBlock {
-                name: spec.name().to_owned(),
-                dtype: wire_dtype::to_wire(spec.dtype()) as i32,
-                shape: spec.shape().iter().map(|&d| d as u32).collect(),
-                data: Bytes::copy_from_slice(batch.field_bytes(i).unwrap_or_default()),
-            })
-            .collect(),
-        keys: batch.keys().iter().map(|k| k.0).collect(),
-        weights: batch.weights().to_vec(),
-        policy_versions: batch.policy_versions().to_vec(),
-    }
 }

@@ -38,6 +38,7 @@ use crate::server::group_calls;
 use crate::server::grouped_table::GroupedTable;
 use crate::server::insert_request;
 use crate::server::sample_stream;
+use crate::server::sharded_table::ShardedTable;
 use crate::server::table::Table;
 use crate::wire_dtype;
 
@@ -53,6 +54,9 @@ pub struct ReplayService {
     /// Tables with sampler `grouped` (`server/grouped_table.rs`), apart
     /// from the fixed-shape ones so that their path stays untouched.
     grouped: Arc<HashMap<String, Arc<GroupedTable>>>,
+    /// Tables loaded from shard directories (`load`), read-only; each RPC
+    /// that serves them looks here first (`server/sharded_table.rs`).
+    sharded: Arc<HashMap<String, Arc<ShardedTable>>>,
     /// Set by `close`: open insert and sample streams end with
     /// `UNAVAILABLE`, so a client holding a stream open cannot keep a
     /// stopping server waiting.
@@ -70,6 +74,7 @@ impl ReplayService {
             ),
             max_message_bytes,
             grouped: Arc::new(HashMap::new()),
+            sharded: Arc::default(),
             closing: watch::channel(false).0,
         }
     }
@@ -78,6 +83,17 @@ impl ReplayService {
     pub fn with_grouped(mut self, grouped: Vec<GroupedTable>) -> Self {
         self.grouped = Arc::new(
             grouped
+                .into_iter()
+                .map(|t| (t.name.clone(), Arc::new(t)))
+                .collect(),
+        );
+        self
+    }
+
+    /// Adds tables loaded from shard directories.
+    pub fn with_sharded(mut self, tables: Vec<ShardedTable>) -> Self {
+        self.sharded = Arc::new(
+            tables
                 .into_iter()
                 .map(|t| (t.name.clone(), Arc::new(t)))
                 .collect(),
@@ -108,6 +124,11 @@ impl ReplayService {
             })
     }
 
+    /// The loaded table called `name`.
+    pub fn sharded_table(&self, name: &str) -> Option<Arc<ShardedTable>> {
+        self.sharded.get(name).cloned()
+    }
+
     /// The table called `name`, by the service's own handle (tests, the
     /// benchmark's in-process figure).
     pub fn table(&self, name: &str) -> Option<Arc<Table>> {
@@ -121,6 +142,9 @@ impl ReplayService {
                     "table `{name}` is grouped: use SubmitSteps, CompleteTrajectory and FetchGroup"
                 ),
             });
+        }
+        if let Some(t) = self.sharded.get(name) {
+            return Err(t.refuse_writes());
         }
         self.tables
             .get(name)
@@ -136,10 +160,23 @@ impl ReplayService {
             .tables
             .keys()
             .chain(self.grouped.keys())
+            .chain(self.sharded.keys())
             .map(String::as_str)
             .collect();
         names.sort_unstable();
         names.join(", ")
+    }
+
+    /// Writes every mapped table's pages to its file (`msync`), so that
+    /// what was acknowledged survives the machine as well as the process
+    /// (an acknowledged item is in the page cache already: a stopped or
+    /// killed server loses nothing). Blocking; errors are logged.
+    pub fn flush_mapped(&self) {
+        for t in self.tables.values().filter(|t| t.storage_dir().is_some()) {
+            if let Err(e) = t.buffer.flush() {
+                tracing::warn!(table = %t.name, "cannot flush the mapped table: {e}");
+            }
+        }
     }
 
     /// Closes every table: blocked and later calls get `UNAVAILABLE`.
@@ -149,6 +186,9 @@ impl ReplayService {
         }
         for g in self.grouped.values() {
             g.close();
+        }
+        for t in self.sharded.values() {
+            t.close();
         }
         self.closing.send_replace(true);
     }
@@ -260,8 +300,13 @@ impl Replay for ReplayService {
         request: Request<SampleRequest>,
     ) -> Result<Response<Self::SampleStream>, Status> {
         let req = request.into_inner();
+        if let Some(t) = self.sharded_table(&req.table) {
+            let plan = t.plan(&req, self.max_message_bytes)?;
+            let rx = sample_stream::spawn(t, plan, self.closing.subscribe());
+            return Ok(Response::new(Box::pin(ReceiverStream::new(rx))));
+        }
         let table = self.lookup(&req.table)?;
-        let plan = sample_stream::plan(&table, &req, self.max_message_bytes)
+        let plan = sample_stream::plan(&*table, &req, self.max_message_bytes)
             .map_err(|e| refuse(&table, e))?;
         let rx = sample_stream::spawn(table, plan, self.closing.subscribe());
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -272,6 +317,12 @@ impl Replay for ReplayService {
         request: Request<UpdatePrioritiesRequest>,
     ) -> Result<Response<UpdatePrioritiesReply>, Status> {
         let req = request.into_inner();
+        if let Some(t) = self.sharded_table(&req.table) {
+            return t.update_priorities(&req).map(Response::new).map_err(|e| {
+                t.count_rejected();
+                e.into()
+            });
+        }
         let table = self.lookup(&req.table)?;
         if !matches!(table.buffer.config().sampler, SamplerConfig::Prioritized(_)) {
             let e = RequestError::Precondition {
@@ -323,6 +374,10 @@ impl Replay for ReplayService {
             g.set_policy_version(req.version);
             return Ok(Response::new(SetPolicyVersionReply {}));
         }
+        if let Some(t) = self.sharded_table(&req.table) {
+            t.set_policy_version(req.version);
+            return Ok(Response::new(SetPolicyVersionReply {}));
+        }
         let table = self.lookup(&req.table)?;
         table.buffer.set_policy_version(req.version);
         Ok(Response::new(SetPolicyVersionReply {}))
@@ -335,6 +390,10 @@ impl Replay for ReplayService {
                 tables: vec![group_calls::table_info(g)],
             }));
         }
+        if let Some(t) = self.sharded_table(&req.table) {
+            let info = t.info(sampler_name(&t.sampler_config()));
+            return Ok(Response::new(InfoReply { tables: vec![info] }));
+        }
         let mut tables: Vec<Arc<Table>> = if req.table.is_empty() {
             self.tables.values().cloned().collect()
         } else {
@@ -344,6 +403,11 @@ impl Replay for ReplayService {
         let mut infos: Vec<TableInfo> = tables.iter().map(|t| table_info(t)).collect();
         if req.table.is_empty() {
             infos.extend(self.grouped.values().map(|g| group_calls::table_info(g)));
+            infos.extend(
+                self.sharded
+                    .values()
+                    .map(|t| t.info(sampler_name(&t.sampler_config()))),
+            );
             infos.sort_by(|a, b| a.name.cmp(&b.name));
         }
         Ok(Response::new(InfoReply { tables: infos }))
@@ -431,7 +495,7 @@ impl Replay for ReplayService {
     }
 }
 
-fn sampler_name(s: &SamplerConfig) -> &'static str {
+pub(crate) fn sampler_name(s: &SamplerConfig) -> &'static str {
     match s {
         SamplerConfig::Fifo => "fifo",
         SamplerConfig::MaxTimesSampled { .. } => "max_times_sampled",
@@ -496,5 +560,6 @@ fn table_info(t: &Table) -> TableInfo {
             .map(|d| d.display().to_string())
             .unwrap_or_default(),
         grouped: None,
+        shards: Vec::new(),
     }
 }

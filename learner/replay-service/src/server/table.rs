@@ -7,7 +7,6 @@
 //! ordering nothing. Cost: the buffer's memory plus a few words.
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use seed_replay::{ReplayBuffer, ReplayError, StorageKind, WriterPolicy};
@@ -131,23 +130,5 @@ impl Table {
     pub(crate) fn count_rejected(&self) {
         // Relaxed: a statistic (module docs).
         self.rejected_requests.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Counts an open sample stream for as long as it lives.
-#[derive(Debug)]
-pub(crate) struct StreamGuard(Arc<Table>);
-
-impl StreamGuard {
-    pub(crate) fn new(table: Arc<Table>) -> Self {
-        // Relaxed: a statistic (module docs).
-        table.sample_streams.fetch_add(1, Ordering::Relaxed);
-        StreamGuard(table)
-    }
-}
-
-impl Drop for StreamGuard {
-    fn drop(&mut self) {
-        self.0.sample_streams.fetch_sub(1, Ordering::Relaxed);
     }
 }

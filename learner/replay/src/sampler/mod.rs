@@ -35,7 +35,7 @@ pub(crate) use fifo::Fifo;
 pub(crate) use grouped::Grouped;
 pub(crate) use max_times::MaxTimesSampled;
 pub(crate) use prioritized::Prioritized;
-pub use prioritized::{PrioritizedConfig, PriorityUpdate};
+pub use prioritized::{PrioritizedConfig, PriorityMass, PriorityUpdate};
 pub(crate) use recent::Recent;
 pub(crate) use state::SamplerState;
 pub(crate) use uniform::Uniform;

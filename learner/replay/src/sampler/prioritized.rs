@@ -82,6 +82,18 @@ struct State {
     values: Vec<f32>,
 }
 
+/// The sum tree's totals at one moment: what a caller sampling across
+/// several prioritized buffers needs to pick between them in proportion to
+/// their mass and to put their importance weights on one scale.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PriorityMass {
+    /// `sum_k p_k^alpha` over the stored items (0 when empty).
+    pub total: f64,
+    /// `min_k p_k^alpha` over the stored items (`INFINITY` when empty): the
+    /// weights a sample returns are `(min_positive / p_i^alpha)^beta`.
+    pub min_positive: f64,
+}
+
 #[derive(Debug)]
 pub(crate) struct Prioritized {
     config: PrioritizedConfig,
@@ -116,6 +128,14 @@ impl Prioritized {
         let value = st.max_priority.powf(self.config.alpha);
         st.tree
             .set_many((first..first + count as u64).map(|k| (shared.slot_of(k), value)));
+    }
+
+    pub(crate) fn mass(&self) -> PriorityMass {
+        let st = self.lock();
+        PriorityMass {
+            total: st.tree.total(),
+            min_positive: st.tree.min_positive(),
+        }
     }
 
     pub(crate) fn sample(

@@ -28,7 +28,7 @@
 //! Cost: checked once at start-up.
 use seed_replay::ItemLayout;
 
-use crate::config::{parse_dtype, SamplerFile, TableConfigFile, WriterPolicyFile};
+use crate::config::file_format::{parse_dtype, SamplerFile, TableConfigFile, WriterPolicyFile};
 use crate::error::ConfigError;
 
 /// One grouped table, checked.
