@@ -1,5 +1,5 @@
 //! The Rust client of the replay service: [`ReplayClient`] (insert, sample,
-//! update priorities, set the policy version, info, checkpoint), the
+//! update priorities, set the policy version, info, checkpoint, follow), the
 //! [`InsertBatch`] it sends and the [`SampledBatch`] it receives.
 //!
 //! One `ReplayClient` is one HTTP/2 connection; clone it to share the
@@ -7,10 +7,12 @@
 //! one [`Inserter`] stream per writer with several batches in flight, and
 //! one [`SampleStream`] per reader: the server prepares the next batches
 //! while the client works on the last.
+mod follow_stream;
 mod insert_batch;
 mod replay_client;
 mod sampled_batch;
 
+pub use follow_stream::{FollowEvent, FollowOptions, FollowStream, FollowedBatch};
 pub use insert_batch::InsertBatch;
 pub use replay_client::{
     ClientOptions, InsertedKeys, Inserter, PriorityReport, ReplayClient, SampleOptions,

@@ -10,10 +10,14 @@
 //! Pieces, one per file: [`table`] (a served buffer and its counters),
 //! `closing` (the stop signal streams watch), `insert_request` (checks and
 //! stores one insert), `sample_stream` (the
-//! producer of one sample stream, with its flow control), [`service`] (the
+//! producer of one sample stream, with its flow control), `follow_stream`
+//! (the producer of one `Follow` stream), [`mirror`] (a server copying
+//! another's tables through `Follow`), [`service`] (the
 //! RPCs), `crate::token` and [`tls`] (the learner's security options).
 mod closing;
+mod follow_stream;
 mod insert_request;
+pub mod mirror;
 mod sample_stream;
 pub mod service;
 pub mod table;
@@ -29,6 +33,8 @@ use tonic::transport::server::TcpIncoming;
 use tracing::info;
 
 pub use crate::token::TokenCheck;
+pub use follow_stream::DEFAULT_FOLLOW_BATCH;
+pub use mirror::{start_mirror, MirrorOptions};
 pub use sample_stream::{DEFAULT_MAX_IN_FLIGHT, MAX_IN_FLIGHT};
 pub use service::ReplayService;
 pub use table::Table;
@@ -164,6 +170,14 @@ pub async fn start(
             item_bytes = t.buffer().layout().item_bytes(), "table ready");
     }
     let service = ReplayService::new(tables, options.max_message_bytes);
+    serve(service, &options).await
+}
+
+/// Binds `options.listen` and serves `service` (the tables are built).
+pub(crate) async fn serve(
+    service: ReplayService,
+    options: &ServerOptions,
+) -> Result<RunningServer, ServeError> {
     let listener = TcpListener::bind(options.listen)
         .await
         .map_err(|source| ServeError::Bind {

@@ -25,12 +25,13 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::error::RequestError;
 use crate::pb::replay_server::Replay;
 use crate::pb::{
-    CheckpointReply, CheckpointRequest, FieldInfo, InfoReply, InfoRequest, InsertReply,
+    CheckpointReply, CheckpointRequest, FieldInfo, FollowReply, FollowRequest, InfoReply, InfoRequest, InsertReply,
     InsertRequest, RateLimiterInfo, SampleReply, SampleRequest, SetPolicyVersionReply,
     SetPolicyVersionRequest, TableInfo, UpdatePrioritiesReply, UpdatePrioritiesRequest,
 };
 use crate::server::closing::stopping;
 use crate::server::insert_request;
+use crate::server::{follow_stream, mirror};
 use crate::server::sample_stream;
 use crate::server::table::Table;
 use crate::wire_dtype;
@@ -48,6 +49,9 @@ pub struct ReplayService {
     /// `UNAVAILABLE`, so a client holding a stream open cannot keep a
     /// stopping server waiting.
     closing: watch::Sender<bool>,
+    /// The primary's address when this server is a mirror
+    /// (`server/mirror.rs`): its tables refuse writes and `Follow`.
+    mirror_of: Option<Arc<str>>,
 }
 
 impl ReplayService {
@@ -61,7 +65,31 @@ impl ReplayService {
             ),
             max_message_bytes,
             closing: watch::channel(false).0,
+            mirror_of: None,
         }
+    }
+
+    /// Makes this service a mirror of `upstream`: `Insert`,
+    /// `UpdatePriorities` and `Follow` are refused on its tables.
+    pub(crate) fn mirroring(mut self, upstream: &str) -> Self {
+        self.mirror_of = Some(upstream.into());
+        self
+    }
+
+    /// Refuses `rpc` on `table` when this service is a mirror.
+    fn writable(&self, table: &Table, rpc: &str) -> Result<(), Status> {
+        match &self.mirror_of {
+            None => Ok(()),
+            Some(upstream) => Err(refuse(
+                table,
+                mirror::refusal(upstream, &table.name, rpc),
+            )),
+        }
+    }
+
+    /// The service's stop signal, for the mirror's follower tasks.
+    pub(crate) fn closing(&self) -> watch::Receiver<bool> {
+        self.closing.subscribe()
     }
 
     /// The table called `name`, by the service's own handle (tests, the
@@ -127,6 +155,7 @@ type ReplyStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'sta
 impl Replay for ReplayService {
     type InsertStream = ReplyStream<InsertReply>;
     type SampleStream = ReplyStream<SampleReply>;
+    type FollowStream = ReplyStream<FollowReply>;
 
     async fn insert(
         &self,
@@ -177,6 +206,10 @@ impl Replay for ReplayService {
                     }
                     None => match service.lookup(&req.table) {
                         Ok(t) => {
+                            if let Err(status) = service.writable(&t, "Insert") {
+                                let _ = tx.send(Err(status)).await;
+                                return;
+                            }
                             table = Some(Arc::clone(&t));
                             t
                         }
@@ -187,6 +220,10 @@ impl Replay for ReplayService {
                     },
                 };
                 let reply = insert_one(&t, req).await.map_err(|e| refuse(&t, e));
+                if reply.is_ok() {
+                    // Wakes the table's `Follow` streams.
+                    t.published.notify_waiters();
+                }
                 let failed = reply.is_err();
                 if tx.send(reply).await.is_err() || failed {
                     return;
@@ -208,12 +245,26 @@ impl Replay for ReplayService {
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
+    async fn follow(
+        &self,
+        request: Request<FollowRequest>,
+    ) -> Result<Response<Self::FollowStream>, Status> {
+        let req = request.into_inner();
+        let table = self.lookup(&req.table)?;
+        self.writable(&table, "Follow")?;
+        let plan = follow_stream::plan(&table, &req, self.max_message_bytes)
+            .map_err(|e| refuse(&table, e))?;
+        let rx = follow_stream::spawn(table, plan, self.closing.subscribe());
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
     async fn update_priorities(
         &self,
         request: Request<UpdatePrioritiesRequest>,
     ) -> Result<Response<UpdatePrioritiesReply>, Status> {
         let req = request.into_inner();
         let table = self.lookup(&req.table)?;
+        self.writable(&table, "UpdatePriorities")?;
         if !matches!(table.buffer.config().sampler, SamplerConfig::Prioritized(_)) {
             let e = RequestError::Precondition {
                 reason: format!(
