@@ -10,6 +10,7 @@
 //! [`plot`] draws it. [`frozen_actor`] is the `liveness_bench` scenario: a
 //! good actor's throughput beside an actor that freezes; [`soak`] its
 //! other scenario: actors killed under training and a learner restart.
+//! [`mirror_lag`] is the replay service benchmark's mirror lag.
 pub mod child;
 pub mod cli;
 pub mod echo_client;
@@ -18,6 +19,7 @@ pub mod error;
 pub mod frozen_actor;
 pub mod gather_floor;
 pub mod machine;
+pub mod mirror_lag;
 pub mod plot;
 pub mod replay_workload;
 pub mod scenario;

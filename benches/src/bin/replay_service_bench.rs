@@ -14,7 +14,11 @@
 //! - `insert_items_per_s` by batch size 1/100/1000: one `Inserter` with
 //!   `--window` batches in flight;
 //! - the same figures of the in-process buffer (`inprocess_*`), and the
-//!   ratios.
+//!   ratios;
+//! - `mirror_lag_items_p50`/`_p99`, `mirror_lag_us_p50`/`_p99`: how far a
+//!   mirror (`--mirror-of`) is behind its primary while one writer inserts
+//!   batches of 100 at full speed (`seed_benches::mirror_lag`), with the
+//!   writer's rate and the items the mirror missed.
 //!
 //! Client and server share the machine's cores (and, here, one runtime),
 //! so the service figures include the client's cost.
@@ -46,6 +50,10 @@ struct Args {
     /// Async worker threads of the runtime serving and measuring.
     #[arg(long, default_value_t = 2)]
     worker_threads: usize,
+    /// Seconds the writer inserts in each run of the mirror-lag measurement
+    /// (default 3, 1 with --quick).
+    #[arg(long)]
+    mirror_secs: Option<f64>,
 }
 
 const ITEMS: usize = 100_000;
@@ -130,6 +138,10 @@ async fn run(args: Args) -> Result<()> {
     let sizes = [1usize, 100, 1000];
     let mut insert_service: Vec<Vec<f64>> = vec![Vec::new(); sizes.len()];
     let mut insert_local: Vec<Vec<f64>> = vec![Vec::new(); sizes.len()];
+    let mirror_secs = args
+        .mirror_secs
+        .unwrap_or(if args.quick { 1.0 } else { 3.0 });
+    let mut mirror_runs: Vec<seed_benches::mirror_lag::MirrorLag> = Vec::new();
 
     for _ in 0..args.runs {
         // In-process sample(128) from the served table's own buffer.
@@ -206,7 +218,19 @@ async fn run(args: Args) -> Result<()> {
             }
             insert_service[s].push((batches * rows) as f64 / start.elapsed().as_secs_f64());
         }
+
+        // A mirror's lag behind a primary under a full-speed writer.
+        mirror_runs.push(
+            seed_benches::mirror_lag::measure(
+                std::time::Duration::from_secs_f64(mirror_secs),
+                args.window,
+            )
+            .await?,
+        );
     }
+    let mirror_median = |f: fn(&seed_benches::mirror_lag::MirrorLag) -> f64| {
+        median(mirror_runs.iter().map(f).collect())
+    };
 
     let per_size = |v: &[Vec<f64>]| -> Value {
         let mut m = Map::new();
@@ -249,6 +273,15 @@ async fn run(args: Args) -> Result<()> {
         "inprocess_insert_items_per_s": per_size(&insert_local),
         "insert_ratio_to_inprocess": ratio_per_size,
         "insert_window": args.window,
+        "mirror_lag_items_p50": mirror_median(|m| m.items_p50),
+        "mirror_lag_items_p99": mirror_median(|m| m.items_p99),
+        "mirror_lag_us_p50": mirror_median(|m| m.us_p50),
+        "mirror_lag_us_p99": mirror_median(|m| m.us_p99),
+        "mirror_writer_items_per_s": mirror_median(|m| m.writer_items_per_s).round(),
+        "mirror_missed_items": mirror_median(|m| m.missed_items as f64),
+        "mirror_watch_ticks": mirror_median(|m| m.ticks as f64),
+        "mirror_write_batch": seed_benches::mirror_lag::WRITE_BATCH,
+        "mirror_secs_per_run": mirror_secs,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     server.stop().await?;

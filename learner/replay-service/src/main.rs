@@ -18,7 +18,11 @@ use tracing::{error, info};
 #[command(name = "replay-server", version)]
 struct Flags {
     /// The tables to serve: a JSON file (see the crate docs for its keys).
-    #[arg(long, required_unless_present = "mirror_of", conflicts_with = "mirror_of")]
+    #[arg(
+        long,
+        required_unless_present = "mirror_of",
+        conflicts_with = "mirror_of"
+    )]
     config: Option<PathBuf>,
     #[command(flatten)]
     mirror: MirrorFlags,
@@ -63,7 +67,12 @@ struct MirrorFlags {
     #[arg(long, value_name = "HOST:PORT")]
     mirror_of: Option<String>,
     /// The primary's token.
-    #[arg(long, env = "SEED_MIRROR_TOKEN", hide_env_values = true, requires = "mirror_of")]
+    #[arg(
+        long,
+        env = "SEED_MIRROR_TOKEN",
+        hide_env_values = true,
+        requires = "mirror_of"
+    )]
     mirror_token: Option<String>,
     /// CA certificates (PEM) to verify an https:// primary.
     #[arg(long, requires = "mirror_of")]

@@ -169,7 +169,7 @@ async fn resuming_a_follow_from_a_cursor_continues_without_gap_or_duplicate() {
     drop(stream);
 
     // A cursor past the table's next key is refused, naming the field.
-    let err = c.follow("t", 151).await.err().expect("refused");
+    let err = c.follow("t", 151).await.expect_err("refused");
     assert_eq!(err.code(), Some(Code::InvalidArgument), "{err}");
     assert!(err.to_string().contains("cursor"), "{err}");
     server.stop().await.unwrap();
@@ -267,7 +267,10 @@ async fn a_follower_that_stops_reading_holds_the_server_back_then_gets_a_gap() {
                 let id = u64::from_le_bytes(b.field("id").unwrap().try_into().unwrap());
                 assert_eq!(id, b.keys().start);
                 assert!(
-                    b.field("blob").unwrap().iter().all(|&x| x == (id % 251) as u8),
+                    b.field("blob")
+                        .unwrap()
+                        .iter()
+                        .all(|&x| x == (id % 251) as u8),
                     "item {id} torn"
                 );
                 assert!(seen.insert(id), "item {id} twice");
@@ -284,7 +287,10 @@ async fn a_follower_that_stops_reading_holds_the_server_back_then_gets_a_gap() {
     assert!(gaps >= 1, "a follower three laps behind got no gap");
     // Items held back by flow control plus the last lap, not the 400.
     assert!(seen.len() < ITEMS as usize, "{} items sent", seen.len());
-    assert!((300..ITEMS).all(|k| seen.contains(&k)), "the last lap is incomplete");
+    assert!(
+        (300..ITEMS).all(|k| seen.contains(&k)),
+        "the last lap is incomplete"
+    );
     server.stop().await.unwrap();
 }
 
@@ -299,17 +305,16 @@ async fn writes_on_a_mirror_are_refused_naming_the_table() {
     let mirror = mirror_of(&primary).await;
     let mut m = client(&mirror).await;
 
-    let err = m.insert("exp", items(0, 0, 1)).await.err().expect("refused");
+    let err = m.insert("exp", items(0, 0, 1)).await.expect_err("refused");
     assert_eq!(err.code(), Some(Code::FailedPrecondition), "{err}");
     assert!(err.to_string().contains("table `exp` is a mirror"), "{err}");
     let err = m
         .update_priorities("exp", &[0], &[1.0])
         .await
-        .err()
-        .expect("refused");
+        .expect_err("refused");
     assert_eq!(err.code(), Some(Code::FailedPrecondition), "{err}");
     assert!(err.to_string().contains("`exp`"), "{err}");
-    let err = m.follow("exp", 0).await.err().expect("refused");
+    let err = m.follow("exp", 0).await.expect_err("refused");
     assert_eq!(err.code(), Some(Code::FailedPrecondition), "{err}");
 
     // The primary still takes writes, and the mirror gets them.

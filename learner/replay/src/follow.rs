@@ -189,8 +189,7 @@ impl ReplayBuffer {
             .inserted
             .fetch_add(report.written as u64, Ordering::Relaxed);
         let from = first + skip as u64;
-        self.sampler
-            .on_publish(s, from, rows - skip, &|_| NO_GROUP);
+        self.sampler.on_publish(s, from, rows - skip, &|_| NO_GROUP);
         self.notifier.notify();
         Ok(report)
     }
@@ -235,13 +234,22 @@ mod tests {
             insert(&b, 100 + v);
         }
         let mut batch = b.new_batch(3);
-        assert_eq!(b.read_since(1, &mut batch, 16), FollowRead::Items { next: 4 });
+        assert_eq!(
+            b.read_since(1, &mut batch, 16),
+            FollowRead::Items { next: 4 }
+        );
         assert_eq!(values(&batch), vec![101, 102, 103]);
         let keys: Vec<u64> = batch.keys().iter().map(|k| k.0).collect();
         assert_eq!(keys, vec![1, 2, 3]);
-        assert_eq!(b.read_since(4, &mut batch, 16), FollowRead::Items { next: 5 });
+        assert_eq!(
+            b.read_since(4, &mut batch, 16),
+            FollowRead::Items { next: 5 }
+        );
         assert_eq!(values(&batch), vec![104]);
-        assert_eq!(b.read_since(5, &mut batch, 16), FollowRead::Items { next: 5 });
+        assert_eq!(
+            b.read_since(5, &mut batch, 16),
+            FollowRead::Items { next: 5 }
+        );
         assert!(batch.is_empty());
     }
 
@@ -252,9 +260,15 @@ mod tests {
             insert(&b, v);
         }
         let mut batch = b.new_batch(8);
-        assert_eq!(b.read_since(2, &mut batch, 8), FollowRead::Gap { oldest: 6 });
+        assert_eq!(
+            b.read_since(2, &mut batch, 8),
+            FollowRead::Gap { oldest: 6 }
+        );
         assert!(batch.is_empty());
-        assert_eq!(b.read_since(6, &mut batch, 8), FollowRead::Items { next: 10 });
+        assert_eq!(
+            b.read_since(6, &mut batch, 8),
+            FollowRead::Items { next: 10 }
+        );
         assert_eq!(values(&batch), vec![6, 7, 8, 9]);
     }
 
@@ -307,8 +321,8 @@ mod tests {
             .field("x", DType::U64, &[2])
             .build()
             .expect("layout");
-        let b = ReplayBuffer::new(layout, ReplayConfig::new(4, SamplerConfig::Fifo))
-            .expect("buffer");
+        let b =
+            ReplayBuffer::new(layout, ReplayConfig::new(4, SamplerConfig::Fifo)).expect("buffer");
         let r = b.insert_batch_at(
             ItemKey(0),
             &[FieldRef::new(&[1, 2], Values::U64(&[1, 2]))],

@@ -109,7 +109,9 @@ pub async fn start_mirror(
         specs.push(spec_from_info(info)?);
     }
     if specs.is_empty() {
-        return Err(upstream_err("the primary serves no table a mirror can copy".into()));
+        return Err(upstream_err(
+            "the primary serves no table a mirror can copy".into(),
+        ));
     }
     let tables = tokio::task::spawn_blocking(move || {
         specs

@@ -25,15 +25,16 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::error::RequestError;
 use crate::pb::replay_server::Replay;
 use crate::pb::{
-    CheckpointReply, CheckpointRequest, FieldInfo, FollowReply, FollowRequest, InfoReply, InfoRequest, InsertReply,
-    InsertRequest, RateLimiterInfo, SampleReply, SampleRequest, SetPolicyVersionReply,
-    SetPolicyVersionRequest, TableInfo, UpdatePrioritiesReply, UpdatePrioritiesRequest,
+    CheckpointReply, CheckpointRequest, FieldInfo, FollowReply, FollowRequest, InfoReply,
+    InfoRequest, InsertReply, InsertRequest, RateLimiterInfo, SampleReply, SampleRequest,
+    SetPolicyVersionReply, SetPolicyVersionRequest, TableInfo, UpdatePrioritiesReply,
+    UpdatePrioritiesRequest,
 };
 use crate::server::closing::stopping;
 use crate::server::insert_request;
-use crate::server::{follow_stream, mirror};
 use crate::server::sample_stream;
 use crate::server::table::Table;
+use crate::server::{follow_stream, mirror};
 use crate::wire_dtype;
 
 /// Insert replies buffered per stream before the stream task waits for the
@@ -80,10 +81,7 @@ impl ReplayService {
     fn writable(&self, table: &Table, rpc: &str) -> Result<(), Status> {
         match &self.mirror_of {
             None => Ok(()),
-            Some(upstream) => Err(refuse(
-                table,
-                mirror::refusal(upstream, &table.name, rpc),
-            )),
+            Some(upstream) => Err(refuse(table, mirror::refusal(upstream, &table.name, rpc))),
         }
     }
 
