@@ -11,6 +11,7 @@
 //! good actor's throughput beside an actor that freezes; [`soak`] its
 //! other scenario: actors killed under training and a learner restart.
 //! [`grouped_fetch`] is `replay_service_bench`'s grouped-table figure.
+//! [`mirror_lag`] is the replay service benchmark's mirror lag.
 pub mod child;
 pub mod cli;
 pub mod echo_client;
@@ -20,6 +21,7 @@ pub mod frozen_actor;
 pub mod gather_floor;
 pub mod grouped_fetch;
 pub mod machine;
+pub mod mirror_lag;
 pub mod plot;
 pub mod replay_workload;
 pub mod scenario;

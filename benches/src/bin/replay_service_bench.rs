@@ -20,6 +20,10 @@
 //!   of 8 trajectories x 32 steps of 3x4 `f32`, one call at a time, beside
 //!   a `sample(256)` round trip of the same bytes
 //!   (`seed_benches::grouped_fetch`).
+//! - `mirror_lag_items_p50`/`_p99`, `mirror_lag_us_p50`/`_p99`: how far a
+//!   mirror (`--mirror-of`) is behind its primary while one writer inserts
+//!   batches of 100 at full speed (`seed_benches::mirror_lag`), with the
+//!   writer's rate and the items the mirror missed.
 //!
 //! Client and server share the machine's cores (and, here, one runtime),
 //! so the service figures include the client's cost.
@@ -85,6 +89,10 @@ struct Args {
     /// `seed_rs.ReplayClient.sample(128)` against this server.
     #[arg(long)]
     seed_python: Option<PathBuf>,
+    /// Seconds the writer inserts in each run of the mirror-lag measurement
+    /// (default 3, 1 with --quick).
+    #[arg(long)]
+    mirror_secs: Option<f64>,
 }
 
 /// A measuring script run as a child: one JSON line when ready, then one
@@ -295,6 +303,10 @@ async fn run(args: Args) -> Result<()> {
     let mut insert_service: Vec<Vec<f64>> = vec![Vec::new(); sizes.len()];
     let mut insert_local: Vec<Vec<f64>> = vec![Vec::new(); sizes.len()];
     let mut grouped_rounds = Vec::new();
+    let mirror_secs = args
+        .mirror_secs
+        .unwrap_or(if args.quick { 1.0 } else { 3.0 });
+    let mut mirror_runs: Vec<seed_benches::mirror_lag::MirrorLag> = Vec::new();
 
     for run in 0..args.runs as u64 {
         // In-process sample(128) from the served table's own buffer.
@@ -383,9 +395,20 @@ async fn run(args: Args) -> Result<()> {
         if let Some(p) = &mut reverb_probe {
             reverb_rounds.push(p.measure().await?);
         }
+        // A mirror's lag behind a primary under a full-speed writer.
+        mirror_runs.push(
+            seed_benches::mirror_lag::measure(
+                std::time::Duration::from_secs_f64(mirror_secs),
+                args.window,
+            )
+            .await?,
+        );
     }
     let grouped_median =
         |f: fn(&grouped_fetch::GroupedRound) -> f64| median(grouped_rounds.iter().map(f).collect());
+    let mirror_median = |f: fn(&seed_benches::mirror_lag::MirrorLag) -> f64| {
+        median(mirror_runs.iter().map(f).collect())
+    };
 
     let per_size = |v: &[Vec<f64>]| -> Value {
         let mut m = Map::new();
@@ -440,6 +463,15 @@ async fn run(args: Args) -> Result<()> {
         "grouped_fetch_p99_us": grouped_median(|r| r.fetch_p99_us),
         "grouped_submit_steps_per_s": grouped_median(|r| r.submit_steps_per_s).round(),
         "sample256_p50_us": grouped_median(|r| r.same_bytes_sample_p50_us),
+        "mirror_lag_items_p50": mirror_median(|m| m.items_p50),
+        "mirror_lag_items_p99": mirror_median(|m| m.items_p99),
+        "mirror_lag_us_p50": mirror_median(|m| m.us_p50),
+        "mirror_lag_us_p99": mirror_median(|m| m.us_p99),
+        "mirror_writer_items_per_s": mirror_median(|m| m.writer_items_per_s).round(),
+        "mirror_missed_items": mirror_median(|m| m.missed_items as f64),
+        "mirror_watch_ticks": mirror_median(|m| m.ticks as f64),
+        "mirror_write_batch": seed_benches::mirror_lag::WRITE_BATCH,
+        "mirror_secs_per_run": mirror_secs,
     });
     let python_p50 = if let Some(p) = seed_probe {
         let p50 = median_of(&seed_rounds, "sample128_p50_us")?;

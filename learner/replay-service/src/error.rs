@@ -64,6 +64,9 @@ pub enum ServeError {
     },
     #[error("cannot serve: {reason}")]
     Transport { reason: String },
+    /// A mirror's primary cannot be reached or described its tables badly.
+    #[error("mirror of {addr}: {reason}")]
+    Upstream { addr: String, reason: String },
 }
 
 /// One refused request. `field` is the request field at fault, spelled as

@@ -55,6 +55,8 @@
 //!   arrays apart from the fixed-shape tables (why, and the capacity and
 //!   lag-cap rules: `server/grouped_table.rs`; the config keys:
 //!   [`config::grouped_table_spec`]).
+//! - `Follow`: a server stream of every item inserted from a cursor on
+//!   (below, "Mirrors").
 //!
 //! A bad request (unknown table or field, wrong dtype, shape or byte
 //! length, an oversize message) ends only its own call with
@@ -62,13 +64,59 @@
 //! `OUT_OF_RANGE` for tonic's message limit) and a message naming the
 //! field; batches acknowledged before it stay stored, other clients go on.
 //!
+//! # Mirrors and the `Follow` protocol
+//! ```text
+//! replay-server --mirror-of HOST:PORT [--mirror-token T]
+//!               [--mirror-tls-ca CA [--mirror-tls-domain D]
+//!                [--mirror-tls-cert C --mirror-tls-key K]] [--listen ...]
+//! ```
+//! A mirror serves copies of another server's (the primary's) tables,
+//! kept in step through `Follow`, and answers `Sample` and `Info` itself:
+//! N mirrors are N parallel samplers over one logical buffer.
+//! - **Layouts** come from the primary's `Info` at start-up (fields,
+//!   dtypes, shapes, policy-version field, capacity); a mirror reads no
+//!   config file. Grouped tables are skipped.
+//! - **Sampling on a mirror is uniform**, whatever the primary's sampler:
+//!   a mirror copies items, not sampler state, so priorities are not
+//!   followed (weights are 1) and nothing is consumed on the primary.
+//!   `Insert`, `UpdatePriorities` and `Follow` on a mirror table are
+//!   refused with `FAILED_PRECONDITION` naming the table and the primary.
+//! - **Cursor.** Keys are consecutive in insertion order. `Follow(table,
+//!   cursor)` sends `FollowItems` of consecutive keys `first_key ..
+//!   next_key` (one little-endian block per field, as `Sample`), in key
+//!   order, stopping at the first key whose insert has not been published
+//!   yet so no item is skipped; a follower resumes from the last
+//!   `next_key` with no gap and no duplicate. A cursor above the table's
+//!   next key is refused (`INVALID_ARGUMENT`, field `cursor`).
+//! - **Overwrites.** Item `k` lives in slot `k % capacity`; each
+//!   `FollowItems` names the keys its items replaced (`replaced_first`,
+//!   `replaced_count`: `k - capacity` for each `k >= capacity`). A mirror
+//!   stores each item under its own key in the same slot
+//!   ([`seed_replay::ReplayBuffer::insert_batch_at`]), so it holds exactly
+//!   the primary's keys and bytes once it has caught up.
+//! - **Gaps.** If the item at the cursor was overwritten before it was
+//!   read (the follower fell a ring behind, or started at 0 on a wrapped
+//!   table), the stream sends `FollowGap { requested, oldest }` and goes on
+//!   at `oldest`: the follower knows exactly which keys it will never see.
+//!   A mirror logs the count and goes on; the slots of the missed keys
+//!   keep older items until the ring comes round.
+//! - **Flow control** as `Sample`: at most `max_in_flight` messages are
+//!   prepared ahead of what HTTP/2 lets the server send, so a slow
+//!   follower costs the server bounded memory; it falls behind and gets a
+//!   gap instead (waits count in `sample_flow_control_waits`).
+//! - Each message also carries `head_key`, the table's next key when it
+//!   was read: `head_key - next_key` is how many items the follower is
+//!   behind. A broken stream is reopened by the mirror from its cursor
+//!   with a backoff (50 ms to 5 s).
+//!
 //! # Modules, bottom first
 //! `pb` (generated), `wire_dtype`, `error`, `token` (leaves); `config`
-//! (with `config/grouped_table_spec.rs`);
-//! `server` (tables, the service, TLS, start-up); `client` (imports only
-//! the leaves, never `server`). `tests/layering.rs` checks both rules and
-//! fails for a top-level file it has no layer for; a folder's entry covers
-//! every file in it, so new files under `server/` or `client/` need none.
+//! (with `config/file_format.rs` and `config/grouped_table_spec.rs`);
+//! `client` (imports only the leaves, never `server`); `server` (tables,
+//! the service, TLS, start-up; its mirror follows the primary through the
+//! client). `tests/layering.rs` checks both rules and fails for a
+//! top-level file it has no layer for; a folder's entry covers every file
+//! in it, so new files under `server/` or `client/` need none.
 //!
 //! Bytes travel little-endian and the buffer stores native-endian words:
 //! the crate builds for little-endian targets only.

@@ -28,11 +28,12 @@ const LAYERS: Layers = &[
         LEAVES,
     ),
     ("the configuration file", &["config"]),
+    // Below the server: a mirror follows its primary through the client.
+    ("the client", &["client"]),
     (
-        "the server: tables, the service, its streams, TLS, start-up",
+        "the server: tables, the service, its streams, TLS, start-up, mirrors",
         &["server"],
     ),
-    ("the client", &["client"]),
     ("re-exports", &["lib"]),
     ("the binary's wiring", &["main"]),
 ];

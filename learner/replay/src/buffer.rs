@@ -208,7 +208,9 @@ pub struct ReplayBuffer {
     pub(crate) shared: Shared,
     pub(crate) sampler: Sampler,
     pub(crate) limiter: Option<RateLimiter>,
-    notifier: Notifier,
+    /// Wakes blocked samplers and writers; `follow.rs`'s replica writes
+    /// notify it too.
+    pub(crate) notifier: Notifier,
     /// Set once by `close`. Release store, Acquire loads.
     closed: AtomicBool,
     pub(crate) rng: SampleRng,

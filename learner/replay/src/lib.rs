@@ -17,6 +17,10 @@
 //! - Stable [`ItemKey`]s: priority updates for overwritten items are ignored
 //!   and counted.
 //! - [`ReplayBuffer::checkpoint`] / [`ReplayBuffer::restore`].
+//! - Incremental reads for replicas: [`ReplayBuffer::read_since`] (every
+//!   item from a key on, in key order, or a [`FollowRead::Gap`] when the
+//!   reader fell a lap behind) and [`ReplayBuffer::insert_batch_at`]
+//!   (stores items under the keys another buffer gave them).
 //!
 //! # Concurrency
 //! Each slot is a seqlock: writers never wait for readers, readers copy and
@@ -50,7 +54,7 @@
 //!    (`sampler/state.rs`: their checkpoint record).
 //! 9. `sampler` (`sampler/mod.rs`: `SamplerConfig` and the dispatcher).
 //! 10. `buffer`.
-//! 11. `checkpoint`, `lazy` (methods and wrappers on the buffer).
+//! 11. `checkpoint`, `lazy`, `follow` (methods and wrappers on the buffer).
 //! 12. `lib` (re-exports only).
 //!
 //! # Example
@@ -99,6 +103,7 @@ mod checkpoint;
 mod counters;
 mod dtype;
 mod error;
+mod follow;
 mod group_id;
 mod item;
 mod item_key;
@@ -124,6 +129,7 @@ pub use buffer::{InsertedKeys, ReplayBuffer, ReplayConfig, ReplayStats};
 pub use checkpoint::CheckpointInfo;
 pub use dtype::DType;
 pub use error::{InsertError, ReplayError};
+pub use follow::{FollowRead, ReplicaWrites};
 pub use item::{FieldRef, Item, ItemField, Values};
 pub use item_key::ItemKey;
 pub use layout::{FieldSpec, ItemLayout, ItemLayoutBuilder};

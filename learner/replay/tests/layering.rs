@@ -59,7 +59,7 @@ const LAYERS: Layers = &[
     ),
     ("the sampler dispatcher", &["sampler"]),
     ("the buffer", &["buffer"]),
-    ("on the buffer", &["checkpoint", "lazy"]),
+    ("on the buffer", &["checkpoint", "lazy", "follow"]),
     ("re-exports", &["lib"]),
 ];
 

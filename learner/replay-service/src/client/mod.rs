@@ -1,5 +1,5 @@
 //! The Rust client of the replay service: [`ReplayClient`] (insert, sample,
-//! update priorities, set the policy version, info, checkpoint), the
+//! update priorities, set the policy version, info, checkpoint, follow), the
 //! [`InsertBatch`] it sends and the [`SampledBatch`] it receives; for
 //! grouped tables `submit_steps` ([`StepBatch`]), `complete_trajectory`
 //! and `fetch_group` ([`FetchedGroup`]).
@@ -9,11 +9,13 @@
 //! one [`Inserter`] stream per writer with several batches in flight, and
 //! one [`SampleStream`] per reader: the server prepares the next batches
 //! while the client works on the last.
+mod follow_stream;
 mod grouped;
 mod insert_batch;
 mod replay_client;
 mod sampled_batch;
 
+pub use follow_stream::{FollowEvent, FollowOptions, FollowStream, FollowedBatch};
 pub use grouped::{FetchedGroup, StepBatch, SubmitReport};
 pub use insert_batch::InsertBatch;
 pub use replay_client::{

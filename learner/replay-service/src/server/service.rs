@@ -25,15 +25,17 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::error::RequestError;
 use crate::pb::replay_server::Replay;
 use crate::pb::{
-    CheckpointReply, CheckpointRequest, FieldInfo, InfoReply, InfoRequest, InsertReply,
-    InsertRequest, RateLimiterInfo, SampleReply, SampleRequest, SetPolicyVersionReply,
-    SetPolicyVersionRequest, TableInfo, UpdatePrioritiesReply, UpdatePrioritiesRequest,
+    CheckpointReply, CheckpointRequest, FieldInfo, FollowReply, FollowRequest, InfoReply,
+    InfoRequest, InsertReply, InsertRequest, RateLimiterInfo, SampleReply, SampleRequest,
+    SetPolicyVersionReply, SetPolicyVersionRequest, TableInfo, UpdatePrioritiesReply,
+    UpdatePrioritiesRequest,
 };
 use crate::pb::{
     CompleteTrajectoryReply, CompleteTrajectoryRequest, FetchGroupReply, FetchGroupRequest,
     SubmitStepsReply, SubmitStepsRequest,
 };
 use crate::server::closing::stopping;
+use crate::server::follow_stream;
 use crate::server::group_calls;
 use crate::server::grouped_table::GroupedTable;
 use crate::server::insert_request;
@@ -61,6 +63,9 @@ pub struct ReplayService {
     /// `UNAVAILABLE`, so a client holding a stream open cannot keep a
     /// stopping server waiting.
     closing: watch::Sender<bool>,
+    /// The primary's address when this server is a mirror
+    /// (`server/mirror.rs`): its tables refuse writes and `Follow`.
+    mirror_of: Option<Arc<str>>,
 }
 
 impl ReplayService {
@@ -76,6 +81,7 @@ impl ReplayService {
             grouped: Arc::new(HashMap::new()),
             sharded: Arc::default(),
             closing: watch::channel(false).0,
+            mirror_of: None,
         }
     }
 
@@ -127,6 +133,26 @@ impl ReplayService {
     /// The loaded table called `name`.
     pub fn sharded_table(&self, name: &str) -> Option<Arc<ShardedTable>> {
         self.sharded.get(name).cloned()
+    }
+
+    /// Makes this service a mirror of `upstream`: `Insert`,
+    /// `UpdatePriorities` and `Follow` are refused on its tables.
+    pub(crate) fn mirroring(mut self, upstream: &str) -> Self {
+        self.mirror_of = Some(upstream.into());
+        self
+    }
+
+    /// Refuses `rpc` on `table` when this service is a mirror.
+    fn writable(&self, table: &Table, rpc: &str) -> Result<(), Status> {
+        match &self.mirror_of {
+            None => Ok(()),
+            Some(upstream) => Err(refuse(table, mirror_refusal(upstream, &table.name, rpc))),
+        }
+    }
+
+    /// The service's stop signal, for the mirror's follower tasks.
+    pub(crate) fn closing(&self) -> watch::Receiver<bool> {
+        self.closing.subscribe()
     }
 
     /// The table called `name`, by the service's own handle (tests, the
@@ -226,6 +252,7 @@ type ReplyStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'sta
 impl Replay for ReplayService {
     type InsertStream = ReplyStream<InsertReply>;
     type SampleStream = ReplyStream<SampleReply>;
+    type FollowStream = ReplyStream<FollowReply>;
 
     async fn insert(
         &self,
@@ -276,6 +303,10 @@ impl Replay for ReplayService {
                     }
                     None => match service.lookup(&req.table) {
                         Ok(t) => {
+                            if let Err(status) = service.writable(&t, "Insert") {
+                                let _ = tx.send(Err(status)).await;
+                                return;
+                            }
                             table = Some(Arc::clone(&t));
                             t
                         }
@@ -286,6 +317,10 @@ impl Replay for ReplayService {
                     },
                 };
                 let reply = insert_one(&t, req).await.map_err(|e| refuse(&t, e));
+                if reply.is_ok() {
+                    // Wakes the table's `Follow` streams.
+                    t.published.notify_waiters();
+                }
                 let failed = reply.is_err();
                 if tx.send(reply).await.is_err() || failed {
                     return;
@@ -312,6 +347,19 @@ impl Replay for ReplayService {
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
+    async fn follow(
+        &self,
+        request: Request<FollowRequest>,
+    ) -> Result<Response<Self::FollowStream>, Status> {
+        let req = request.into_inner();
+        let table = self.lookup(&req.table)?;
+        self.writable(&table, "Follow")?;
+        let plan = follow_stream::plan(&table, &req, self.max_message_bytes)
+            .map_err(|e| refuse(&table, e))?;
+        let rx = follow_stream::spawn(table, plan, self.closing.subscribe());
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
     async fn update_priorities(
         &self,
         request: Request<UpdatePrioritiesRequest>,
@@ -324,6 +372,7 @@ impl Replay for ReplayService {
             });
         }
         let table = self.lookup(&req.table)?;
+        self.writable(&table, "UpdatePriorities")?;
         if !matches!(table.buffer.config().sampler, SamplerConfig::Prioritized(_)) {
             let e = RequestError::Precondition {
                 reason: format!(
@@ -561,5 +610,15 @@ fn table_info(t: &Table) -> TableInfo {
             .unwrap_or_default(),
         grouped: None,
         shards: Vec::new(),
+    }
+}
+
+/// The refusal of a write (or `Follow`) on a mirror table.
+pub(crate) fn mirror_refusal(upstream: &str, table: &str, rpc: &str) -> RequestError {
+    RequestError::Precondition {
+        reason: format!(
+            "table `{table}` is a mirror of the replay server at {upstream}: {rpc} \
+             goes to the primary"
+        ),
     }
 }

@@ -383,7 +383,7 @@ impl ShardedTable {
         RequestError::Precondition {
             reason: format!(
                 "table `{}` is loaded from {} shard directories (`load`) and is read-only: \
-                 it takes no inserts and no checkpoints (its directories are its storage)",
+                 it takes no inserts or checkpoints and cannot be followed (its directories are its storage)",
                 self.name,
                 self.shards.len()
             ),

@@ -33,6 +33,9 @@ pub struct Table {
     /// Set while a checkpoint is written; a second request is refused.
     /// Acquire swap / Release store: the flag guards the file, nothing else.
     pub(crate) checkpointing: AtomicBool,
+    /// Notified after every insert the service stores: wakes the table's
+    /// `Follow` streams (`server/follow_stream.rs`).
+    pub(crate) published: tokio::sync::Notify,
 }
 
 impl Table {
@@ -108,6 +111,7 @@ impl Table {
             flow_control_waits: AtomicU64::new(0),
             rejected_requests: AtomicU64::new(0),
             checkpointing: AtomicBool::new(false),
+            published: tokio::sync::Notify::new(),
         })
     }
 
