@@ -410,7 +410,7 @@ mod tests {
     use crate::learn::unroll::{PushOutcome, UnrollBuilder, UnrollSpec};
     use crate::model::{ActionDistribution, ActionSampler, ModelConfig};
     use candle_core::{Device, Tensor};
-    use seed_replay::{ReplayConfig, SamplerConfig};
+    use seed_replay::{ReplayBuffer, ReplayConfig, SamplerConfig};
     use seed_shared::{EnvSpec, ObsDType};
 
     /// A few training steps on u8 image observations through the conv torso

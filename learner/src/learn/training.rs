@@ -513,9 +513,9 @@ mod tests {
         .expect("training setup")
     }
 
-    /// The setup's in-process buffer.
-    fn local(setup: &TrainingSetup) -> &ReplayBuffer {
-        setup.replay.local().expect("an in-process buffer")
+    /// The in-process buffer of a store.
+    fn local(store: &UnrollStore) -> &ReplayBuffer {
+        store.local().expect("an in-process buffer")
     }
 
     /// What a sample hands out: keys, importance weights and every byte.
@@ -576,7 +576,7 @@ mod tests {
             if b.push(&row, PolicyVersion(u64::from(k))) == PushOutcome::Complete {
                 // The rate limiter refuses inserts once the actors are a
                 // batch ahead; that is where a run would wait.
-                if local(&a).insert_ref(b.fields().as_slice()).is_err() {
+                if local(&a.replay).insert_ref(b.fields().as_slice()).is_err() {
                     break;
                 }
                 inserted += 1;
@@ -588,8 +588,8 @@ mod tests {
         let mut trainer = a.trainer;
         let mut collator =
             crate::learn::prefetch::Collator::new(a.unroll.clone(), Device::Cpu, 4).unwrap();
-        let mut sample = local(&a).new_batch(4);
-        local(&a).sample_into(&mut sample, 4).unwrap();
+        let mut sample = local(&a.replay).new_batch(4);
+        local(&a.replay).sample_into(&mut sample, 4).unwrap();
         let step = trainer.step(&collator.collate(&sample).unwrap()).unwrap();
         if agent.r2d2().is_some() {
             assert_eq!(step.priorities_written, 4);
@@ -605,16 +605,16 @@ mod tests {
             &trainer.optimizer,
             &state,
             &a.config,
-            Some(local(&a)),
+            Some(local(&a.replay)),
         )
         .unwrap();
 
         let mut resumed = train.clone();
         resumed.checkpoints.resume = Some(dir.path().to_path_buf());
         let r = cartpole_setup(&resumed, dir.path());
-        assert_eq!(local(&r).len(), local(&a).len());
+        assert_eq!(local(&r.replay).len(), local(&a.replay).len());
         for _ in 0..3 {
-            assert_eq!(draw(local(&a), 4), draw(local(&r), 4));
+            assert_eq!(draw(local(&a.replay), 4), draw(local(&r.replay), 4));
         }
         // Other replay settings than the checkpoint's are refused, naming them.
         let mut other = resumed.clone();
