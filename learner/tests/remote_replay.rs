@@ -59,11 +59,7 @@ async fn table_info(server: &RunningServer) -> seed_replay_service::pb::TableInf
     let mut client = ReplayClient::connect(&server.url(false), ClientOptions::default())
         .await
         .expect("client");
-    client
-        .info(Some("unrolls"))
-        .await
-        .expect("info")
-        .remove(0)
+    client.info(Some("unrolls")).await.expect("info").remove(0)
 }
 
 /// Runs `args` with `actors` in-process CartPole actors of `envs` envs.

@@ -30,10 +30,10 @@ use seed_learner::learn::optimizer::{
 };
 use seed_learner::learn::train::TrainerConfig;
 use seed_learner::model::{InferenceDType, ModelShape};
+use seed_learner::replay::RemoteReplayConfig;
 use seed_learner::serve::tls::ServerTls;
 use seed_learner::serve::transport::ListenAddr;
 use seed_shared::keepalive::{DEFAULT_KEEPALIVE_SECS, DEFAULT_KEEPALIVE_TIMEOUT_SECS};
-use seed_learner::replay::RemoteReplayConfig;
 use seed_shared::logging::LogFormat;
 use seed_shared::tls::{read_certificates, read_private_key};
 use seed_shared::{Keepalive, DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
@@ -539,7 +539,11 @@ pub struct TrainArgs {
     /// --replay-insert-queue, and are dropped (counted) when it is full. A
     /// learner checkpoint does not hold the table; the server has its own
     /// (`Checkpoint`) [default: none, the in-process buffer].
-    #[arg(help_heading = "Remote replay table", long, value_name = "HOST:PORT/TABLE")]
+    #[arg(
+        help_heading = "Remote replay table",
+        long,
+        value_name = "HOST:PORT/TABLE"
+    )]
     pub replay_addr: Option<String>,
     /// The replay server's token (its `--token`) [default: none].
     #[arg(
@@ -981,6 +985,49 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("learner").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn replay_addr_reaches_the_config_and_refuses_the_local_buffer_flags() {
+        let config = |args: &[&str]| parse(args).unwrap().train.to_config();
+        let c = config(&[
+            "--replay-addr",
+            "10.0.0.5:50061/unrolls",
+            "--replay-token",
+            "s",
+        ])
+        .unwrap();
+        let remote = c.train.unwrap().replay.remote.expect("remote table");
+        assert_eq!(remote.endpoint, "http://10.0.0.5:50061");
+        assert_eq!(remote.table, "unrolls");
+        assert_eq!(remote.token.as_deref(), Some("s"));
+        assert_eq!(remote.insert_queue, 32);
+        let e = config(&["--replay-addr", "h:1/t", "--replay-capacity", "64"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--replay-capacity") && e.contains("--replay-addr"),
+            "{e}"
+        );
+        // Printing the table config applies them instead.
+        assert!(config(&[
+            "--replay-addr",
+            "h:1/t",
+            "--replay-capacity",
+            "64",
+            "--print-replay-table-config"
+        ])
+        .is_ok());
+        let e = config(&["--replay-addr", "h:1/t", "--no-train"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--no-train"), "{e}");
+        let e = config(&["--replay-addr", "h:1"]).unwrap_err().to_string();
+        assert!(e.contains("HOST:PORT/TABLE"), "{e}");
+        assert!(
+            parse(&["--replay-token", "s"]).is_err(),
+            "needs --replay-addr"
+        );
     }
 
     #[test]

@@ -73,10 +73,8 @@ mod tests {
 
     #[test]
     fn cartpole_vtrace_table_config_is_served_as_the_learner_needs() {
-        let mut c = LearnerConfig::serving(
-            "127.0.0.1:0".parse().expect("address"),
-            EnvConfig::CartPole,
-        );
+        let mut c =
+            LearnerConfig::serving("127.0.0.1:0".parse().expect("address"), EnvConfig::CartPole);
         c.train = Some(TrainConfig::default());
         let text = replay_table_config(&c).unwrap();
         let served = seed_replay_service::ServiceConfig::from_json(&text).unwrap();
@@ -85,7 +83,10 @@ mod tests {
         // T = 16: 17 steps of 4 f32 observations, 2 logits per step.
         let obs = t.layout.field("obs").unwrap().1;
         assert_eq!(obs.shape(), &[17, 4]);
-        assert_eq!(t.layout.field("behaviour_logits").unwrap().1.shape(), &[17, 2]);
+        assert_eq!(
+            t.layout.field("behaviour_logits").unwrap().1.shape(),
+            &[17, 2]
+        );
         assert!(t.layout.field("initial_h").is_none());
         assert_eq!(t.replay.capacity, 32);
         c.env = None;

@@ -65,23 +65,27 @@ impl RemoteReplayConfig {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !valid_table {
-            return bad("the table name after the last `/` must be 1 to 128 of A-Z, a-z, 0-9, `_`, `-`");
+            return bad(
+                "the table name after the last `/` must be 1 to 128 of A-Z, a-z, 0-9, `_`, `-`",
+            );
         }
         let (scheme, host_port) = match server.split_once("://") {
             Some(("http", rest)) => ("http", rest),
             Some(("https", rest)) => ("https", rest),
             Some((other, _)) => {
-                return bad(&format!(
-                    "scheme `{other}://` is not http:// or https://"
-                ))
+                return bad(&format!("scheme `{other}://` is not http:// or https://"))
             }
             None => (if tls { "https" } else { "http" }, server),
         };
         if scheme == "http" && tls {
-            return bad("an http:// address with --replay-tls-ca: use https:// (or drop the scheme)");
+            return bad(
+                "an http:// address with --replay-tls-ca: use https:// (or drop the scheme)",
+            );
         }
         if scheme == "https" && !tls {
-            return bad("https:// needs --replay-tls-ca (the CA that signed the server's certificate)");
+            return bad(
+                "https:// needs --replay-tls-ca (the CA that signed the server's certificate)",
+            );
         }
         let port_ok = host_port
             .rsplit_once(':')
@@ -133,7 +137,10 @@ mod tests {
             ("https://h:1/t", "--replay-tls-ca"),
         ] {
             let e = RemoteReplayConfig::parse(bad, false).unwrap_err();
-            assert!(e.contains(says) && e.contains("--replay-addr"), "{bad}: {e}");
+            assert!(
+                e.contains(says) && e.contains("--replay-addr"),
+                "{bad}: {e}"
+            );
         }
         let e = RemoteReplayConfig::parse("http://h:1/t", true).unwrap_err();
         assert!(e.contains("https://"), "{e}");

@@ -73,7 +73,8 @@ impl RemoteSampler {
         let table = Arc::clone(&self.table);
         let connection = &mut self.connection;
         let stream = &mut self.stream;
-        let request = sample_connection::request(table.table_name(), self.batch_size, MAX_IN_FLIGHT);
+        let request =
+            sample_connection::request(table.table_name(), self.batch_size, MAX_IN_FLIGHT);
         let result = table.runtime().block_on(async {
             let mut s = match stream.take() {
                 Some(s) => s,

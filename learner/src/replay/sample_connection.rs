@@ -41,7 +41,10 @@ pub type SampleConnection = RawClient<InterceptedService<Channel, Token>>;
 /// Connects lazily (on the first call) to `config`'s server with a stream
 /// window of [`WINDOW_BATCHES`] replies of `reply_bytes`. Must run inside
 /// the client's runtime (the channel's task is spawned there).
-pub fn connect(config: &RemoteReplayConfig, reply_bytes: usize) -> Result<SampleConnection, String> {
+pub fn connect(
+    config: &RemoteReplayConfig,
+    reply_bytes: usize,
+) -> Result<SampleConnection, String> {
     let window = (reply_bytes as u64 * u64::from(WINDOW_BATCHES)).clamp(65_535, 1 << 30) as u32;
     let mut endpoint = Endpoint::from_shared(config.endpoint.clone())
         .map_err(|e| e.to_string())?
@@ -69,9 +72,11 @@ pub fn connect(config: &RemoteReplayConfig, reply_bytes: usize) -> Result<Sample
         ),
         None => None,
     };
-    Ok(RawClient::with_interceptor(endpoint.connect_lazy(), Token(token))
-        .max_decoding_message_size(config.max_message_bytes)
-        .max_encoding_message_size(config.max_message_bytes))
+    Ok(
+        RawClient::with_interceptor(endpoint.connect_lazy(), Token(token))
+            .max_decoding_message_size(config.max_message_bytes)
+            .max_encoding_message_size(config.max_message_bytes),
+    )
 }
 
 /// The request for an endless stream of batches of `batch_size`, at most

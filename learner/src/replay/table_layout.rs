@@ -46,11 +46,7 @@ pub fn check_layout(layout: &ItemLayout, info: &TableInfo) -> Option<String> {
             ));
         }
     }
-    if let Some(extra) = info
-        .fields
-        .iter()
-        .find(|r| layout.field(&r.name).is_none())
-    {
+    if let Some(extra) = info.fields.iter().find(|r| layout.field(&r.name).is_none()) {
         return Some(format!(
             "the server's field `{}` is not one this learner writes",
             extra.name
@@ -75,7 +71,9 @@ pub fn table_config_json(name: &str, layout: &ItemLayout, replay: &ReplayConfig)
     let fields: Vec<Value> = layout
         .fields()
         .iter()
-        .map(|f| json!({"name": f.name(), "dtype": wire_dtype::name(f.dtype()), "shape": f.shape()}))
+        .map(
+            |f| json!({"name": f.name(), "dtype": wire_dtype::name(f.dtype()), "shape": f.shape()}),
+        )
         .collect();
     let sampler = match &replay.sampler {
         SamplerConfig::Fifo => json!({"kind": "fifo"}),
@@ -184,9 +182,15 @@ mod tests {
 
     #[test]
     fn a_mismatch_names_the_field_and_both_values() {
-        let info = served(&layout(&[17, 4]), &ReplayConfig::new(8, SamplerConfig::Fifo));
+        let info = served(
+            &layout(&[17, 4]),
+            &ReplayConfig::new(8, SamplerConfig::Fifo),
+        );
         let e = check_layout(&layout(&[17, 8]), &info).unwrap();
-        assert!(e.contains("`obs`") && e.contains("[17, 8]") && e.contains("[17, 4]"), "{e}");
+        assert!(
+            e.contains("`obs`") && e.contains("[17, 8]") && e.contains("[17, 4]"),
+            "{e}"
+        );
         let other = ItemLayout::builder()
             .field("obs", DType::U8, &[17, 4])
             .field("v", DType::U64, &[])
@@ -194,7 +198,10 @@ mod tests {
             .build()
             .unwrap();
         let e = check_layout(&other, &info).unwrap();
-        assert!(e.contains("`obs`") && e.contains("u8 here") && e.contains("f32 on"), "{e}");
+        assert!(
+            e.contains("`obs`") && e.contains("u8 here") && e.contains("f32 on"),
+            "{e}"
+        );
         let more = ItemLayout::builder()
             .field("obs", DType::F32, &[17, 4])
             .field("v", DType::U64, &[])

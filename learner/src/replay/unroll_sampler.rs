@@ -28,10 +28,10 @@ pub enum SampleFailure {
 pub enum UnrollSampler {
     Local {
         replay: Arc<ReplayBuffer>,
-        batch: SampleBatch,
+        batch: Box<SampleBatch>,
         batch_size: usize,
     },
-    Remote(RemoteSampler),
+    Remote(Box<RemoteSampler>),
 }
 
 impl UnrollSampler {
@@ -39,12 +39,12 @@ impl UnrollSampler {
     pub fn new(store: &UnrollStore, batch_size: usize) -> Result<Self, String> {
         Ok(match store {
             UnrollStore::Local(replay) => UnrollSampler::Local {
-                batch: replay.new_batch(batch_size),
+                batch: Box::new(replay.new_batch(batch_size)),
                 replay: Arc::clone(replay),
                 batch_size,
             },
             UnrollStore::Remote(table) => {
-                UnrollSampler::Remote(RemoteSampler::new(Arc::clone(table), batch_size)?)
+                UnrollSampler::Remote(Box::new(RemoteSampler::new(Arc::clone(table), batch_size)?))
             }
         })
     }
@@ -57,7 +57,7 @@ impl UnrollSampler {
                 batch,
                 batch_size,
             } => match replay.sample_into_timeout(batch, *batch_size, wait) {
-                Ok(()) => Ok(batch as &dyn SampledUnrolls),
+                Ok(()) => Ok(&**batch as &dyn SampledUnrolls),
                 Err(ReplayError::Closed) => Err(SampleFailure::Closed),
                 Err(ReplayError::Timeout { .. })
                 | Err(ReplayError::NotEnoughItems { .. })
