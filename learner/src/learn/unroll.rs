@@ -29,6 +29,10 @@
 //! thread wait, so actions come back later and actors slow to the trainer's
 //! pace, as in SEED. An insert that times out drops the unroll
 //! (`unroll/dropped_full`) instead of stalling the learner forever.
+//! Inserts go through [`UnrollStore`]: with a remote table
+//! (`--replay-addr`) the unroll is queued for a writer task instead, and
+//! inference waits only for room in that queue while the server holds
+//! inserts back (`crate::replay::remote_writer`).
 //!
 //! # Action kinds
 //! A categorical policy's unrolls hold `actions` (`[T+1]` u32) and
