@@ -591,7 +591,7 @@ pub struct TrainArgs {
     )]
     pub replay_tls_key: Option<PathBuf>,
     /// Unrolls queued for the replay server before new ones are dropped
-    /// (counted in `unroll/dropped_full`); each queued unroll adds policy lag when the server holds inserts back [default: 32].
+    /// (counted in `unroll/dropped_full`); each queued unroll adds policy lag when the server holds inserts back [default: 8].
     #[arg(
         help_heading = "Remote replay table",
         long,
@@ -1001,7 +1001,7 @@ mod tests {
         assert_eq!(remote.endpoint, "http://10.0.0.5:50061");
         assert_eq!(remote.table, "unrolls");
         assert_eq!(remote.token.as_deref(), Some("s"));
-        assert_eq!(remote.insert_queue, 32);
+        assert_eq!(remote.insert_queue, 8);
         let e = config(&["--replay-addr", "h:1/t", "--replay-capacity", "64"])
             .unwrap_err()
             .to_string();

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 /// Unrolls the inference threads may queue for the remote table before
 /// further unrolls are dropped (and counted), by default.
-pub const DEFAULT_INSERT_QUEUE: usize = 32;
+pub const DEFAULT_INSERT_QUEUE: usize = 8;
 
 /// How long connecting, `Info` and a priority write-back may take.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);

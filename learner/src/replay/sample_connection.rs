@@ -6,8 +6,9 @@
 //! server push that much ahead of the trainer: for CartPole's 8 KiB batches
 //! about 240 batches, each one a step older than the last, which showed as
 //! a policy lag of ~230 versions against ~24 in process. This connection
-//! announces a window of about [`WINDOW_BATCHES`] batches (at least HTTP/2's
-//! 64 KiB), so what waits between server and trainer stays a few batches.
+//! announces a window of about [`WINDOW_BATCHES`] batches (at least
+//! [`MIN_WINDOW`]), so what waits between server and trainer stays a few
+//! batches (a larger reply still goes through, in window-sized pieces).
 //! Inserts and unary calls keep the main connection and its large window.
 //! Cost: one more TCP connection per learner.
 use seed_replay_service::pb;
@@ -21,6 +22,8 @@ use crate::replay::remote_config::RemoteReplayConfig;
 
 /// Sample batches the stream window holds.
 pub const WINDOW_BATCHES: u32 = 2;
+/// The smallest window announced (bytes).
+pub const MIN_WINDOW: u32 = 16 * 1024;
 
 /// Adds the token to every call.
 #[derive(Clone)]
@@ -45,7 +48,8 @@ pub fn connect(
     config: &RemoteReplayConfig,
     reply_bytes: usize,
 ) -> Result<SampleConnection, String> {
-    let window = (reply_bytes as u64 * u64::from(WINDOW_BATCHES)).clamp(65_535, 1 << 30) as u32;
+    let window = (reply_bytes as u64 * u64::from(WINDOW_BATCHES))
+        .clamp(u64::from(MIN_WINDOW), 1 << 30) as u32;
     let mut endpoint = Endpoint::from_shared(config.endpoint.clone())
         .map_err(|e| e.to_string())?
         .tcp_nodelay(true)
