@@ -7,7 +7,9 @@
 //! - R2D2 against a prioritized table writes priorities back by key: the
 //!   server applies them and sampled importance weights stop being equal;
 //! - a table of another layout, a missing table and an unreachable address
-//!   are refused at start-up, naming `--replay-addr` and what differs.
+//!   are refused at start-up, naming `--replay-addr` and what differs;
+//! - `--resume` with a remote table continues the checkpointed run without
+//!   restoring (or checking) the checkpoint's in-process buffer.
 //!
 //! No timing is asserted.
 mod support;
@@ -224,4 +226,38 @@ async fn a_table_of_another_layout_a_missing_table_and_no_server_are_refused() {
         err.contains("--replay-addr") && err.contains("cannot reach the replay server"),
         "{err}"
     );
+}
+
+/// `--resume` with a remote table: the checkpoint (here one that holds an
+/// in-process buffer of other replay settings) restores the model and the
+/// counters, its buffer is not used, and the run goes on from its policy
+/// version into the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_with_a_remote_table_continues_the_checkpointed_run() {
+    support::init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run_dir = dir.path().join("run");
+    let socket = format!("unix:{}", dir.path().join("l.sock").display());
+    let mut a = config(&socket);
+    a.run.max_env_steps = Some(20_000);
+    a.run.run_dir = Some(run_dir.clone());
+    a.train.as_mut().expect("training").replay.capacity = Some(48);
+    let s1 = train(a, &socket, 1, 16).await;
+    assert!(s1.policy_version > 0, "trained before the checkpoint");
+
+    let mut b = config(&socket);
+    let server = serve_table_for(&b).await;
+    use_remote(&mut b, &format!("{}/unrolls", server.addr()));
+    b.run.max_env_steps = Some(s1.env_steps + 20_000);
+    b.train.as_mut().expect("training").checkpoints.resume = Some(run_dir.clone());
+    let s2 = train(b, &socket, 1, 16).await;
+    assert!(
+        s2.policy_version > s1.policy_version,
+        "versions continue: {} after {}",
+        s2.policy_version,
+        s1.policy_version
+    );
+    let info = table_info(&server).await;
+    assert!(info.inserted > 0 && info.sampled > 0, "{info:?}");
+    server.stop().await.expect("stop");
 }
