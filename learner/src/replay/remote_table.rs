@@ -278,10 +278,16 @@ impl RemoteTable {
             return false;
         }
         RemoteStats::add(&self.stats.queue_full_waits, 1);
-        let sent = self
-            .runtime
-            .block_on(async { tokio::time::timeout(wait, queue.send(unroll)).await });
-        if matches!(sent, Ok(Ok(()))) {
+        // `close` ends the wait at once, as closing the in-process buffer
+        // wakes a blocked insert.
+        let mut stop = self.stop.subscribe();
+        let sent = self.runtime.block_on(async {
+            tokio::select! {
+                sent = tokio::time::timeout(wait, queue.send(unroll)) => matches!(sent, Ok(Ok(()))),
+                _ = stop_requested(&mut stop) => false,
+            }
+        });
+        if sent {
             RemoteStats::add(&self.stats.queued, 1);
             true
         } else {
