@@ -3,7 +3,7 @@
 //!
 //! # Floor plan
 //! Data flows one way: actor → stream (`serve`) → batcher and inference
-//! (`infer`) → unroll → replay → prefetch → train (`learn`) → weights
+//! (`infer`) → unroll (`learn`) → replay (`replay`) → prefetch → train (`learn`) → weights
 //! (`model`) → inference. [`app::Learner::start`] is the one place the
 //! stages are built and wired; the `learner` binary (crate
 //! `seed-learner-cli`) turns flags into an [`app::LearnerConfig`] and calls
@@ -14,10 +14,11 @@
 //!
 //! | layer | modules | may import |
 //! |---|---|---|
-//! | 6 | `app` | everything below |
-//! | 5 | `report` | metrics |
-//! | 4 | `serve` | infer, model, metrics |
-//! | 3 | `learn` | infer's sink interface and exploration schedule, model, metrics, `seed_replay` |
+//! | 7 | `app` | everything below |
+//! | 6 | `report` | metrics |
+//! | 5 | `serve` | infer, model, metrics |
+//! | 4 | `learn` | infer's sink interface and exploration schedule, model, metrics, replay |
+//! | 3 | `replay` (the unroll store: in-process buffer or remote table) | leaves, `seed_replay`, `seed_replay_service` |
 //! | 2 | `infer` | model, metrics |
 //! | 1 | `model` (networks, weights) | leaves |
 //! | 0 | `metrics`, `error`, `device`, `heap`, `loom`, `log_throttle` | nothing of the crate |
@@ -40,5 +41,6 @@ pub mod log_throttle;
 pub mod loom;
 pub mod metrics;
 pub mod model;
+pub mod replay;
 pub mod report;
 pub mod serve;

@@ -28,6 +28,10 @@ const LAYERS: Layers = &[
         &["infer"],
     ),
     (
+        "replay: the unroll store (in-process buffer or remote table) and its sampler",
+        &["replay"],
+    ),
+    (
         "learning: unrolls (the inference sink), prefetch, training, checkpoints",
         &["learn"],
     ),

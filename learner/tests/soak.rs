@@ -102,7 +102,7 @@ async fn start(config: &LearnerConfig, replay: &Arc<ReplayBuffer>, spec: &Unroll
     let assembler = UnrollAssembler::new(
         spec.clone(),
         config.serve.max_env_slots,
-        Arc::clone(replay),
+        Arc::clone(replay).into(),
         None,
     );
     Learner::start_with_sink(config, assembler.sink_factory())

@@ -31,10 +31,12 @@ use seed_learner::learn::optimizer::{
 };
 use seed_learner::learn::train::TrainerConfig;
 use seed_learner::model::{InferenceDType, ModelShape};
+use seed_learner::replay::RemoteReplayConfig;
 use seed_learner::serve::tls::ServerTls;
 use seed_learner::serve::transport::ListenAddr;
 use seed_shared::keepalive::{DEFAULT_KEEPALIVE_SECS, DEFAULT_KEEPALIVE_TIMEOUT_SECS};
 use seed_shared::logging::LogFormat;
+use seed_shared::tls::{read_certificates, read_private_key};
 use seed_shared::{Keepalive, DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
 
 /// Central-inference learner: serves actors, batches inference, reports metrics.
@@ -535,6 +537,85 @@ pub struct TrainArgs {
     /// versions behind the trainer [default: no cap].
     #[arg(help_heading = "Replay and prefetch", long)]
     pub max_policy_lag: Option<u64>,
+    /// Store unrolls in a table of a replay server (`replay-server`) instead
+    /// of the in-process buffer: `HOST:PORT/TABLE` (`http://` or `https://`
+    /// may lead; with --replay-tls-ca a bare address means TLS). The table
+    /// must hold exactly this learner's unrolls (checked at start-up; write
+    /// it as --print-replay-table-config prints it); its sampler, capacity,
+    /// rate limiter and lag cap are the server's, so the other --replay-*
+    /// flags, --samples-per-insert and --max-policy-lag are refused with it.
+    /// Inference never waits for the network: unrolls go through a queue of
+    /// --replay-insert-queue, and are dropped (counted) when it is full. A
+    /// learner checkpoint does not hold the table; the server has its own
+    /// (`Checkpoint`) [default: none, the in-process buffer].
+    #[arg(
+        help_heading = "Remote replay table",
+        long,
+        value_name = "HOST:PORT/TABLE"
+    )]
+    pub replay_addr: Option<String>,
+    /// The replay server's token (its `--token`) [default: none].
+    #[arg(
+        help_heading = "Remote replay table",
+        long,
+        env = "SEED_REPLAY_TOKEN",
+        hide_env_values = true,
+        requires = "replay_addr"
+    )]
+    pub replay_token: Option<String>,
+    /// Reach the replay server over TLS, trusting only the CA certificates
+    /// in this PEM file [default: none, plaintext].
+    #[arg(
+        help_heading = "Remote replay table",
+        long,
+        value_name = "PATH",
+        requires = "replay_addr"
+    )]
+    pub replay_tls_ca: Option<PathBuf>,
+    /// The name the replay server's certificate must carry; needs
+    /// --replay-tls-ca [default: the host of --replay-addr].
+    #[arg(
+        help_heading = "Remote replay table",
+        long,
+        value_name = "NAME",
+        requires = "replay_tls_ca"
+    )]
+    pub replay_tls_domain: Option<String>,
+    /// Client certificate chain (PEM) for a replay server that requires one
+    /// (its `--tls-client-ca`); needs --replay-tls-key and --replay-tls-ca
+    /// [default: none].
+    #[arg(
+        help_heading = "Remote replay table",
+        long,
+        value_name = "PATH",
+        requires_all = ["replay_tls_key", "replay_tls_ca"]
+    )]
+    pub replay_tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of --replay-tls-cert [default: none].
+    #[arg(
+        help_heading = "Remote replay table",
+        long,
+        value_name = "PATH",
+        requires = "replay_tls_cert"
+    )]
+    pub replay_tls_key: Option<PathBuf>,
+    /// Unrolls queued for the replay server before new ones are dropped
+    /// (counted in `unroll/dropped_full`); each queued unroll adds policy lag when the server holds inserts back [default: 8].
+    #[arg(
+        help_heading = "Remote replay table",
+        long,
+        hide_default_value = true,
+        default_value_t = seed_learner::replay::remote_config::DEFAULT_INSERT_QUEUE,
+        requires = "replay_addr"
+    )]
+    pub replay_insert_queue: usize,
+    /// Print the replay server's config file (JSON) for a table holding
+    /// this learner's unrolls (from --env, the model flags and
+    /// --unroll-length), with the sampler, capacity and rate limiter the
+    /// --replay-* flags give the in-process buffer, named as in
+    /// --replay-addr (else `unrolls`), and exit [default: off].
+    #[arg(help_heading = "Remote replay table", long)]
+    pub print_replay_table_config: bool,
     /// MLP torso hidden widths, comma-separated [default: 64,64].
     #[arg(
         help_heading = "Training",
@@ -681,9 +762,63 @@ impl TrainArgs {
     /// The default listen address (used when `--listen` is not given).
     pub const DEFAULT_LISTEN: &'static str = DEFAULT_LEARNER_ADDR;
 
+    /// `--replay-addr` and its options, checked; the TLS files read once.
+    fn remote_replay(&self) -> Result<Option<RemoteReplayConfig>, LearnerError> {
+        let Some(addr) = &self.replay_addr else {
+            return Ok(None);
+        };
+        if !self.print_replay_table_config {
+            let local_flags = [
+                ("--replay-sampler", self.replay_sampler.is_some()),
+                ("--replay-writer", self.replay_writer.is_some()),
+                ("--replay-capacity", self.replay_capacity.is_some()),
+                ("--replay-min-size", self.replay_min_size.is_some()),
+                ("--replay-window", self.replay_window.is_some()),
+                ("--samples-per-insert", self.samples_per_insert.is_some()),
+                ("--max-policy-lag", self.max_policy_lag.is_some()),
+            ];
+            if let Some((flag, _)) = local_flags.iter().find(|(_, given)| *given) {
+                return Err(LearnerError::Config(format!(
+                    "{flag} sets the in-process buffer; with --replay-addr the table's config \
+                     on the replay server decides it (--print-replay-table-config prints a \
+                     config with these flags applied)"
+                )));
+            }
+        }
+        let mut remote = RemoteReplayConfig::parse(addr, self.replay_tls_ca.is_some())
+            .map_err(LearnerError::Config)?;
+        remote.token = self.replay_token.clone().filter(|t| !t.is_empty());
+        remote.tls_ca = match &self.replay_tls_ca {
+            Some(p) => Some(read_certificates("--replay-tls-ca", p)?),
+            None => None,
+        };
+        remote.tls_domain = self.replay_tls_domain.clone();
+        remote.tls_identity = match (&self.replay_tls_cert, &self.replay_tls_key) {
+            (Some(c), Some(k)) => Some((
+                read_certificates("--replay-tls-cert", c)?,
+                read_private_key("--replay-tls-key", k)?,
+            )),
+            _ => None,
+        };
+        if self.replay_insert_queue == 0 {
+            return Err(LearnerError::Config(
+                "--replay-insert-queue must be at least 1".into(),
+            ));
+        }
+        remote.insert_queue = self.replay_insert_queue;
+        remote.max_message_bytes = self.max_message_bytes;
+        Ok(Some(remote))
+    }
+
     /// The run these flags describe, validated: the one place flags become
     /// a [`LearnerConfig`]. Reads the TLS files once.
     pub fn to_config(&self) -> Result<LearnerConfig, LearnerError> {
+        if self.no_train && self.replay_addr.is_some() {
+            return Err(LearnerError::Config(
+                "--replay-addr with --no-train: a learner that does not train stores no unrolls"
+                    .into(),
+            ));
+        }
         let (listen, fallback_to_ephemeral) = match &self.listen {
             Some(l) => (l.parse::<ListenAddr>()?, false),
             None => (Self::DEFAULT_LISTEN.parse::<ListenAddr>()?, true),
@@ -737,6 +872,7 @@ impl TrainArgs {
                 lr: self.learning_rate,
             }
         };
+        let remote_replay = self.remote_replay()?;
         let train = (!self.no_train).then(|| TrainConfig {
             unroll_length: self.unroll_length,
             batch_size: self.batch_size.unwrap_or(default_batch_size),
@@ -787,6 +923,7 @@ impl TrainArgs {
                 recent_window: self.replay_window,
                 insert_timeout: Duration::from_millis(self.insert_timeout_ms),
                 max_policy_lag: self.max_policy_lag,
+                remote: remote_replay.clone(),
             },
             prefetch_threads: self.prefetch_threads,
             prefetch_depth: self.prefetch_depth,
@@ -862,6 +999,49 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("learner").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn replay_addr_reaches_the_config_and_refuses_the_local_buffer_flags() {
+        let config = |args: &[&str]| parse(args).unwrap().train.to_config();
+        let c = config(&[
+            "--replay-addr",
+            "10.0.0.5:50061/unrolls",
+            "--replay-token",
+            "s",
+        ])
+        .unwrap();
+        let remote = c.train.unwrap().replay.remote.expect("remote table");
+        assert_eq!(remote.endpoint, "http://10.0.0.5:50061");
+        assert_eq!(remote.table, "unrolls");
+        assert_eq!(remote.token.as_deref(), Some("s"));
+        assert_eq!(remote.insert_queue, 8);
+        let e = config(&["--replay-addr", "h:1/t", "--replay-capacity", "64"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--replay-capacity") && e.contains("--replay-addr"),
+            "{e}"
+        );
+        // Printing the table config applies them instead.
+        assert!(config(&[
+            "--replay-addr",
+            "h:1/t",
+            "--replay-capacity",
+            "64",
+            "--print-replay-table-config"
+        ])
+        .is_ok());
+        let e = config(&["--replay-addr", "h:1/t", "--no-train"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--no-train"), "{e}");
+        let e = config(&["--replay-addr", "h:1"]).unwrap_err().to_string();
+        assert!(e.contains("HOST:PORT/TABLE"), "{e}");
+        assert!(
+            parse(&["--replay-token", "s"]).is_err(),
+            "needs --replay-addr"
+        );
     }
 
     #[test]

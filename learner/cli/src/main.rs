@@ -32,6 +32,12 @@ fn main() -> ExitCode {
                 })
                 .map_err(anyhow::Error::from)
         }
+        None if cli.train.print_replay_table_config => cli
+            .train
+            .to_config()
+            .and_then(|config| seed_learner::app::replay_table::replay_table_config(&config))
+            .map(|json| println!("{json}"))
+            .map_err(anyhow::Error::from),
         None => cli
             .train
             .to_config()

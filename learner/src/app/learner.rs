@@ -47,6 +47,7 @@ use crate::learn::training::{Training, TrainingSetup, TrainingTarget};
 use crate::metrics::Metrics;
 use crate::model::weights::{PolicyVersion, WeightsHandle};
 use crate::model::{ModelConfig, TrainableModel};
+use crate::replay::RemoteTable;
 use crate::report::metrics_endpoint::MetricsEndpoint;
 use crate::serve::server::{Listeners, Server, ServerHandle, ServiceConfig, ServiceStages};
 use crate::serve::transport::{self, ListenAddr};
@@ -105,6 +106,12 @@ impl Learner {
         config.validate()?;
         let device = config.inference.device.open()?;
         let metrics = Arc::new(Metrics::new());
+        // A remote replay table is reached first: an unreachable server or
+        // a missing table is reported before anything listens.
+        let remote_replay = match config.train.as_ref().and_then(|t| t.replay.remote.clone()) {
+            Some(remote) => Some(RemoteTable::connect(remote).await?),
+            None => None,
+        };
 
         // 1. The sockets, before any thread starts, then the service: it
         // accepts streams from here on and welcomes them once step 4 has
@@ -145,6 +152,7 @@ impl Learner {
         Ok(BoundLearner {
             config: config.clone(),
             external_sink,
+            remote_replay,
             device,
             metrics,
             server,
@@ -160,6 +168,8 @@ impl Learner {
 pub struct BoundLearner {
     config: LearnerConfig,
     external_sink: Option<SinkFactory>,
+    /// The connected remote replay table (`--replay-addr`), if any.
+    remote_replay: Option<RemoteTable>,
     device: candle_core::Device,
     metrics: Arc<Metrics>,
     server: ServerHandle,
@@ -181,6 +191,7 @@ impl BoundLearner {
         let BoundLearner {
             config,
             external_sink,
+            remote_replay,
             device,
             metrics,
             server,
@@ -193,7 +204,15 @@ impl BoundLearner {
                 (--local-actors 0 without --env)");
         }
         let spec = server.env_spec().await;
-        let built = Self::build(&config, external_sink, &device, &metrics, &server, &spec);
+        let built = Self::build(
+            &config,
+            external_sink,
+            remote_replay,
+            &device,
+            &metrics,
+            &server,
+            &spec,
+        );
         let (setup, weights, batcher, inference_threads) = match built {
             Ok(b) => b,
             Err(e) => {
@@ -231,6 +250,7 @@ impl BoundLearner {
     fn build(
         config: &LearnerConfig,
         external_sink: Option<SinkFactory>,
+        remote_replay: Option<RemoteTable>,
         device: &candle_core::Device,
         metrics: &Arc<Metrics>,
         server: &ServerHandle,
@@ -259,6 +279,7 @@ impl BoundLearner {
                     seed: config.seed,
                     max_env_slots: config.serve.max_env_slots,
                     run_dir: config.run_dir().cloned(),
+                    remote_replay,
                 },
             )?),
             None => None,

@@ -1,10 +1,12 @@
 //! The application: [`LearnerConfig`] (every default and check), the
 //! composition root [`Learner::start`], the run loop with its reports, local
-//! actor processes, and `learner eval`.
+//! actor processes, `learner eval`, and the replay table config a remote
+//! replay table needs (`--print-replay-table-config`).
 pub mod config;
 pub mod eval;
 pub mod learner;
 pub mod local_actors;
+pub mod replay_table;
 pub mod run;
 pub mod threads;
 

@@ -277,6 +277,11 @@ impl LoadedCheckpoint {
         Ok(())
     }
 
+    /// Whether the checkpoint holds an in-process replay buffer.
+    pub fn has_replay(&self) -> bool {
+        self.dir.join(REPLAY_FILE).exists()
+    }
+
     /// The replay buffer the checkpoint holds, rebuilt for `layout` and
     /// `config` (which must match the saved ones: the error names what
     /// differs); `None` for a checkpoint written without one.

@@ -95,6 +95,11 @@ pub struct ReplaySettings {
     pub insert_timeout: Duration,
     /// `--max-policy-lag`: drop sampled unrolls older than this many versions.
     pub max_policy_lag: Option<u64>,
+    /// `--replay-addr`: a replay server's table to use instead of the
+    /// in-process buffer. Its sampler, capacity, rate limiter and lag cap
+    /// are the table's (the server's config); the settings above then
+    /// only describe the table `--print-replay-table-config` prints.
+    pub remote: Option<crate::replay::RemoteReplayConfig>,
 }
 
 /// The replay settings with every default resolved: what the buffer is
@@ -225,6 +230,7 @@ impl Default for TrainConfig {
                 recent_window: None,
                 insert_timeout: Duration::from_millis(5000),
                 max_policy_lag: None,
+                remote: None,
             },
             prefetch_threads: 1,
             prefetch_depth: 1,

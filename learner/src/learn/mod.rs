@@ -1,7 +1,8 @@
 //! Learning: from inferred steps to new weights.
 //!
 //! - [`unroll`]: the unroll builder, inference's sink: `T+1` steps per env
-//!   slot (overlap 1) into the replay buffer (`seed_replay`);
+//!   slot (overlap 1) into the replay buffer (`crate::replay`'s store: the
+//!   in-process `seed_replay` buffer or a remote table);
 //! - [`prefetch`]: samples `B` unrolls and collates them into `[T+1, B, ...]`
 //!   tensors ahead of the trainer;
 //! - [`train`]: the trainer (one V-trace actor-critic update per batch) and

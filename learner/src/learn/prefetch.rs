@@ -1,4 +1,5 @@
-//! Prefetch threads: sample `B` unrolls from the replay buffer, collate them
+//! Prefetch threads: sample `B` unrolls from the replay buffer (in process,
+//! or a remote table's sample stream: `crate::replay`), collate them
 //! time-major onto the training device, and keep a small bounded queue of
 //! ready batches ahead of the trainer, so the trainer never waits on copies.
 //!
@@ -26,7 +27,8 @@ use tracing::{debug, error};
 use crate::error::LearnerError;
 use crate::learn::unroll::{fields, UnrollSpec};
 use crate::model::RecurrentState;
-use seed_replay::{DType, ItemKey, ReplayBuffer, ReplayError, SampleBatch};
+use crate::replay::{SampleFailure, SampledUnrolls, UnrollSampler, UnrollStore};
+use seed_replay::{DType, ItemKey, ItemLayout, ReplayError};
 
 /// How often blocked prefetch threads re-check the stop flag.
 const POLL: Duration = Duration::from_millis(50);
@@ -71,9 +73,13 @@ impl TrainBatch {
     }
 }
 
-/// Turns [`SampleBatch`]es into [`TrainBatch`]es, reusing its host buffers.
+/// Turns sampled batches (in-process or remote, [`SampledUnrolls`]) into
+/// [`TrainBatch`]es, reusing its host buffers.
 pub struct Collator {
     spec: UnrollSpec,
+    /// `spec.layout()`: the sampled fields' shapes and dtypes (a remote
+    /// table's were checked equal at start-up).
+    layout: ItemLayout,
     device: Device,
     /// The fields that carry a time axis ([`UnrollSpec::time_fields`]).
     time_fields: [&'static str; 7],
@@ -95,6 +101,7 @@ impl Collator {
             .collect();
         Ok(Collator {
             spec,
+            layout,
             device,
             time_fields,
             host,
@@ -102,14 +109,14 @@ impl Collator {
     }
 
     /// Collates the rows of `batch` (any count up to `max_rows`).
-    pub fn collate(&mut self, batch: &SampleBatch) -> Result<TrainBatch, CollateError> {
-        let n = batch.len();
+    pub fn collate(&mut self, batch: &dyn SampledUnrolls) -> Result<TrainBatch, CollateError> {
+        let n = batch.rows();
         let s = self.spec.steps();
         let p = self.spec.action.param_width();
         let mut tensors = Vec::with_capacity(self.time_fields.len());
         for (i, &name) in self.time_fields.iter().enumerate() {
-            let (_, f) = batch
-                .layout()
+            let (_, f) = self
+                .layout
                 .field(name)
                 .ok_or(CollateError::MissingField(name))?;
             let src = batch.field(name).ok_or(CollateError::MissingField(name))?;
@@ -162,7 +169,7 @@ impl Collator {
             behaviour_params: next()?,
             initial_state,
             policy_versions: batch.policy_versions().to_vec(),
-            keys: batch.keys().to_vec(),
+            keys: batch.keys(),
             weights: batch.weights().to_vec(),
         };
         debug_assert_eq!(out.behaviour_params.dims(), &[s, n, p]);
@@ -234,10 +241,10 @@ pub struct Prefetcher {
 }
 
 impl Prefetcher {
-    /// Starts `config.threads` threads sampling `replay` (whose layout is
+    /// Starts `config.threads` threads sampling `store` (whose layout is
     /// `spec.layout()`) onto `device`.
     pub fn spawn(
-        replay: Arc<ReplayBuffer>,
+        store: &UnrollStore,
         spec: &UnrollSpec,
         device: &Device,
         config: PrefetchConfig,
@@ -250,8 +257,8 @@ impl Prefetcher {
             let collator = Collator::new(spec.clone(), device.clone(), config.batch_size)
                 .map_err(|e| LearnerError::Config(format!("unroll layout: {e}")))?;
             let worker = PrefetchWorker {
-                replay: Arc::clone(&replay),
-                batch: replay.new_batch(config.batch_size),
+                sampler: UnrollSampler::new(store, config.batch_size)
+                    .map_err(|e| LearnerError::Config(format!("--replay-addr: {e}")))?,
                 collator,
                 batch_size: config.batch_size,
                 tx: tx.clone(),
@@ -317,8 +324,7 @@ impl Prefetcher {
 }
 
 struct PrefetchWorker {
-    replay: Arc<ReplayBuffer>,
-    batch: SampleBatch,
+    sampler: UnrollSampler,
     collator: Collator,
     batch_size: usize,
     tx: Sender<TrainBatch>,
@@ -330,28 +336,22 @@ struct PrefetchWorker {
 impl PrefetchWorker {
     fn run(mut self) {
         while !self.stop.load(Ordering::Relaxed) {
-            match self
-                .replay
-                .sample_into_timeout(&mut self.batch, self.batch_size, POLL)
-            {
-                Ok(()) => {}
-                Err(ReplayError::Closed) => break,
-                Err(ReplayError::Timeout { .. })
-                | Err(ReplayError::NotEnoughItems { .. })
-                | Err(ReplayError::RateLimited { .. })
-                | Err(ReplayError::WouldBlock { .. }) => continue,
-                Err(e) => {
+            let batch = match self.sampler.next(POLL) {
+                Ok(b) => b,
+                Err(SampleFailure::Closed) => break,
+                Err(SampleFailure::NotYet) => continue,
+                Err(SampleFailure::Failed(e)) => {
                     error!(error = %e, "prefetch: sampling failed; stopping");
                     break;
                 }
-            }
-            if self.batch.is_empty() {
+            };
+            if batch.rows() == 0 {
                 continue;
             }
-            if self.batch.len() < self.batch_size {
+            if batch.rows() < self.batch_size {
                 self.stats.short_batches.fetch_add(1, Ordering::Relaxed);
             }
-            let collated = match self.collator.collate(&self.batch) {
+            let collated = match self.collator.collate(batch) {
                 Ok(b) => b,
                 Err(e) => {
                     error!(error = %e, "prefetch: collation failed; stopping");
@@ -379,7 +379,7 @@ impl PrefetchWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use seed_replay::{FieldRef, ReplayConfig, SamplerConfig, Values};
+    use seed_replay::{FieldRef, ReplayBuffer, ReplayConfig, SamplerConfig, Values};
     use seed_shared::ObsDType;
 
     #[test]
@@ -425,6 +425,7 @@ mod tests {
         replay.sample_into(&mut sample, 2).unwrap();
         let mut c = Collator::new(spec, Device::Cpu, 2).unwrap();
         let tb = c.collate(&sample).unwrap();
+        assert_eq!(tb.keys, sample.keys());
         assert_eq!(tb.obs.dims(), &[3, 2, 2]);
         let obs = tb.obs.to_vec3::<u8>().unwrap();
         assert_eq!(obs[2][1], vec![12, 100], "step 2 of unroll 1");

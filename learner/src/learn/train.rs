@@ -39,7 +39,7 @@ use crate::learn::prefetch::{NextBatchError, Prefetcher, TrainBatch};
 use crate::log_throttle::{LogThrottle, WARN_INTERVAL};
 use crate::model::weights::{PolicyVersion, WeightsHandle};
 use crate::model::{dueling_q, ActorCritic, TrainableModel};
-use seed_replay::{ReplayBuffer, SamplerConfig};
+use crate::replay::UnrollStore;
 
 /// What the trainer needs besides the model.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -95,7 +95,7 @@ pub struct Trainer {
     pub optimizer: Optimizer,
     config: TrainerConfig,
     weights: Arc<WeightsHandle>,
-    replay: Option<Arc<ReplayBuffer>>,
+    replay: Option<UnrollStore>,
     /// R2D2's target network.
     target: Option<ActorCritic>,
     /// Whether the buffer's sampler takes priorities (R2D2 writes them).
@@ -107,16 +107,14 @@ impl Trainer {
         model: TrainableModel,
         config: TrainerConfig,
         weights: Arc<WeightsHandle>,
-        replay: Option<Arc<ReplayBuffer>>,
+        replay: Option<UnrollStore>,
     ) -> Result<Self, TrainError> {
         let optimizer = Optimizer::new(&model.varmap, config.optimizer)?;
         let target = match config.agent {
             Agent::VTrace => None,
             Agent::R2d2(_) => Some(model.snapshot()?),
         };
-        let prioritized = replay
-            .as_ref()
-            .is_some_and(|r| matches!(r.config().sampler, SamplerConfig::Prioritized(_)));
+        let prioritized = replay.as_ref().is_some_and(UnrollStore::prioritized);
         Ok(Trainer {
             model,
             optimizer,
@@ -264,7 +262,7 @@ impl Trainer {
             // A refused update (wrong lengths) is a bug, not outside data;
             // training goes on with the old priorities.
             match replay.update_priorities(&batch.keys, &loss.priorities) {
-                Ok(report) => priorities_written = report.applied,
+                Ok(applied) => priorities_written = applied,
                 Err(e) => warn!(error = %e, "priority write-back failed"),
             }
         }
@@ -412,7 +410,7 @@ mod tests {
     use crate::learn::unroll::{PushOutcome, UnrollBuilder, UnrollSpec};
     use crate::model::{ActionDistribution, ActionSampler, ModelConfig};
     use candle_core::{Device, Tensor};
-    use seed_replay::{ReplayConfig, SamplerConfig};
+    use seed_replay::{ReplayBuffer, ReplayConfig, SamplerConfig};
     use seed_shared::{EnvSpec, ObsDType};
 
     /// A few training steps on u8 image observations through the conv torso
@@ -455,7 +453,7 @@ mod tests {
                 max_grad_norm: 40.0,
             },
             Arc::clone(&weights),
-            Some(Arc::clone(&replay)),
+            Some(UnrollStore::from(Arc::clone(&replay))),
         )
         .unwrap();
         // Contextual bandit in disguise: reward 1 for action 2, else 0,
@@ -583,7 +581,7 @@ mod tests {
                 max_grad_norm: 40.0,
             },
             Arc::clone(&weights),
-            Some(Arc::clone(&replay)),
+            Some(UnrollStore::from(Arc::clone(&replay))),
         )
         .unwrap();
         // One env slot's sequences: obs [k, 0, 0, 0], reward 1 per step.
@@ -721,7 +719,7 @@ mod tests {
                 max_grad_norm: 40.0,
             },
             Arc::clone(&weights),
-            Some(Arc::clone(&replay)),
+            Some(UnrollStore::from(Arc::clone(&replay))),
         )
         .unwrap();
         let obs_f32 = [0.5f32, -0.5, 0.1];

@@ -31,6 +31,7 @@ use crate::learn::unroll::{UnrollAssembler, UnrollSpec};
 use crate::metrics::{Metrics, TrainingSnapshot};
 use crate::model::weights::{PolicyVersion, WeightsHandle};
 use crate::model::{ModelConfig, TrainableModel};
+use crate::replay::{RemoteTable, UnrollStore};
 use seed_replay::ReplayBuffer;
 
 /// What the learning side is built for, besides its own settings.
@@ -50,6 +51,27 @@ pub struct TrainingTarget {
     pub max_env_slots: usize,
     /// Save checkpoints here when given.
     pub run_dir: Option<PathBuf>,
+    /// A connected remote replay table (`--replay-addr`) to use instead of
+    /// the in-process buffer; checked against the unrolls here.
+    pub remote_replay: Option<RemoteTable>,
+}
+
+/// The unrolls `train` builds for an env of `spec` and a model of `model`:
+/// what the replay buffer (or a remote table) holds.
+pub fn unroll_spec(train: &TrainConfig, spec: &EnvSpec, model: &ModelConfig) -> UnrollSpec {
+    UnrollSpec {
+        unroll_length: train.unroll_length,
+        obs_shape: spec.obs_shape.clone(),
+        obs_dtype: spec.obs_dtype,
+        action: model.action,
+        state_size: model.lstm_size.unwrap_or(0),
+        // R2D2's sequences overlap by half; V-trace's unrolls share only
+        // the bootstrap step.
+        stride: match train.trainer.agent {
+            Agent::VTrace => train.unroll_length,
+            Agent::R2d2(_) => (train.unroll_length / 2).max(1),
+        },
+    }
 }
 
 /// Built before the server starts.
@@ -60,7 +82,7 @@ pub struct TrainingSetup {
     /// Counters restored from `--resume` (zero otherwise).
     pub resumed: CheckpointState,
     trainer: Trainer,
-    replay: Arc<ReplayBuffer>,
+    replay: UnrollStore,
     assembler: Arc<UnrollAssembler>,
     unroll: UnrollSpec,
     device: Device,
@@ -83,6 +105,7 @@ impl TrainingSetup {
             max_env_slots,
             run_dir,
             inference_dtype,
+            remote_replay,
         } = target;
         let (spec, device) = (&spec, &device);
         train.validate()?;
@@ -122,52 +145,33 @@ impl TrainingSetup {
                 model_config.action
             )));
         }
-        let unroll = UnrollSpec {
-            unroll_length: train.unroll_length,
-            obs_shape: spec.obs_shape.clone(),
-            obs_dtype: spec.obs_dtype,
-            action: model_config.action,
-            state_size: model_config.lstm_size.unwrap_or(0),
-            // R2D2's sequences overlap by half; V-trace's unrolls share
-            // only the bootstrap step.
-            stride: match train.trainer.agent {
-                Agent::VTrace => train.unroll_length,
-                Agent::R2d2(_) => (train.unroll_length / 2).max(1),
-            },
-        };
-        let replay_cfg = replay_plan.replay_config(train.batch_size, seed);
+        let unroll = unroll_spec(train, spec, &model_config);
         let layout = unroll
             .layout()
             .map_err(|e| LearnerError::Config(format!("unroll layout: {e}")))?;
-        // A checkpoint's buffer continues where it stopped (same contents,
-        // priorities, limiter counters and sampling RNG); its settings must
-        // be the run's.
-        let restored = match &loaded {
-            Some(l) => l
-                .restore_replay(layout.clone(), replay_cfg.clone())
-                .map_err(|e| {
-                    LearnerError::Config(format!(
-                        "--resume: {e} (resume with the replay flags of the checkpointed run)"
-                    ))
-                })?,
-            None => None,
-        };
-        let replay = Arc::new(match restored {
-            Some(r) => {
-                info!(
-                    stored = r.len(),
-                    "replay buffer restored from the checkpoint"
-                );
-                r
+        let replay = match remote_replay {
+            // A remote table keeps its own items (the server checkpoints
+            // them); a checkpoint's in-process buffer is not used.
+            Some(mut remote) => {
+                remote.check(&layout, train.trainer.agent.r2d2().is_some())?;
+                if loaded.as_ref().is_some_and(|l| l.has_replay()) {
+                    info!(table = %remote.address(), "the checkpoint's in-process replay buffer \
+                        is not restored: unrolls go to the remote table, which keeps its own");
+                }
+                remote.start(layout, resumed.policy_version);
+                UnrollStore::Remote(Arc::new(remote))
             }
-            None => ReplayBuffer::new(layout, replay_cfg)
-                .map_err(|e| LearnerError::Config(format!("replay buffer: {e}")))?,
-        });
+            None => UnrollStore::Local(Self::local_replay(
+                loaded.as_ref(),
+                layout,
+                replay_plan.replay_config(train.batch_size, seed),
+            )?),
+        };
         replay.set_policy_version(resumed.policy_version);
         let assembler = UnrollAssembler::new(
             unroll.clone(),
             max_env_slots,
-            Arc::clone(&replay),
+            replay.clone(),
             Some(replay_plan.insert_timeout),
         );
 
@@ -175,7 +179,7 @@ impl TrainingSetup {
             model,
             train.trainer,
             Arc::clone(&weights),
-            Some(Arc::clone(&replay)),
+            Some(replay.clone()),
         )
         .map_err(LearnerError::from)?;
         if let Some(l) = &loaded {
@@ -210,11 +214,43 @@ impl TrainingSetup {
         })
     }
 
+    /// The in-process buffer: a checkpoint's (with `--resume`), which
+    /// continues where it stopped (same contents, priorities, limiter
+    /// counters and sampling RNG; its settings must be the run's), or a new
+    /// one.
+    fn local_replay(
+        loaded: Option<&LoadedCheckpoint>,
+        layout: seed_replay::ItemLayout,
+        replay_cfg: seed_replay::ReplayConfig,
+    ) -> Result<Arc<ReplayBuffer>, LearnerError> {
+        let restored = match loaded {
+            Some(l) => l
+                .restore_replay(layout.clone(), replay_cfg.clone())
+                .map_err(|e| {
+                    LearnerError::Config(format!(
+                        "--resume: {e} (resume with the replay flags of the checkpointed run)"
+                    ))
+                })?,
+            None => None,
+        };
+        Ok(Arc::new(match restored {
+            Some(r) => {
+                info!(
+                    stored = r.len(),
+                    "replay buffer restored from the checkpoint"
+                );
+                r
+            }
+            None => ReplayBuffer::new(layout, replay_cfg)
+                .map_err(|e| LearnerError::Config(format!("replay buffer: {e}")))?,
+        }))
+    }
+
     /// Starts prefetch and training; `metrics` gets `learner_steps` and
     /// reports the training side from then on.
     pub fn start(self, metrics: Arc<Metrics>) -> Result<Training, LearnerError> {
         let prefetcher = Arc::new(Prefetcher::spawn(
-            Arc::clone(&self.replay),
+            &self.replay,
             &self.unroll,
             &self.device,
             self.prefetch,
@@ -235,7 +271,7 @@ impl TrainingSetup {
         };
         let between = self.run_dir.clone().map(|dir| {
             let config = self.config.clone();
-            let replay = Arc::clone(&self.replay);
+            let replay = self.replay.local().cloned();
             let every = self.checkpoint_every;
             let counters = counters.clone();
             let mut next = Instant::now() + every;
@@ -248,7 +284,7 @@ impl TrainingSetup {
                         &trainer.optimizer,
                         &counters(trainer),
                         &config,
-                        Some(&replay),
+                        replay.as_deref(),
                     ) {
                         warn!(error = %e, "periodic checkpoint failed");
                     }
@@ -298,7 +334,7 @@ impl TrainingSetup {
 /// [`Metrics`] (so every report, live scrapes included, sees the same
 /// figures). Reading it touches only atomics and queue lengths.
 pub struct TrainingProbe {
-    pub replay: Arc<ReplayBuffer>,
+    pub replay: UnrollStore,
     pub assembler: Arc<UnrollAssembler>,
     pub prefetcher: Arc<Prefetcher>,
     pub stats: Arc<TrainerStats>,
@@ -336,13 +372,16 @@ impl TrainingProbe {
             max_policy_lag: s.policy_lag_max.load(r),
             trainer_wait_seconds: self.prefetcher.stats.trainer_wait_us.load(r) as f64 * 1e-6,
             trainer_busy_seconds: s.busy_us.load(r) as f64 * 1e-6,
-            replay_stored: self.replay.len(),
+            replay_stored: self.replay.stored(),
             prefetch_queue: self.prefetcher.queue_len(),
-            unrolls_inserted: a.inserted.load(r),
+            unrolls_inserted: match self.replay.remote() {
+                Some(t) => t.stats.acked.load(r),
+                None => a.inserted.load(r),
+            },
             unrolls_dropped_full: a.dropped_full.load(r),
             insert_wait_seconds: a.insert_wait_us.load(r) as f64 * 1e-6,
             priority_updates: s.priority_updates.load(r),
-            stale_priority_updates: self.replay.stats().stale_priority_updates,
+            stale_priority_updates: self.replay.stale_priority_updates(),
         }
     }
 }
@@ -369,6 +408,14 @@ impl Training {
         self.stop.store(true, Ordering::Relaxed);
         self.probe.prefetcher.stop();
         self.probe.replay.close();
+        if let Some(t) = self.probe.replay.remote() {
+            let s = &t.stats;
+            let r = Ordering::Relaxed;
+            info!(table = %t.address(), queued = s.queued.load(r), acknowledged = s.acked.load(r),
+                dropped_queue_full = s.dropped_queue_full.load(r), lost = s.lost.load(r),
+                insert_batches = s.insert_batches.load(r), sampled_batches = s.sampled_batches.load(r),
+                stream_errors = s.stream_errors.load(r), "remote replay table: unrolls sent and sampled");
+        }
         let trainer = match self.handle.take().map(|h| h.join()) {
             Some(Ok(Ok(t))) => Some(t),
             Some(Ok(Err(e))) => return Err(e.into()),
@@ -382,14 +429,15 @@ impl Training {
         if let (Some(dir), Some(t)) = (&self.run_dir, &trainer) {
             let state = (self.counters)(t);
             // The buffer is closed and the trainer stopped: the replay file
-            // is an exact snapshot.
+            // is an exact snapshot (a remote table is not in it: the
+            // server checkpoints its own tables).
             let path = checkpoint::save_with_replay(
                 dir,
                 &t.model,
                 &t.optimizer,
                 &state,
                 &self.config,
-                Some(&self.probe.replay),
+                self.probe.replay.local().map(|r| r.as_ref()),
             )
             .map_err(|e| LearnerError::Config(format!("final checkpoint: {e}")))?;
             info!(path = %path.display(), learner_steps = state.learner_steps, "checkpoint written");
@@ -427,6 +475,7 @@ mod tests {
                 seed: 1,
                 max_env_slots: 4,
                 run_dir: None,
+                remote_replay: None,
             },
         )
     }
@@ -458,9 +507,15 @@ mod tests {
                 seed: 11,
                 max_env_slots: 4,
                 run_dir: Some(run_dir.to_path_buf()),
+                remote_replay: None,
             },
         )
         .expect("training setup")
+    }
+
+    /// The in-process buffer of a store.
+    fn local(store: &UnrollStore) -> &ReplayBuffer {
+        store.local().expect("an in-process buffer")
     }
 
     /// What a sample hands out: keys, importance weights and every byte.
@@ -521,7 +576,7 @@ mod tests {
             if b.push(&row, PolicyVersion(u64::from(k))) == PushOutcome::Complete {
                 // The rate limiter refuses inserts once the actors are a
                 // batch ahead; that is where a run would wait.
-                if a.replay.insert_ref(b.fields().as_slice()).is_err() {
+                if local(&a.replay).insert_ref(b.fields().as_slice()).is_err() {
                     break;
                 }
                 inserted += 1;
@@ -533,8 +588,8 @@ mod tests {
         let mut trainer = a.trainer;
         let mut collator =
             crate::learn::prefetch::Collator::new(a.unroll.clone(), Device::Cpu, 4).unwrap();
-        let mut sample = a.replay.new_batch(4);
-        a.replay.sample_into(&mut sample, 4).unwrap();
+        let mut sample = local(&a.replay).new_batch(4);
+        local(&a.replay).sample_into(&mut sample, 4).unwrap();
         let step = trainer.step(&collator.collate(&sample).unwrap()).unwrap();
         if agent.r2d2().is_some() {
             assert_eq!(step.priorities_written, 4);
@@ -550,16 +605,16 @@ mod tests {
             &trainer.optimizer,
             &state,
             &a.config,
-            Some(&a.replay),
+            Some(local(&a.replay)),
         )
         .unwrap();
 
         let mut resumed = train.clone();
         resumed.checkpoints.resume = Some(dir.path().to_path_buf());
         let r = cartpole_setup(&resumed, dir.path());
-        assert_eq!(r.replay.len(), a.replay.len());
+        assert_eq!(local(&r.replay).len(), local(&a.replay).len());
         for _ in 0..3 {
-            assert_eq!(draw(&a.replay, 4), draw(&r.replay, 4));
+            assert_eq!(draw(local(&a.replay), 4), draw(local(&r.replay), 4));
         }
         // Other replay settings than the checkpoint's are refused, naming them.
         let mut other = resumed.clone();
@@ -579,6 +634,7 @@ mod tests {
                 seed: 11,
                 max_env_slots: 4,
                 run_dir: None,
+                remote_replay: None,
             },
         )
         .err()

@@ -29,6 +29,10 @@
 //! thread wait, so actions come back later and actors slow to the trainer's
 //! pace, as in SEED. An insert that times out drops the unroll
 //! (`unroll/dropped_full`) instead of stalling the learner forever.
+//! Inserts go through [`UnrollStore`]: with a remote table
+//! (`--replay-addr`) the unroll is queued for a writer task instead, and
+//! inference waits only for room in that queue while the server holds
+//! inserts back (`crate::replay::remote_writer`).
 //!
 //! # Action kinds
 //! A categorical policy's unrolls hold `actions` (`[T+1]` u32) and
@@ -54,7 +58,8 @@ use crate::infer::sink::{InferenceSink, InferredBatch, InferredRow, SampledActio
 use crate::infer::state_table::{EnvSlot, LeaseId};
 use crate::model::weights::PolicyVersion;
 use crate::model::ActionDistribution;
-use seed_replay::{DType, FieldRef, ItemLayout, ReplayBuffer, ReplayError, Values};
+use crate::replay::{InsertOutcome, UnrollStore};
+use seed_replay::{DType, FieldRef, ItemLayout, ReplayError, Values};
 
 /// Field names of an unroll in the replay buffer (and of the collated
 /// training batch).
@@ -514,7 +519,7 @@ unsafe impl Sync for SlotBuilder {}
 pub struct UnrollAssembler {
     spec: UnrollSpec,
     slots: Box<[SlotBuilder]>,
-    replay: Arc<ReplayBuffer>,
+    store: UnrollStore,
     /// How long an insert waits for room (the `Block` writer or the rate
     /// limiter); `None`: the writer policy's own timeout.
     insert_timeout: Option<Duration>,
@@ -523,14 +528,15 @@ pub struct UnrollAssembler {
 
 impl UnrollAssembler {
     /// Builders for `max_env_slots` slots (allocated on a slot's first step)
-    /// feeding `replay`, whose layout must be `spec.layout()`. An insert
-    /// waits up to `insert_timeout` for room, in a full `Block` buffer or
-    /// at the rate limiter (`None`: the writer policy's own timeout, so an
-    /// overwriting buffer's limiter refuses at once).
+    /// feeding `store`, whose layout must be `spec.layout()`. An insert
+    /// into the in-process buffer waits up to `insert_timeout` for room, in
+    /// a full `Block` buffer or at the rate limiter (`None`: the writer
+    /// policy's own timeout, so an overwriting buffer's limiter refuses at
+    /// once); a remote table's insert never waits (`crate::replay`).
     pub fn new(
         spec: UnrollSpec,
         max_env_slots: usize,
-        replay: Arc<ReplayBuffer>,
+        store: UnrollStore,
         insert_timeout: Option<Duration>,
     ) -> Arc<Self> {
         Arc::new(UnrollAssembler {
@@ -541,7 +547,7 @@ impl UnrollAssembler {
                     builder: UnsafeCell::new(None),
                 })
                 .collect(),
-            replay,
+            store,
             insert_timeout,
             stats: UnrollStats::default(),
         })
@@ -588,7 +594,7 @@ impl UnrollAssembler {
     fn on_row(&self, row: &InferredRow<'_>, version: PolicyVersion) {
         let spec = &self.spec;
         let stats = &self.stats;
-        let replay = &self.replay;
+        let store = &self.store;
         let insert_timeout = self.insert_timeout;
         self.with_slot(row.slot, |b| {
             let b = b.get_or_insert_with(|| Box::new(UnrollBuilder::new(spec)));
@@ -600,26 +606,23 @@ impl UnrollAssembler {
                 PushOutcome::Complete => {
                     stats.completed.fetch_add(1, Ordering::Relaxed);
                     let started = Instant::now();
-                    let result = match insert_timeout {
-                        Some(t) => replay.insert_ref_timeout(b.fields().as_slice(), t),
-                        None => replay.insert_ref(b.fields().as_slice()),
-                    };
+                    let outcome = store.insert(b.fields().as_slice(), insert_timeout);
                     stats
                         .insert_wait_us
                         .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-                    match result {
-                        Ok(_) => {
+                    match outcome {
+                        InsertOutcome::Stored => {
                             stats.inserted.fetch_add(1, Ordering::Relaxed);
                         }
-                        Err(ReplayError::Timeout { .. })
-                        | Err(ReplayError::WouldBlock { .. })
-                        | Err(ReplayError::RateLimited { .. }) => {
+                        // Counted by the remote table when acknowledged.
+                        InsertOutcome::Queued => {}
+                        InsertOutcome::DroppedFull => {
                             stats.dropped_full.fetch_add(1, Ordering::Relaxed);
                         }
-                        Err(ReplayError::Closed) => {
+                        InsertOutcome::DroppedClosed => {
                             stats.dropped_error.fetch_add(1, Ordering::Relaxed);
                         }
-                        Err(e) => {
+                        InsertOutcome::Refused(e) => {
                             if stats.dropped_error.fetch_add(1, Ordering::Relaxed) == 0 {
                                 warn!(error = %e, "replay refused an unroll (logged once)");
                             }
@@ -661,7 +664,7 @@ impl InferenceSink for UnrollSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use seed_replay::{ReplayConfig, SamplerConfig};
+    use seed_replay::{ReplayBuffer, ReplayConfig, SamplerConfig};
 
     fn spec(t: usize, h: usize) -> UnrollSpec {
         UnrollSpec {
@@ -935,7 +938,7 @@ mod tests {
     fn assembler_drops_the_partial_unroll_of_a_released_slot() {
         let s = spec(2, 0);
         let replay = buffer(&s);
-        let asm = UnrollAssembler::new(s, 4, Arc::clone(&replay), None);
+        let asm = UnrollAssembler::new(s, 4, UnrollStore::from(Arc::clone(&replay)), None);
         let mut sink = (asm.sink_factory())(0);
         let row_at = |asm: &UnrollAssembler, k: u32, lease: u64| {
             let st = Step::new(k, 0);
