@@ -7,7 +7,7 @@
 //! replay-server` subcommand: it depends on the buffer, tonic and the
 //! shared TLS helpers only, so it builds and runs on a CPU host without the
 //! learner's model stack (candle), its flags and its start-up; and the
-//! learner may later use a remote table as a client of this crate without
+//! learner uses a remote table (`learner --replay-addr`) as a client of this crate without
 //! the service importing anything of the learner (data flows replay ->
 //! learner, never back).
 //!
