@@ -180,11 +180,12 @@ pub struct CheckpointSettings {
 
 /// V-trace's default learning-rate schedule: linear decay over this many
 /// learner steps, to [`DEFAULT_LR_FINAL_FRACTION`] of the initial rate. On
-/// CartPole (2 local actors x 32 envs, about 1,500 learner steps/s on two
-/// cores) a constant 2e-3 solves in about 5 s and then falls back to 100-300
-/// in most runs; decaying over 7,000 steps to a tenth kept five of five seeds
-/// at or above 465 after solving (`benches/results/README.md`, "Staying
-/// solved"). R2D2 keeps a constant rate: it takes about 6,500 learner steps to
+/// CartPole (2 local actors x 32 envs, about 1,750 learner steps/s on two
+/// idle cores) a constant 2e-3 solves in about 3.4 s and then falls back to
+/// 74-368 on every seed of five; decaying over 7,000 steps to a tenth solves
+/// as fast and kept four of five seeds at 470 or more after solving
+/// (`benches/results/README.md`, "Staying solved with a decaying learning
+/// rate"). R2D2 keeps a constant rate: it takes about 6,500 learner steps to
 /// solve CartPole.
 pub const VTRACE_LR_DECAY_STEPS: u64 = 7000;
 
