@@ -30,7 +30,7 @@ use seed_replay_service::pb::{FieldBlock, SampleReply};
 use seed_replay_service::{wire_dtype, InsertBatch};
 
 use crate::replay::error::protocol_error;
-use crate::replay::layout::TableLayout;
+use crate::replay::layout::{numpy_name, TableLayout};
 
 static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static FROMBUFFER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -47,20 +47,6 @@ pub fn numpy_dtype(d: DType) -> &'static str {
         DType::U64 => "<u8",
         DType::I64 => "<i8",
         DType::F64 => "<f8",
-    }
-}
-
-/// numpy's name of a buffer dtype, for messages.
-pub fn numpy_name(d: DType) -> &'static str {
-    match d {
-        DType::U8 => "uint8",
-        DType::Bool => "bool",
-        DType::U32 => "uint32",
-        DType::I32 => "int32",
-        DType::F32 => "float32",
-        DType::U64 => "uint64",
-        DType::I64 => "int64",
-        DType::F64 => "float64",
     }
 }
 

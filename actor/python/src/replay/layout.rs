@@ -16,8 +16,6 @@ use seed_replay::DType;
 use seed_replay_service::pb::TableInfo;
 use seed_replay_service::wire_dtype;
 
-use crate::replay::arrays::numpy_name;
-
 /// One field: its name, dtype and the shape of one item.
 #[derive(Debug, Clone)]
 pub struct FieldLayout {
@@ -138,4 +136,18 @@ pub fn info_dict<'py>(py: Python<'py>, info: &TableInfo) -> PyResult<Bound<'py, 
         Some(&info.storage_dir).filter(|s| !s.is_empty()),
     )?;
     Ok(d)
+}
+
+/// numpy's name of a buffer dtype, for messages.
+pub fn numpy_name(d: DType) -> &'static str {
+    match d {
+        DType::U8 => "uint8",
+        DType::Bool => "bool",
+        DType::U32 => "uint32",
+        DType::I32 => "int32",
+        DType::F32 => "float32",
+        DType::U64 => "uint64",
+        DType::I64 => "int64",
+        DType::F64 => "float64",
+    }
 }
