@@ -13,6 +13,7 @@
 //! received message.
 use std::ops::Range;
 
+use crate::client::field_blocks;
 use crate::client::replay_client::ReplayClient;
 use crate::error::ClientError;
 use crate::pb::{follow_reply, FieldBlock, FollowItems, FollowRequest};
@@ -78,11 +79,7 @@ impl FollowedBatch {
     }
     /// The bytes of the field called `name`.
     pub fn field(&self, name: &str) -> Option<&[u8]> {
-        self.items
-            .fields
-            .iter()
-            .find(|f| f.name == name)
-            .map(|f| &f.data[..])
+        field_blocks::field(&self.items.fields, name)
     }
     /// The message as received.
     pub fn into_items(self) -> FollowItems {

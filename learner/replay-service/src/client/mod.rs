@@ -9,6 +9,7 @@
 //! one [`Inserter`] stream per writer with several batches in flight, and
 //! one [`SampleStream`] per reader: the server prepares the next batches
 //! while the client works on the last.
+mod field_blocks;
 mod follow_stream;
 mod grouped;
 mod insert_batch;

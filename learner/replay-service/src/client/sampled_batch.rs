@@ -3,6 +3,7 @@
 //! single upload, e.g. candle's `Tensor::from_raw_buffer`), plus the keys,
 //! importance weights and policy versions of the rows. Cost: none beyond
 //! the received message; the typed readers copy.
+use crate::client::field_blocks;
 use crate::pb::{FieldBlock, SampleReply};
 
 #[derive(Debug, Clone)]
@@ -34,29 +35,15 @@ impl SampledBatch {
     }
     /// The bytes of the field called `name`.
     pub fn field(&self, name: &str) -> Option<&[u8]> {
-        self.reply
-            .fields
-            .iter()
-            .find(|f| f.name == name)
-            .map(|f| &f.data[..])
+        field_blocks::field(&self.reply.fields, name)
     }
     /// The field as `f32`s (copied).
     pub fn field_f32(&self, name: &str) -> Option<Vec<f32>> {
-        Some(
-            self.field(name)?
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        )
+        self.field(name).map(field_blocks::to_f32)
     }
     /// The field as `u64`s (copied).
     pub fn field_u64(&self, name: &str) -> Option<Vec<u64>> {
-        Some(
-            self.field(name)?
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect(),
-        )
+        self.field(name).map(field_blocks::to_u64)
     }
     /// The reply as received.
     pub fn into_reply(self) -> SampleReply {
