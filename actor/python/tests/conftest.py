@@ -33,14 +33,17 @@ START_TIMEOUT_S = 60.0
 _LISTENING = re.compile(r"learner listening addr=(\S+)")
 
 
-class Learner:
-    """One `learner` process and its log (read continuously so it never blocks)."""
+class ListeningProcess:
+    """A server binary on a free port and its log (read continuously so it
+    never blocks); ``addr`` comes from the log line ``listening`` matches."""
 
-    def __init__(self, args: Sequence[str]):
+    name = "process"
+
+    def __init__(self, binary: pathlib.Path, args: Sequence[str], env: dict, listening: "re.Pattern[str]"):
         self.args = list(args)
-        env = dict(os.environ, RAYON_NUM_THREADS="1", NO_COLOR="1", RUST_LOG="info")
+        self._pattern = listening
         self.proc = subprocess.Popen(
-            [str(LEARNER_BIN), *self.args],
+            [str(binary), *self.args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -53,31 +56,20 @@ class Learner:
         self._reader.start()
         if not self._listening.wait(START_TIMEOUT_S) or self.addr is None:
             self.stop()
-            raise RuntimeError(f"learner did not start listening: {' '.join(self.args)}\n{self.output()}")
+            raise RuntimeError(f"{self.name} did not start listening: {' '.join(self.args)}\n{self.output()}")
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.log.append(line)
-            m = _LISTENING.search(line)
+            m = self._pattern.search(line)
             if m and self.addr is None:
                 self.addr = m.group(1)
                 self._listening.set()
         self._listening.set()  # exited: wake the waiter
 
-    @property
-    def port(self) -> int:
-        assert self.addr is not None
-        return int(self.addr.rsplit(":", 1)[1])
-
     def output(self) -> str:
         return "".join(self.log)
-
-    def kill(self) -> None:
-        """SIGKILL: the learner vanishes without closing its streams."""
-        self.proc.kill()
-        self.proc.wait(timeout=30)
-        self._reader.join(timeout=30)
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL if it does not exit."""
@@ -88,6 +80,27 @@ class Learner:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=30)
+        self._reader.join(timeout=30)
+
+
+class Learner(ListeningProcess):
+    """One `learner` process and its log."""
+
+    name = "learner"
+
+    def __init__(self, args: Sequence[str]):
+        env = dict(os.environ, RAYON_NUM_THREADS="1", NO_COLOR="1", RUST_LOG="info")
+        super().__init__(LEARNER_BIN, args, env, _LISTENING)
+
+    @property
+    def port(self) -> int:
+        assert self.addr is not None
+        return int(self.addr.rsplit(":", 1)[1])
+
+    def kill(self) -> None:
+        """SIGKILL: the learner vanishes without closing its streams."""
+        self.proc.kill()
+        self.proc.wait(timeout=30)
         self._reader.join(timeout=30)
 
 
@@ -151,52 +164,16 @@ REPLAY_SERVER_BIN = pathlib.Path(
 _REPLAY_LISTENING = re.compile(r"replay server listening addr=(\S+)")
 
 
-class ReplayServer:
-    """One `replay-server` process and its log (read continuously so it never blocks)."""
+class ReplayServer(ListeningProcess):
+    """One `replay-server` process and its log."""
+
+    name = "replay-server"
 
     def __init__(self, config_path: pathlib.Path, extra: Sequence[str] = ()):
         env = dict(os.environ, NO_COLOR="1", RUST_LOG="info")
         env.pop("SEED_TOKEN", None)
-        self.args = ["--config", str(config_path), "--listen", "127.0.0.1:0", *extra]
-        self.proc = subprocess.Popen(
-            [str(REPLAY_SERVER_BIN), *self.args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        self.log: List[str] = []
-        self.addr: Optional[str] = None
-        self._listening = threading.Event()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        if not self._listening.wait(START_TIMEOUT_S) or self.addr is None:
-            self.stop()
-            raise RuntimeError(f"replay-server did not start listening: {' '.join(self.args)}\n{self.output()}")
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.log.append(line)
-            m = _REPLAY_LISTENING.search(line)
-            if m and self.addr is None:
-                self.addr = m.group(1)
-                self._listening.set()
-        self._listening.set()  # exited: wake the waiter
-
-    def output(self) -> str:
-        return "".join(self.log)
-
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL if it does not exit."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-        self._reader.join(timeout=30)
+        args = ["--config", str(config_path), "--listen", "127.0.0.1:0", *extra]
+        super().__init__(REPLAY_SERVER_BIN, args, env, _REPLAY_LISTENING)
 
 
 @pytest.fixture
