@@ -14,18 +14,15 @@
 //! No timing is asserted: the run is bounded by env steps, not seconds.
 mod support;
 
-use std::time::Duration;
+use support::cartpole_training::train;
 
-use seed_actor::{run_actor, ActorConfig};
 use seed_env::EnvConfig;
 use seed_learner::app::eval::{evaluate, EvalConfig, EvalPolicy};
-use seed_learner::app::run::run_until;
 use seed_learner::app::LearnerConfig;
 use seed_learner::infer::exploration::EpsilonSchedule;
 use seed_learner::learn::algo::{Agent, R2d2Config};
 use seed_learner::learn::checkpoint::LoadedCheckpoint;
 use seed_learner::learn::config::TrainConfig;
-use tokio::sync::watch;
 
 /// Cap on the learning run's env steps; typical runs stop at 100k-300k.
 const MAX_ENV_STEPS: u64 = 2_000_000;
@@ -42,36 +39,6 @@ fn config(socket: &str) -> LearnerConfig {
     c.run.progress_every = None;
     c.seed = 3;
     c
-}
-
-/// Runs `args` with `actors` in-process CartPole actors of `envs` envs each
-/// connecting to `socket`; returns the summary.
-async fn train(
-    args: LearnerConfig,
-    socket: &str,
-    actors: usize,
-    envs: usize,
-) -> seed_learner::report::summary::RunSummary {
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut handles = Vec::new();
-    for i in 0..actors {
-        let mut cfg = ActorConfig::new(socket.to_string(), EnvConfig::CartPole, envs);
-        cfg.seed = 100 + i as u64;
-        cfg.actor_id = format!("test-{i}");
-        cfg.reconnect.initial_backoff = Duration::from_millis(10);
-        let mut stop = stop_rx.clone();
-        handles.push(tokio::spawn(run_actor(cfg, async move {
-            let _ = stop.wait_for(|s| *s).await;
-        })));
-    }
-    let summary = run_until(&args, std::future::pending())
-        .await
-        .expect("run succeeds");
-    let _ = stop_tx.send(true);
-    for h in handles {
-        let _ = h.await;
-    }
-    summary
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

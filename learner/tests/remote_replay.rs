@@ -14,12 +14,10 @@
 //! No timing is asserted.
 mod support;
 
-use std::time::Duration;
+use support::cartpole_training::train;
 
-use seed_actor::{run_actor, ActorConfig};
 use seed_env::EnvConfig;
 use seed_learner::app::replay_table::replay_table_config;
-use seed_learner::app::run::run_until;
 use seed_learner::app::{Learner, LearnerConfig};
 use seed_learner::infer::exploration::EpsilonSchedule;
 use seed_learner::learn::algo::{Agent, R2d2Config};
@@ -27,7 +25,6 @@ use seed_learner::learn::config::TrainConfig;
 use seed_learner::replay::RemoteReplayConfig;
 use seed_replay_service::client::ClientOptions;
 use seed_replay_service::{ReplayClient, RunningServer, ServerOptions, ServiceConfig};
-use tokio::sync::watch;
 
 /// A training CartPole learner on `socket` with no local actors, seed 3,
 /// its unrolls going to table `table` at `addr` (`HOST:PORT`).
@@ -62,35 +59,6 @@ async fn table_info(server: &RunningServer) -> seed_replay_service::pb::TableInf
         .await
         .expect("client");
     client.info(Some("unrolls")).await.expect("info").remove(0)
-}
-
-/// Runs `args` with `actors` in-process CartPole actors of `envs` envs.
-async fn train(
-    args: LearnerConfig,
-    socket: &str,
-    actors: usize,
-    envs: usize,
-) -> seed_learner::report::summary::RunSummary {
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut handles = Vec::new();
-    for i in 0..actors {
-        let mut cfg = ActorConfig::new(socket.to_string(), EnvConfig::CartPole, envs);
-        cfg.seed = 100 + i as u64;
-        cfg.actor_id = format!("test-{i}");
-        cfg.reconnect.initial_backoff = Duration::from_millis(10);
-        let mut stop = stop_rx.clone();
-        handles.push(tokio::spawn(run_actor(cfg, async move {
-            let _ = stop.wait_for(|s| *s).await;
-        })));
-    }
-    let summary = run_until(&args, std::future::pending())
-        .await
-        .expect("run succeeds");
-    let _ = stop_tx.send(true);
-    for h in handles {
-        let _ = h.await;
-    }
-    summary
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@
 //! they never sleep to synchronise.
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod cartpole_training;
 pub mod pki;
 pub mod proxy;
 
