@@ -55,7 +55,7 @@ if [[ " $PHASES " == *" pendulum "* ]]; then
 fi
 if [[ " $PHASES " == *" pong "* ]]; then
   for envs in 16 64; do
-    run_pair "pong_${envs}envs" --learning-rate 6e-4 --lr-decay-steps 0 --batch-size 32 --unroll-length 20 --max-seconds 120 -- \
+    run_pair "pong_${envs}envs" --learning-rate 6e-4 --lr-decay-steps 0 --batch-size 32 --unroll-length 20 --replay-ratio 4 --discount 0.99 --entropy-cost 0.01 --max-seconds 120 -- \
       --env ALE/Pong-v5 --envs "$envs" --seed 1 --max-seconds 35
   done
 fi

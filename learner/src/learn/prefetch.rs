@@ -219,6 +219,10 @@ pub struct PrefetchStats {
     pub trainer_wait_us: AtomicU64,
     /// Batches that came back short (lag-capped items dropped).
     pub short_batches: AtomicU64,
+    /// Local batches sampled without waiting, and the microseconds their
+    /// sampling took (the sampling cost alone; see `UnrollSampler`).
+    pub timed_samples: AtomicU64,
+    pub sample_us: AtomicU64,
 }
 
 /// Why [`Prefetcher::next`] returned no batch.
@@ -358,6 +362,13 @@ impl PrefetchWorker {
                     break;
                 }
             };
+            // Read after collation, which ends the batch's borrow of the sampler.
+            if let Some(cost) = self.sampler.last_sample_cost() {
+                self.stats.timed_samples.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .sample_us
+                    .fetch_add(cost.as_micros() as u64, Ordering::Relaxed);
+            }
             let mut ready = collated;
             loop {
                 match self.tx.send_timeout(ready, POLL) {

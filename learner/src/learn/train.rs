@@ -87,6 +87,8 @@ pub struct TrainStep {
     pub skipped: bool,
     /// Sequence priorities written back to the replay buffer (R2D2).
     pub priorities_written: usize,
+    /// Time spent in that write-back (part of the step's time).
+    pub priority_update: Duration,
 }
 
 /// The model being trained, its optimizer, and where its weights go.
@@ -181,6 +183,7 @@ impl Trainer {
             version,
             skipped,
             priorities_written: loss.priorities_written,
+            priority_update: loss.priority_update,
         })
     }
 }
@@ -192,6 +195,7 @@ struct StepLoss {
     value_loss: f32,
     entropy: f32,
     priorities_written: usize,
+    priority_update: Duration,
 }
 
 impl Trainer {
@@ -220,6 +224,7 @@ impl Trainer {
             value_loss: loss.value_loss,
             entropy: loss.entropy,
             priorities_written: 0,
+            priority_update: Duration::ZERO,
         })
     }
 
@@ -258,13 +263,16 @@ impl Trainer {
             priority_eta: r2d2.priority_eta,
         })?;
         let mut priorities_written = 0;
+        let mut priority_update = Duration::ZERO;
         if let (true, Some(replay)) = (self.prioritized, &self.replay) {
             // A refused update (wrong lengths) is a bug, not outside data;
             // training goes on with the old priorities.
+            let started = Instant::now();
             match replay.update_priorities(&batch.keys, &loss.priorities) {
                 Ok(applied) => priorities_written = applied,
                 Err(e) => warn!(error = %e, "priority write-back failed"),
             }
+            priority_update = started.elapsed();
         }
         Ok(StepLoss {
             total: loss.total,
@@ -272,6 +280,7 @@ impl Trainer {
             value_loss: loss.td_loss,
             entropy: 0.0,
             priorities_written,
+            priority_update,
         })
     }
 }
@@ -313,6 +322,8 @@ pub struct TrainerStats {
     pub learning_rate: F32Gauge,
     /// Sequence priorities written back (R2D2).
     pub priority_updates: AtomicU64,
+    /// Microseconds of `busy_us` spent writing them back.
+    pub priority_update_us: AtomicU64,
 }
 
 impl TrainerStats {
@@ -321,6 +332,8 @@ impl TrainerStats {
             .fetch_add(busy.as_micros() as u64, Ordering::Relaxed);
         self.priority_updates
             .fetch_add(step.priorities_written as u64, Ordering::Relaxed);
+        self.priority_update_us
+            .fetch_add(step.priority_update.as_micros() as u64, Ordering::Relaxed);
         if step.skipped {
             // Nothing was learned from these unrolls, and the loss gauges
             // keep the last finite step's figures (a NaN there would hide

@@ -382,6 +382,9 @@ impl TrainingProbe {
             insert_wait_seconds: a.insert_wait_us.load(r) as f64 * 1e-6,
             priority_updates: s.priority_updates.load(r),
             stale_priority_updates: self.replay.stale_priority_updates(),
+            priority_update_seconds: s.priority_update_us.load(r) as f64 * 1e-6,
+            timed_samples: self.prefetcher.stats.timed_samples.load(r),
+            sample_seconds: self.prefetcher.stats.sample_us.load(r) as f64 * 1e-6,
         }
     }
 }

@@ -33,6 +33,12 @@ pub struct TrainingSnapshot {
     /// Priority write-backs ignored because the sequence had been
     /// overwritten meanwhile.
     pub stale_priority_updates: u64,
+    /// Seconds of `trainer_busy_seconds` spent writing priorities back.
+    pub priority_update_seconds: f64,
+    /// Local batches sampled without waiting, and the seconds their
+    /// sampling took (on the prefetch threads).
+    pub timed_samples: u64,
+    pub sample_seconds: f64,
 }
 
 impl TrainingSnapshot {

@@ -3,8 +3,13 @@
 //! [`SampleBatch`], or a remote table's `Sample` stream
 //! ([`RemoteSampler`]). Either way the batch is read through
 //! [`SampledUnrolls`]. Cost: the store's sample; no copy added.
+//!
+//! A local sample is first tried without waiting, so that the time of one
+//! that found its items and the rate limiter ready is the sampling cost
+//! alone ([`UnrollSampler::last_sample_cost`], the replay's share of a
+//! training step in the run summary); one that had to wait is not timed.
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use seed_replay::{ReplayBuffer, ReplayError, SampleBatch};
 
@@ -30,6 +35,8 @@ pub enum UnrollSampler {
         replay: Arc<ReplayBuffer>,
         batch: Box<SampleBatch>,
         batch_size: usize,
+        /// The last batch's sampling time, when it did not wait.
+        cost: Option<Duration>,
     },
     Remote(Box<RemoteSampler>),
 }
@@ -42,6 +49,7 @@ impl UnrollSampler {
                 batch: Box::new(replay.new_batch(batch_size)),
                 replay: Arc::clone(replay),
                 batch_size,
+                cost: None,
             },
             UnrollStore::Remote(table) => {
                 UnrollSampler::Remote(Box::new(RemoteSampler::new(Arc::clone(table), batch_size)?))
@@ -56,20 +64,47 @@ impl UnrollSampler {
                 replay,
                 batch,
                 batch_size,
-            } => match replay.sample_into_timeout(batch, *batch_size, wait) {
-                Ok(()) => Ok(&**batch as &dyn SampledUnrolls),
-                Err(ReplayError::Closed) => Err(SampleFailure::Closed),
-                Err(ReplayError::Timeout { .. })
-                | Err(ReplayError::NotEnoughItems { .. })
-                | Err(ReplayError::RateLimited { .. })
-                | Err(ReplayError::WouldBlock { .. }) => Err(SampleFailure::NotYet),
-                Err(e) => Err(SampleFailure::Failed(e)),
-            },
+                cost,
+            } => {
+                let started = Instant::now();
+                let mut result = replay.sample_into(batch, *batch_size);
+                *cost = result.is_ok().then(|| started.elapsed());
+                if result.as_ref().is_err_and(Self::must_wait) {
+                    result = replay.sample_into_timeout(batch, *batch_size, wait);
+                }
+                match result {
+                    Ok(()) => Ok(&**batch as &dyn SampledUnrolls),
+                    Err(ReplayError::Closed) => Err(SampleFailure::Closed),
+                    Err(e) if Self::must_wait(&e) => Err(SampleFailure::NotYet),
+                    Err(e) => Err(SampleFailure::Failed(e)),
+                }
+            }
             UnrollSampler::Remote(remote) => match remote.next(wait) {
                 Ok(b) => Ok(b as &dyn SampledUnrolls),
                 Err(RemoteSampleError::NotYet) => Err(SampleFailure::NotYet),
                 Err(RemoteSampleError::Closed) => Err(SampleFailure::Closed),
             },
+        }
+    }
+
+    /// Whether a sample failed only because items or the rate limiter are
+    /// not ready yet (waiting may help).
+    fn must_wait(e: &ReplayError) -> bool {
+        matches!(
+            e,
+            ReplayError::Timeout { .. }
+                | ReplayError::NotEnoughItems { .. }
+                | ReplayError::RateLimited { .. }
+                | ReplayError::WouldBlock { .. }
+        )
+    }
+
+    /// How long the last batch took to sample, when it was local and did
+    /// not wait; `None` otherwise (a remote sample's cost is the network's).
+    pub fn last_sample_cost(&self) -> Option<Duration> {
+        match self {
+            UnrollSampler::Local { cost, .. } => *cost,
+            UnrollSampler::Remote(_) => None,
         }
     }
 }

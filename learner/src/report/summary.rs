@@ -76,6 +76,19 @@ pub struct TrainingSummary {
     /// because the sequence had been overwritten meanwhile.
     pub priority_updates: u64,
     pub stale_priority_updates: u64,
+    /// What one training step costs and the replay's part of it, in
+    /// microseconds: `train_step_us` is the trainer's computing time per
+    /// step (loss, backward, optimizer, publishing, and the priority
+    /// write-back, which is `priority_update_us`); `sample_us` is one
+    /// batch's sampling on a prefetch thread, timed on the batches that did
+    /// not wait for items or the rate limiter (`None` with a remote table or
+    /// when none was timed). `replay_share_of_step` is
+    /// `(sample_us + priority_update_us) / (sample_us + train_step_us)`:
+    /// the replay's share of the work behind one step, wherever it runs.
+    pub train_step_us: f64,
+    pub priority_update_us: f64,
+    pub sample_us: Option<f64>,
+    pub replay_share_of_step: Option<f64>,
 }
 
 impl TrainingSummary {
@@ -87,6 +100,10 @@ impl TrainingSummary {
         final_mean_return: f64,
         min_mean_return_after_solve: Option<f64>,
     ) -> Self {
+        let steps = (t.learner_steps + t.skipped_steps).max(1) as f64;
+        let per_step = |seconds: f64| seconds * 1e6 / steps;
+        let sample_us =
+            (t.timed_samples > 0).then(|| t.sample_seconds * 1e6 / t.timed_samples as f64);
         TrainingSummary {
             solved: solved.is_some() && final_mean_return >= target_return,
             target_return,
@@ -109,6 +126,13 @@ impl TrainingSummary {
             insert_wait_seconds: t.insert_wait_seconds,
             priority_updates: t.priority_updates,
             stale_priority_updates: t.stale_priority_updates,
+            train_step_us: per_step(t.trainer_busy_seconds),
+            priority_update_us: per_step(t.priority_update_seconds),
+            sample_us,
+            replay_share_of_step: sample_us.map(|s| {
+                let step = per_step(t.trainer_busy_seconds);
+                (s + per_step(t.priority_update_seconds)) / (s + step).max(f64::MIN_POSITIVE)
+            }),
         }
     }
 }
@@ -211,5 +235,33 @@ mod tests {
         assert_eq!(lost.min_mean_return_after_solve, Some(300.0));
         let never = at(None, 480.0, None);
         assert!(!never.solved && never.min_mean_return_after_solve.is_none());
+    }
+
+    /// The replay's share of a step: sampling (prefetch threads, per timed
+    /// batch) plus the priority write-back (inside the trainer's time) over
+    /// sampling plus the trainer's time, all per step.
+    #[test]
+    fn replay_share_counts_sampling_and_the_write_back() {
+        let t = crate::metrics::TrainingSnapshot {
+            learner_steps: 90,
+            skipped_steps: 10,
+            trainer_busy_seconds: 0.1,
+            priority_update_seconds: 0.01,
+            timed_samples: 50,
+            sample_seconds: 0.005,
+            ..Default::default()
+        };
+        let s = TrainingSummary::new(&t, 1.0, 475.0, None, 0.0, None);
+        assert!((s.train_step_us - 1000.0).abs() < 1e-9);
+        assert!((s.priority_update_us - 100.0).abs() < 1e-9);
+        assert_eq!(s.sample_us, Some(100.0));
+        let share = s.replay_share_of_step.expect("sampling was timed");
+        assert!((share - 200.0 / 1100.0).abs() < 1e-12, "{share}");
+        let untimed = crate::metrics::TrainingSnapshot {
+            timed_samples: 0,
+            ..t
+        };
+        let s = TrainingSummary::new(&untimed, 1.0, 475.0, None, 0.0, None);
+        assert!(s.sample_us.is_none() && s.replay_share_of_step.is_none());
     }
 }
