@@ -72,7 +72,7 @@ pub struct ReplaySettings {
     pub writer: Option<ReplayWriter>,
     /// `--samples-per-insert` (alias `--replay-ratio`): times each unroll is
     /// trained on, on average, kept by a rate limiter (Reverb's
-    /// `SampleToInsertRatio`). Exactly 1 with `fifo`. `None`: 4 (V-trace),
+    /// `SampleToInsertRatio`). Exactly 1 with `fifo`. `None`: 6 (V-trace),
     /// 2 (R2D2, whose sequences overlap by half: each step is trained on
     /// about 4 times).
     pub samples_per_insert: Option<f64>,
