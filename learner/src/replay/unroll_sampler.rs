@@ -108,3 +108,36 @@ impl UnrollSampler {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seed_replay::{DType, FieldRef, ItemLayout, ReplayConfig, SamplerConfig, Values};
+
+    /// A sample that found its items is timed; one that had to wait is not,
+    /// so a wait never counts as sampling cost.
+    #[test]
+    fn only_samples_that_did_not_wait_are_timed() {
+        let layout = ItemLayout::builder()
+            .field("x", DType::F32, &[1])
+            .build()
+            .unwrap();
+        let replay =
+            Arc::new(ReplayBuffer::new(layout, ReplayConfig::new(8, SamplerConfig::Fifo)).unwrap());
+        let store = UnrollStore::Local(Arc::clone(&replay));
+        let mut sampler = UnrollSampler::new(&store, 2).unwrap();
+        let wait = Duration::from_millis(1);
+        assert!(matches!(sampler.next(wait), Err(SampleFailure::NotYet)));
+        assert_eq!(sampler.last_sample_cost(), None, "empty: it waited");
+        for v in [1.0f32, 2.0] {
+            replay
+                .insert_ref(&[FieldRef::new(&[1], Values::F32(&[v]))])
+                .unwrap();
+        }
+        assert_eq!(sampler.next(wait).map(|b| b.rows()).ok(), Some(2));
+        assert!(sampler.last_sample_cost().is_some(), "ready: timed");
+        // FIFO handed both out: the next sample waits again.
+        assert!(matches!(sampler.next(wait), Err(SampleFailure::NotYet)));
+        assert_eq!(sampler.last_sample_cost(), None);
+    }
+}
