@@ -190,6 +190,7 @@ pub async fn run_until(
                         env_steps: snap.env_steps,
                         seconds,
                         mean_return: snap.mean_return_last_100,
+                        episodes: snap.episodes,
                     };
                     new_returns.clear();
                     returns_seen = metrics.returns_since(returns_seen, &mut new_returns);
@@ -252,6 +253,7 @@ pub async fn run_until(
             env_steps: snap.env_steps,
             seconds: t0.elapsed().as_secs_f64(),
             mean_return: snap.mean_return_last_100,
+            episodes: snap.episodes,
         });
         let path = dir.join("learning_curve.png");
         match curve.write_png(&path) {

@@ -21,7 +21,11 @@ use crate::error::LearnerError;
 pub struct CurvePoint {
     pub env_steps: u64,
     pub seconds: f64,
+    /// The mean over the last 100 episodes (or fewer), meaningful only once
+    /// `episodes` is above 0.
     pub mean_return: f64,
+    /// Episodes finished so far.
+    pub episodes: u64,
 }
 
 /// One finished episode, placed where the run was when it was read.
@@ -50,8 +54,13 @@ impl LearningCurve {
         }
     }
 
+    /// Adds a sample of the mean; one taken before any episode finished is
+    /// left out (its mean of 0 would draw a line from 0 down to the first
+    /// real mean: -1,200 on Pendulum).
     pub fn push(&mut self, p: CurvePoint) {
-        self.points.push(p);
+        if p.episodes > 0 {
+            self.points.push(p);
+        }
     }
 
     /// Adds the returns of episodes that finished since the previous
@@ -102,14 +111,13 @@ impl LearningCurve {
             .unwrap_or(1)
             .max(1) as f64;
         let max_secs = self.points.iter().map(|p| p.seconds).fold(1.0, f64::max);
-        let max_ret = self
-            .points
-            .iter()
-            .map(|p| p.mean_return)
-            .chain(self.episodes.iter().map(|e| e.episode_return as f64))
-            .chain(self.target)
-            .fold(1.0, f64::max)
-            * 1.05;
+        let (min_ret, max_ret) = return_range(
+            self.points
+                .iter()
+                .map(|p| p.mean_return)
+                .chain(self.episodes.iter().map(|e| e.episode_return as f64))
+                .chain(self.target),
+        );
         let panels = [
             Panel {
                 area: &left,
@@ -149,10 +157,10 @@ impl LearningCurve {
                     .y_label_area_size(48);
             }
             let mut chart = builder
-                .build_cartesian_2d(0.0..xmax, 0.0..max_ret)
+                .build_cartesian_2d(0.0..xmax, min_ret..max_ret)
                 .map_err(|e| e.to_string())?;
             let x_tick = |v: &f64| tick(*v);
-            let y_tick = |v: &f64| format!("{v:.0}");
+            let y_tick = |v: &f64| format_return(*v, max_ret - min_ret);
             let mut mesh = chart.configure_mesh();
             if text {
                 mesh.x_desc(xlabel)
@@ -221,6 +229,30 @@ struct Panel<'a, DB: DrawingBackend> {
     tick: fn(f64) -> String,
 }
 
+/// The return axis: from 0 (or the lowest return, when one is negative,
+/// as all of Pendulum's are) to the highest (or 0), with 5% headroom on the
+/// open sides and at least a span of 1, so that a flat or empty curve still
+/// has an axis.
+pub fn return_range(returns: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = returns
+        .filter(|r| r.is_finite())
+        .fold((0.0_f64, 0.0_f64), |(lo, hi), r| (lo.min(r), hi.max(r)));
+    let hi = hi.max(lo + 1.0);
+    let span = hi - lo;
+    let lo = if lo < 0.0 { lo - 0.05 * span } else { 0.0 };
+    (lo, hi + 0.05 * span)
+}
+
+/// A return tick: whole numbers, with one decimal when the axis spans
+/// less than 10 (a MinAtar run starting near 0.5).
+pub fn format_return(v: f64, span: f64) -> String {
+    if span < 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
 /// An env-step tick: `0`, `2.5k`, `500k`, `1M`, `1.5M`.
 pub fn format_steps(v: f64) -> String {
     let (scaled, unit) = if v.abs() >= 1e6 {
@@ -261,12 +293,43 @@ mod tests {
     }
 
     #[test]
+    fn the_return_axis_holds_negative_returns() {
+        // Pendulum: every return below 0, the target too.
+        let (lo, hi) = return_range([-1243.0, -180.0, -250.0].into_iter());
+        assert!(lo < -1243.0 && hi > 0.0, "{lo}..{hi}");
+        // CartPole: the axis starts at 0 with headroom above 500.
+        let (lo, hi) = return_range([22.0, 500.0, 475.0].into_iter());
+        assert_eq!(lo, 0.0);
+        assert!(hi > 500.0);
+        // Nothing yet, or a flat zero curve: still a usable span.
+        assert_eq!(return_range(std::iter::empty()), (0.0, 1.05));
+        assert_eq!(return_range([0.0, f64::NAN].into_iter()), (0.0, 1.05));
+        assert_eq!(format_return(0.5, 1.05), "0.5");
+        assert_eq!(format_return(-250.0, 1300.0), "-250");
+    }
+
+    #[test]
+    fn a_mean_before_any_episode_is_not_drawn() {
+        let mut c = LearningCurve::new(Some(-250.0));
+        let p = |episodes: u64, mean_return: f64| CurvePoint {
+            env_steps: episodes * 200,
+            seconds: episodes as f64,
+            mean_return,
+            episodes,
+        };
+        c.push(p(0, 0.0));
+        c.push(p(5, -1200.0));
+        assert_eq!(c.points(), &[p(5, -1200.0)]);
+    }
+
+    #[test]
     fn episodes_spread_between_samples() {
         let mut c = LearningCurve::new(None);
         let p = |s: u64, t: f64| CurvePoint {
             env_steps: s,
             seconds: t,
             mean_return: 0.0,
+            episodes: 1,
         };
         c.push(p(1000, 1.0));
         c.push_episodes(p(3000, 2.0), &[10.0, 20.0]);
@@ -287,11 +350,13 @@ mod tests {
                 env_steps: i * 1000,
                 seconds: i as f64 * 0.5,
                 mean_return: (i * 20) as f64,
+                episodes: i + 1,
             });
             let now = CurvePoint {
                 env_steps: (i + 1) * 1000,
                 seconds: (i + 1) as f64 * 0.5,
                 mean_return: 0.0,
+                episodes: 2 * i + 2,
             };
             c.push_episodes(now, &[i as f32 * 15.0, i as f32 * 25.0]);
         }
