@@ -10,6 +10,10 @@
 //! that lands while an env steps is raised inside the env's Python code
 //! and stops the actor as an env error instead.)
 //!
+//! A process that ignores SIGINT (one a non-interactive shell started in the
+//! background, `cmd &`) has no Python handler for it and never sees Ctrl-C;
+//! the watch leaves that as it is, as Python does.
+//!
 //! Cost: one GIL acquisition per [`POLL`], nothing per step.
 
 use std::sync::{Arc, Mutex};

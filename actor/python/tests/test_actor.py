@@ -240,8 +240,22 @@ def test_keyboard_interrupt_in_an_env_ends_the_run_and_the_process_goes_on(learn
     assert report["env_steps"] >= 200
 
 
+@pytest.fixture
+def python_sigint_handler():
+    """Python's own SIGINT handler (raise ``KeyboardInterrupt``) for one test.
+
+    Python installs it at startup only when SIGINT is not ignored. A test run
+    started in the background by a non-interactive shell (``cmd &`` in a
+    script) inherits SIGINT ignored: the signal would never reach the actor,
+    as a Ctrl-C never reaches such a process.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs pthread_kill")
-def test_ctrl_c_while_waiting_on_the_network_stops_the_run_cleanly():
+def test_ctrl_c_while_waiting_on_the_network_stops_the_run_cleanly(python_sigint_handler):
     # No learner: after the envs' first resets the actor only waits (connect,
     # back off, retry) with the GIL released. A SIGINT then is seen by the
     # actor's signal check, which stops the run; the KeyboardInterrupt
