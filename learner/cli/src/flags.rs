@@ -134,8 +134,8 @@ pub struct TrainArgs {
     )]
     pub local_actors: usize,
     /// Environments per local actor. V-trace's policy lag grows with the
-    /// env slots (CartPole solves in fewer env steps with 32 slots than
-    /// with 64) [default: 16 for vtrace, 32 for r2d2].
+    /// env slots (CartPole solves in fewer env steps with 16 slots than
+    /// with 32) [default: 8 for vtrace, 32 for r2d2].
     #[arg(help_heading = "Local actors and environment", long)]
     pub envs_per_actor: Option<usize>,
     /// The environment actors must run (also passed to local actors).
@@ -1068,7 +1068,7 @@ mod tests {
         assert_eq!(t.listen, None);
         assert_eq!(t.local_actors, 2);
         assert_eq!(t.envs_per_actor, None);
-        assert_eq!(t.envs_per_actor(), 16);
+        assert_eq!(t.envs_per_actor(), 8);
         assert_eq!(t.environment.env, None);
         assert_eq!(t.environment.env_config(), seed_env::EnvConfig::CartPole);
         assert_eq!(t.max_batch, None);
