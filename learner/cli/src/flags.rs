@@ -636,9 +636,9 @@ pub struct TrainArgs {
     pub conv_features: usize,
     /// Add an LSTM core (state kept per env slot at inference). V-trace's
     /// learning-rate decay is tuned for CartPole's few thousand learner
-    /// steps; on `cartpole-masked` a slower one (`--lr-decay-steps 20000
-    /// --lr-final-fraction 0.1`) learns the memory task in fewer env steps
-    /// [default: off].
+    /// steps; on `cartpole-masked` longer unrolls and a slower decay
+    /// (`--unroll-length 32 --lr-decay-steps 20000 --lr-final-fraction 0.1`)
+    /// learn the memory task within 2M env steps [default: off].
     #[arg(help_heading = "Training", long)]
     pub lstm: bool,
     /// LSTM hidden size with --lstm [default: 64].
