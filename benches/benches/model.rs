@@ -20,6 +20,14 @@
 //!   the observations' gradient) against `PatchConv` (patches x weights,
 //!   what the torso uses on the CPU).
 //!
+//! - `model/bias_train`: forward and backward of a bias added to a layer's
+//!   output (times a fixed weighting, summed): candle's `broadcast_add`
+//!   (whose bias gradient is a reduction over leading dimensions, two
+//!   integer divisions per element on the CPU) against `bias_add` (the
+//!   gradient as a row sum, what the model's layers use), on the CartPole
+//!   MLP's `[272, 64]` (B 16 x T+1 17) and MinAtar's first conv output
+//!   `[21504, 16]` (B 16 x T+1 21 frames x 8 x 8 positions).
+//!
 //! Each `forward` iteration uploads `[B, ...obs]` from a host slice, runs
 //! `ActorCritic::step` and copies the logits back, as inference does.
 //! Throughput is rows (env steps) per second.
@@ -125,7 +133,58 @@ fn bench_first_conv(c: &mut Criterion) {
     group.finish();
 }
 
+/// One training pass through a bias: forward, weighting, sum, backward.
+fn bias_pass(
+    add: impl Fn(&Tensor, &Tensor) -> candle_core::Result<Tensor>,
+    xs: &Tensor,
+    bias: &candle_core::Var,
+    weights: &Tensor,
+) -> candle_core::Result<()> {
+    (add(xs, bias.as_tensor())? * weights)?
+        .sum_all()?
+        .backward()?;
+    Ok(())
+}
+
+fn bench_bias(c: &mut Criterion) {
+    let mut group = c.benchmark_group("model/bias_train");
+    for (name, rows, width) in [
+        ("mlp_272x64", 272, 64),
+        ("minatar_conv_21504x16", 21504, 16),
+    ] {
+        let built = (|| -> candle_core::Result<_> {
+            let host: Vec<f32> = (0..rows * width)
+                .map(|i| (i % 97) as f32 * 0.02 - 1.0)
+                .collect();
+            let xs = candle_core::Var::from_vec(host.clone(), (rows, width), &Device::Cpu)?;
+            let weights = Tensor::from_vec(host, (rows, width), &Device::Cpu)?;
+            let bias = candle_core::Var::zeros(width, DType::F32, &Device::Cpu)?;
+            Ok((xs, weights, bias))
+        })();
+        let (xs, weights, bias) = match built {
+            Ok(t) => t,
+            Err(e) => panic!("tensors: {e}"),
+        };
+        group.throughput(Throughput::Elements((rows * width) as u64));
+        group.bench_function(BenchmarkId::new("broadcast_add", name), |b| {
+            b.iter(|| bias_pass(|x, b| x.broadcast_add(b), &xs, &bias, &weights))
+        });
+        group.bench_function(BenchmarkId::new("bias_add", name), |b| {
+            b.iter(|| {
+                bias_pass(
+                    seed_learner::model::bias_add::bias_add,
+                    &xs,
+                    &bias,
+                    &weights,
+                )
+            })
+        });
+    }
+    group.finish();
+}
+
 fn bench_model(c: &mut Criterion) {
+    bench_bias(c);
     bench_first_conv(c);
     bench_activation(c);
     bench_spec(

@@ -25,8 +25,9 @@
 //! back to bf16: bf16 products summed in f32, the arithmetic of a GPU's
 //! tensor cores, only slower (bf16 is for accelerators).
 use candle_core::{DType, Module, Result, Tensor};
-use candle_nn::{Conv2d, Conv2dConfig, Linear, VarBuilder};
+use candle_nn::{Conv2d, Conv2dConfig, VarBuilder};
 
+use super::dense::Dense;
 use super::patch_conv::PatchConv;
 
 /// Frames at least this high and wide get the Atari-sized torso.
@@ -101,7 +102,7 @@ pub struct ConvTorso {
     conv1: FirstConv,
     /// `None` for the small-frame torso.
     conv2: Option<Conv2d>,
-    fc: Linear,
+    fc: Dense,
     out_dim: usize,
 }
 
@@ -143,7 +144,7 @@ impl ConvTorso {
                 conv_out(conv_out(h, 8, 4), 4, 2),
                 conv_out(conv_out(w, 8, 4), 4, 2),
             );
-            let fc = candle_nn::linear(32 * h2 * w2, features, vb.pp("fc"))?;
+            let fc = Dense::new(32 * h2 * w2, features, vb.pp("fc"))?;
             Ok(ConvTorso {
                 conv1,
                 conv2: Some(conv2),
@@ -153,7 +154,7 @@ impl ConvTorso {
         } else {
             let conv1 = FirstConv::new([c, h, w], 16, 3, 1, vb.pp("conv1"))?;
             let (h1, w1) = (conv_out(h, 3, 1), conv_out(w, 3, 1));
-            let fc = candle_nn::linear(16 * h1 * w1, features, vb.pp("fc"))?;
+            let fc = Dense::new(16 * h1 * w1, features, vb.pp("fc"))?;
             Ok(ConvTorso {
                 conv1,
                 conv2: None,

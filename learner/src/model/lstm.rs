@@ -32,6 +32,8 @@
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
 
+use super::bias_add::bias_add;
+
 /// How [`LstmCore::unroll`] projects its inputs (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputProjection {
@@ -105,12 +107,12 @@ impl LstmCore {
 
     /// `x W_ihᵀ + b_ih` for `x` `[N, in]`: the input half of the gates.
     fn input_gates(&self, x: &Tensor) -> Result<Tensor> {
-        x.matmul(&self.w_ih.t()?)?.broadcast_add(&self.b_ih)
+        bias_add(&x.matmul(&self.w_ih.t()?)?, &self.b_ih)
     }
 
     /// The cell from the input half of the gates `gx` `[B, 4H]`.
     fn cell(&self, gx: &Tensor, state: &RecurrentState) -> Result<RecurrentState> {
-        let gh = state.h.matmul(&self.w_hh.t()?)?.broadcast_add(&self.b_hh)?;
+        let gh = bias_add(&state.h.matmul(&self.w_hh.t()?)?, &self.b_hh)?;
         let gates = (gx + gh)?;
         let h = self.hidden;
         let sig = candle_nn::ops::sigmoid(&gates)?;

@@ -2,11 +2,13 @@
 //! layers (tanh keeps CartPole-sized policies well conditioned; CleanRL's
 //! choice too). The tanh is [`super::tanh`], vectorised on the CPU.
 use candle_core::{Module, Result, Tensor};
-use candle_nn::{Linear, VarBuilder};
+use candle_nn::VarBuilder;
+
+use super::dense::Dense;
 
 #[derive(Debug, Clone)]
 pub struct Mlp {
-    layers: Vec<Linear>,
+    layers: Vec<Dense>,
     out_dim: usize,
 }
 
@@ -15,7 +17,7 @@ impl Mlp {
         let mut layers = Vec::with_capacity(hidden_sizes.len());
         let mut width = in_dim;
         for (i, &h) in hidden_sizes.iter().enumerate() {
-            layers.push(candle_nn::linear(width, h, vb.pp(i))?);
+            layers.push(Dense::new(width, h, vb.pp(i))?);
             width = h;
         }
         Ok(Mlp {

@@ -19,7 +19,9 @@
 //! The weights are `f32` for training; an inference copy may be `bf16`
 //! ([`precision`]): it takes the same raw observations and returns `f32`
 //! parameters, values and state.
+pub mod bias_add;
 pub mod conv;
+pub mod dense;
 pub mod distribution;
 pub mod graph_ops;
 pub mod init;
@@ -32,7 +34,9 @@ pub mod tanh;
 pub mod weights;
 
 use candle_core::{DType, Device, Module, Result, Tensor};
-use candle_nn::{Linear, VarBuilder, VarMap};
+use candle_nn::{VarBuilder, VarMap};
+
+use dense::Dense;
 use seed_shared::{EnvSpec, ObsDType};
 
 pub use distribution::{ActionDistribution, Distribution};
@@ -221,10 +225,10 @@ pub struct ActorCritic {
     torso: Torso,
     core: Option<lstm::LstmCore>,
     /// Logits `[B, A]`, or the Gaussian's mean `[B, D]`.
-    policy: Linear,
+    policy: Dense,
     /// The Gaussian's log σ, `[D]`, before clamping; `None` for a categorical.
     log_std: Option<Tensor>,
-    value: Linear,
+    value: Dense,
     /// The weights' dtype: `f32`, or `bf16` for a reduced-precision
     /// inference copy.
     dtype: DType,
@@ -262,8 +266,8 @@ impl ActorCritic {
                 (dim, Some(vb.get_with_hints(dim, "log_std", init)?))
             }
         };
-        let policy = candle_nn::linear(features, policy_width, vb.pp("policy"))?;
-        let value = candle_nn::linear(features, 1, vb.pp("value"))?;
+        let policy = Dense::new(features, policy_width, vb.pp("policy"))?;
+        let value = Dense::new(features, 1, vb.pp("value"))?;
         Ok(ActorCritic {
             config: config.clone(),
             torso,

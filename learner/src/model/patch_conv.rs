@@ -23,6 +23,8 @@
 use candle_core::{Device, Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
+use super::bias_add::bias_add;
+
 /// A convolution (no padding, no dilation) over `[B, C, H, W]` inputs that
 /// need no gradient: the network's first layer.
 #[derive(Debug, Clone)]
@@ -124,9 +126,7 @@ impl Module for PatchConv {
             .reshape((b * ho * wo, ck2))?;
         let weight = self.weight.reshape((o, ck2))?.t()?;
         // `[B·Ho·Wo, O]` -> `[B, O, Ho, Wo]`.
-        patches
-            .matmul(&weight)?
-            .broadcast_add(&self.bias)?
+        bias_add(&patches.matmul(&weight)?, &self.bias)?
             .reshape((b, ho * wo, o))?
             .transpose(1, 2)?
             .contiguous()?
