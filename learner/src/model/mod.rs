@@ -35,9 +35,9 @@ pub mod weights;
 
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{VarBuilder, VarMap};
+use seed_shared::{EnvSpec, ObsDType};
 
 use dense::Dense;
-use seed_shared::{EnvSpec, ObsDType};
 
 pub use distribution::{ActionDistribution, Distribution};
 pub use lstm::RecurrentState;
