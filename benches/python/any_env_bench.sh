@@ -48,14 +48,14 @@ fi
 if [[ " $PHASES " == *" pendulum "* ]]; then
   for seed in 1 2 3; do
     run_pair "pendulum_seed$seed" --seed "$seed" --stop-when-solved --target-return -250 \
-      --reward-scale 0.1 --discount 0.9 --learning-rate 3e-4 --lr-decay-steps 0 --replay-ratio 1 --unroll-length 8 \
+      --reward-scale 0.1 --discount 0.9 --learning-rate 3e-4 --lr-decay-steps 0 --optimizer-epsilon 1e-8 --replay-ratio 1 --unroll-length 8 \
       --entropy-cost 0.001 --max-seconds 300 -- \
       --env Pendulum-v1 --envs 64 --seed "$seed" --max-seconds 310
   done
 fi
 if [[ " $PHASES " == *" pong "* ]]; then
   for envs in 16 64; do
-    run_pair "pong_${envs}envs" --learning-rate 6e-4 --lr-decay-steps 0 --batch-size 32 --unroll-length 20 --replay-ratio 4 --discount 0.99 --entropy-cost 0.01 --max-seconds 120 -- \
+    run_pair "pong_${envs}envs" --learning-rate 6e-4 --lr-decay-steps 0 --optimizer-epsilon 1e-8 --batch-size 32 --unroll-length 20 --replay-ratio 4 --discount 0.99 --entropy-cost 0.01 --max-seconds 120 -- \
       --env ALE/Pong-v5 --envs "$envs" --seed 1 --max-seconds 35
   done
 fi

@@ -23,6 +23,7 @@ use seed_learner::infer::exploration::EpsilonSchedule;
 use seed_learner::learn::algo::{Agent, R2d2Config};
 use seed_learner::learn::checkpoint::LoadedCheckpoint;
 use seed_learner::learn::config::TrainConfig;
+use seed_learner::learn::optimizer::{AdamConfig, Algorithm};
 
 /// Cap on the learning run's env steps; typical runs stop at 100k-300k.
 const MAX_ENV_STEPS: u64 = 2_000_000;
@@ -145,6 +146,8 @@ async fn r2d2_cartpole_return_rises_far_above_random() {
             },
             ..R2d2Config::default()
         });
+        // R2D2's Adam ε (V-trace's default is larger).
+        t.trainer.optimizer.algorithm = Algorithm::Adam(AdamConfig::default());
     }
     a.run.max_env_steps = Some(1_000_000);
     a.run.target_return = TARGET_RETURN;

@@ -30,6 +30,7 @@ use seed_learner::app::run::run_until;
 use seed_learner::app::LearnerConfig;
 use seed_learner::learn::checkpoint::LoadedCheckpoint;
 use seed_learner::learn::config::TrainConfig;
+use seed_learner::learn::optimizer::{AdamConfig, Algorithm};
 use seed_learner::model::ActionDistribution;
 use tokio::sync::watch;
 
@@ -85,8 +86,8 @@ impl Env for RecordingPendulum {
 /// A training learner on `socket` with no local actors and no progress
 /// lines: what `learner --env pendulum --local-actors 0 --progress-secs 0
 /// --seed 3 --reward-scale 0.1 --discount 0.9 --learning-rate 3e-4
-/// --entropy-cost 0.001 --replay-ratio 1 --unroll-length 8 --listen SOCKET`
-/// gives.
+/// --lr-decay-steps 0 --optimizer-epsilon 1e-8 --entropy-cost 0.001
+/// --replay-ratio 1 --unroll-length 8 --listen SOCKET` gives.
 fn config(socket: &str) -> LearnerConfig {
     let mut c =
         LearnerConfig::serving(socket.parse().expect("socket address"), EnvConfig::Pendulum);
@@ -97,6 +98,7 @@ fn config(socket: &str) -> LearnerConfig {
     loss.entropy_cost = 1e-3;
     train.trainer.optimizer.schedule =
         seed_learner::learn::optimizer::LrSchedule::Constant { lr: 3e-4 };
+    train.trainer.optimizer.algorithm = Algorithm::Adam(AdamConfig::default());
     train.replay.samples_per_insert = Some(1.0);
     train.unroll_length = 8;
     c.train = Some(train);

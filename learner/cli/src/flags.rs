@@ -27,8 +27,8 @@ use seed_learner::infer::exploration::EpsilonSchedule;
 use seed_learner::learn::algo::{Agent, ImpalaLossConfig, R2d2Config, VTraceClip};
 use seed_learner::learn::config::{
     CheckpointSettings, ReplaySampler, ReplaySettings, ReplayWriter, TrainConfig,
-    DEFAULT_LR_FINAL_FRACTION, R2D2_DISCOUNT, VTRACE_DISCOUNT, VTRACE_ENTROPY_COST,
-    VTRACE_LR_DECAY_STEPS,
+    DEFAULT_LR_FINAL_FRACTION, R2D2_DISCOUNT, VTRACE_ADAM_EPSILON, VTRACE_DISCOUNT,
+    VTRACE_ENTROPY_COST, VTRACE_LR_DECAY_STEPS,
 };
 use seed_learner::learn::optimizer::{
     AdamConfig, Algorithm, LrSchedule, OptimizerConfig, RmsPropConfig,
@@ -397,6 +397,15 @@ pub struct TrainArgs {
         default_value = "adam"
     )]
     pub optimizer: OptimizerKind,
+    /// ε of the optimizer: Adam adds it to √v̂, RMSProp to the mean square.
+    /// Adam's step is about the learning rate for any gradient well above ε,
+    /// so at 1e-8 the small gradients of a solved task still move the weights
+    /// at full speed; V-trace's 1e-3 moves them in proportion, which keeps a
+    /// solved CartPole solved. Tasks with small gradients learn slower with
+    /// it (Pendulum's flags give 1e-8) [default: adam: vtrace 1e-3, r2d2
+    /// 1e-8; rmsprop 0.01].
+    #[arg(help_heading = "Training", long)]
+    pub optimizer_epsilon: Option<f64>,
     /// Learning rate (initial one with --lr-decay-steps) [default: 0.002].
     #[arg(
         help_heading = "Training",
@@ -867,8 +876,23 @@ impl TrainArgs {
             .as_ref()
             .map_or(TrainConfig::default().batch_size, |t| t.batch_size);
         let algorithm = match self.optimizer {
-            OptimizerKind::Adam => Algorithm::Adam(AdamConfig::default()),
-            OptimizerKind::Rmsprop => Algorithm::RmsProp(RmsPropConfig::default()),
+            OptimizerKind::Adam => {
+                let d = AdamConfig::default();
+                Algorithm::Adam(AdamConfig {
+                    eps: self.optimizer_epsilon.unwrap_or(match self.algo {
+                        AlgoArg::Vtrace => VTRACE_ADAM_EPSILON,
+                        AlgoArg::R2d2 => d.eps,
+                    }),
+                    ..d
+                })
+            }
+            OptimizerKind::Rmsprop => {
+                let d = RmsPropConfig::default();
+                Algorithm::RmsProp(RmsPropConfig {
+                    eps: self.optimizer_epsilon.unwrap_or(d.eps),
+                    ..d
+                })
+            }
         };
         let decay_steps = self.lr_decay_steps.unwrap_or(match self.algo {
             AlgoArg::Vtrace => VTRACE_LR_DECAY_STEPS,
@@ -1297,6 +1321,48 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("--lr-final-fraction"), "{err}");
+    }
+
+    #[test]
+    fn the_optimizer_epsilon_defaults_per_algorithm_and_optimizer() {
+        let eps = |flags: &[&str]| match parse(flags)
+            .unwrap()
+            .train
+            .to_config()
+            .unwrap()
+            .train
+            .unwrap()
+            .trainer
+            .optimizer
+            .algorithm
+        {
+            Algorithm::Adam(a) => ("adam", a.eps),
+            Algorithm::RmsProp(r) => ("rmsprop", r.eps),
+        };
+        assert_eq!(eps(&[]), ("adam", VTRACE_ADAM_EPSILON));
+        assert_eq!(
+            eps(&["--algo", "r2d2"]),
+            ("adam", AdamConfig::default().eps)
+        );
+        assert_eq!(
+            eps(&["--optimizer", "rmsprop"]),
+            ("rmsprop", RmsPropConfig::default().eps)
+        );
+        assert_eq!(eps(&["--optimizer-epsilon", "1e-5"]), ("adam", 1e-5));
+        assert_eq!(
+            eps(&["--optimizer", "rmsprop", "--optimizer-epsilon", "0.1"]),
+            ("rmsprop", 0.1)
+        );
+        for bad in ["0", "-1", "inf"] {
+            let err = parse(&[&format!("--optimizer-epsilon={bad}")])
+                .unwrap()
+                .train
+                .to_config()
+                .and_then(|c| c.validate())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("--optimizer-epsilon"), "{bad}: {err}");
+        }
     }
 
     #[test]
