@@ -1041,6 +1041,23 @@ mod tests {
         Cli::try_parse_from(std::iter::once("learner").chain(args.iter().copied()))
     }
 
+    /// The optimizer settings a training run with `args` gets.
+    fn optimizer(args: &[&str]) -> OptimizerConfig {
+        let train = parse(args).unwrap().train.to_config().unwrap().train;
+        train.expect("a training run").trainer.optimizer
+    }
+
+    /// Why the run `args` describe is refused.
+    fn refusal(args: &[&str]) -> String {
+        parse(args)
+            .unwrap()
+            .train
+            .to_config()
+            .and_then(|c| c.validate())
+            .unwrap_err()
+            .to_string()
+    }
+
     #[test]
     fn replay_addr_reaches_the_config_and_refuses_the_local_buffer_flags() {
         let config = |args: &[&str]| parse(args).unwrap().train.to_config();
@@ -1234,13 +1251,7 @@ mod tests {
         assert_eq!(r.exploration.epsilon, 0.3);
         assert_eq!(r.exploration.slots, 16, "2 local actors x 8 envs");
         assert_eq!(t.replay.sampler, Some(ReplaySampler::Uniform));
-        let err = parse(&["--replay-sampler", "prioritized"])
-            .unwrap()
-            .train
-            .to_config()
-            .and_then(|c| c.validate())
-            .unwrap_err()
-            .to_string();
+        let err = refusal(&["--replay-sampler", "prioritized"]);
         assert!(err.contains("--algo r2d2"), "{err}");
     }
 
@@ -1270,18 +1281,7 @@ mod tests {
 
     #[test]
     fn the_learning_rate_schedule_defaults_per_algorithm() {
-        let schedule = |flags: &[&str]| {
-            parse(flags)
-                .unwrap()
-                .train
-                .to_config()
-                .unwrap()
-                .train
-                .unwrap()
-                .trainer
-                .optimizer
-                .schedule
-        };
+        let schedule = |flags: &[&str]| optimizer(flags).schedule;
         assert_eq!(
             schedule(&[]),
             LrSchedule::LinearDecay {
@@ -1313,29 +1313,13 @@ mod tests {
                 last: 1e-3,
             }
         );
-        let err = parse(&["--lr-final-fraction", "1.5"])
-            .unwrap()
-            .train
-            .to_config()
-            .and_then(|c| c.validate())
-            .unwrap_err()
-            .to_string();
+        let err = refusal(&["--lr-final-fraction", "1.5"]);
         assert!(err.contains("--lr-final-fraction"), "{err}");
     }
 
     #[test]
     fn the_optimizer_epsilon_defaults_per_algorithm_and_optimizer() {
-        let eps = |flags: &[&str]| match parse(flags)
-            .unwrap()
-            .train
-            .to_config()
-            .unwrap()
-            .train
-            .unwrap()
-            .trainer
-            .optimizer
-            .algorithm
-        {
+        let eps = |flags: &[&str]| match optimizer(flags).algorithm {
             Algorithm::Adam(a) => ("adam", a.eps),
             Algorithm::RmsProp(r) => ("rmsprop", r.eps),
         };
@@ -1354,13 +1338,7 @@ mod tests {
             ("rmsprop", 0.1)
         );
         for bad in ["0", "-1", "inf"] {
-            let err = parse(&[&format!("--optimizer-epsilon={bad}")])
-                .unwrap()
-                .train
-                .to_config()
-                .and_then(|c| c.validate())
-                .unwrap_err()
-                .to_string();
+            let err = refusal(&[&format!("--optimizer-epsilon={bad}")]);
             assert!(err.contains("--optimizer-epsilon"), "{bad}: {err}");
         }
     }
