@@ -402,8 +402,9 @@ pub struct TrainArgs {
     /// so at 1e-8 the small gradients of a solved task still move the weights
     /// at full speed; V-trace's 1e-3 moves them in proportion, which keeps a
     /// solved CartPole solved. Tasks with small gradients learn slower with
-    /// it (Pendulum's flags give 1e-8) [default: adam: vtrace 1e-3, r2d2
-    /// 1e-8; rmsprop 0.01].
+    /// it (Pendulum's flags give 1e-8), and an LSTM core far slower
+    /// [default: adam: vtrace 1e-3, vtrace with --lstm and r2d2 1e-8;
+    /// rmsprop 0.01].
     #[arg(help_heading = "Training", long)]
     pub optimizer_epsilon: Option<f64>,
     /// Learning rate (initial one with --lr-decay-steps) [default: 0.002].
@@ -879,9 +880,10 @@ impl TrainArgs {
             OptimizerKind::Adam => {
                 let d = AdamConfig::default();
                 Algorithm::Adam(AdamConfig {
+                    // An LSTM core learns far slower at V-trace's 1e-3.
                     eps: self.optimizer_epsilon.unwrap_or(match self.algo {
-                        AlgoArg::Vtrace => VTRACE_ADAM_EPSILON,
-                        AlgoArg::R2d2 => d.eps,
+                        AlgoArg::Vtrace if !self.lstm => VTRACE_ADAM_EPSILON,
+                        AlgoArg::Vtrace | AlgoArg::R2d2 => d.eps,
                     }),
                     ..d
                 })
@@ -1324,6 +1326,7 @@ mod tests {
             Algorithm::RmsProp(r) => ("rmsprop", r.eps),
         };
         assert_eq!(eps(&[]), ("adam", VTRACE_ADAM_EPSILON));
+        assert_eq!(eps(&["--lstm"]), ("adam", AdamConfig::default().eps));
         assert_eq!(
             eps(&["--algo", "r2d2"]),
             ("adam", AdamConfig::default().eps)
