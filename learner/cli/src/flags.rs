@@ -877,24 +877,20 @@ impl TrainArgs {
             .as_ref()
             .map_or(TrainConfig::default().batch_size, |t| t.batch_size);
         let algorithm = match self.optimizer {
-            OptimizerKind::Adam => {
-                let d = AdamConfig::default();
-                Algorithm::Adam(AdamConfig {
-                    // An LSTM core learns far slower at V-trace's 1e-3.
-                    eps: self.optimizer_epsilon.unwrap_or(match self.algo {
-                        AlgoArg::Vtrace if !self.lstm => VTRACE_ADAM_EPSILON,
-                        AlgoArg::Vtrace | AlgoArg::R2d2 => d.eps,
-                    }),
-                    ..d
-                })
-            }
-            OptimizerKind::Rmsprop => {
-                let d = RmsPropConfig::default();
-                Algorithm::RmsProp(RmsPropConfig {
-                    eps: self.optimizer_epsilon.unwrap_or(d.eps),
-                    ..d
-                })
-            }
+            // An LSTM core learns far slower at V-trace's 1e-3.
+            OptimizerKind::Adam => Algorithm::Adam(AdamConfig {
+                eps: self.optimizer_epsilon.unwrap_or(match self.algo {
+                    AlgoArg::Vtrace if !self.lstm => VTRACE_ADAM_EPSILON,
+                    AlgoArg::Vtrace | AlgoArg::R2d2 => AdamConfig::default().eps,
+                }),
+                ..AdamConfig::default()
+            }),
+            OptimizerKind::Rmsprop => Algorithm::RmsProp(RmsPropConfig {
+                eps: self
+                    .optimizer_epsilon
+                    .unwrap_or(RmsPropConfig::default().eps),
+                ..RmsPropConfig::default()
+            }),
         };
         let decay_steps = self.lr_decay_steps.unwrap_or(match self.algo {
             AlgoArg::Vtrace => VTRACE_LR_DECAY_STEPS,

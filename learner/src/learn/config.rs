@@ -425,10 +425,7 @@ impl TrainConfig {
                 return bad("--lr-final-fraction must be in [0, 1]");
             }
         }
-        let eps = match t.optimizer.algorithm {
-            Algorithm::Adam(a) => a.eps,
-            Algorithm::RmsProp(r) => r.eps,
-        };
+        let eps = t.optimizer.algorithm.epsilon();
         if !(eps.is_finite() && eps > 0.0) {
             return bad("--optimizer-epsilon must be positive");
         }

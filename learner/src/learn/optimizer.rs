@@ -192,6 +192,16 @@ pub enum Algorithm {
     RmsProp(RmsPropConfig),
 }
 
+impl Algorithm {
+    /// The rule's ε (Adam: added to `√v̂`; RMSProp: to the mean square).
+    pub fn epsilon(&self) -> f64 {
+        match *self {
+            Self::Adam(a) => a.eps,
+            Self::RmsProp(r) => r.eps,
+        }
+    }
+}
+
 /// Everything an [`Optimizer`] needs besides the variables.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct OptimizerConfig {
