@@ -46,10 +46,11 @@ def test_float64_is_cast_to_f32():
     np.testing.assert_array_equal(got, np.array([0.1, -2.5e2], dtype=np.float32))
 
 
-def test_bool_becomes_u8_zero_or_one():
+def test_bool_becomes_u8_zero_or_full_intensity():
+    # The learner scales u8 by 1/255: True must arrive as 255 to be seen as 1.
     layout = observation_layout(spaces.Box(0, 1, shape=(4,), dtype=bool))
     assert layout.dtype == "u8"
-    assert layout.to_bytes(np.array([True, False, False, True])) == bytes([1, 0, 0, 1])
+    assert layout.to_bytes(np.array([True, False, False, True])) == bytes([255, 0, 0, 255])
 
 
 def test_channels_last_transposes_hwc_to_chw():
@@ -70,7 +71,7 @@ def test_minatar_like_bool_hwc_frames_become_u8_chw():
     frame = np.zeros((10, 10, 4), dtype=bool)
     frame[2, 3, 1] = True
     chw = layout.to_array(frame)
-    assert chw[1, 2, 3] == 1 and chw.sum() == 1
+    assert chw[1, 2, 3] == 255 and int(chw.sum()) == 255
 
 
 def test_a_shape_that_looks_channels_last_is_refused_unless_told():

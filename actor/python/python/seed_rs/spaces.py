@@ -16,9 +16,13 @@ space dtype               wire dtype   conversion per step
 float32                   f32          none
 other floats              f32          cast
 uint8                     u8           none
-bool                      u8           cast (0 or 1)
+bool                      u8           0 or 255
 other integers            f32          cast
 ========================  ===========  ===========================
+
+The learner reads u8 observations as pixel intensities and scales them by
+1/255, so a ``True`` goes on the wire as 255: the model sees 0 and 1 (as
+0 and 1 it would see 0 and 1/255, a first layer 255 times too weak).
 
 A scalar ``Box`` becomes shape ``[1]``. Rank-3 observations are images and
 must be channels-first ``[C, H, W]``; ``channels_last=True`` transposes
@@ -52,7 +56,7 @@ __all__ = [
 ]
 
 SUPPORTED_OBSERVATIONS = (
-    "Box of floats (sent as f32), uint8 (u8), bool (u8) or "
+    "Box of floats (sent as f32), uint8 (u8), bool (u8, 0 or 255) or "
     "integers (f32); rank-3 images channels-first [C, H, W] "
     "(channels_last=True transposes [H, W, C])"
 )
@@ -103,6 +107,9 @@ class ObservationLayout:
         a = np.asarray(obs)
         if self.transpose is not None:
             a = a.transpose(self.transpose)
+        if self.source_dtype == np.bool_:
+            # Full intensity: the learner's 1/255 brings it back to 1.
+            return (a.astype(self.wire_dtype) * np.uint8(255)).tobytes()
         return a.astype(self.wire_dtype, copy=False).tobytes()
 
     def to_array(self, obs) -> np.ndarray:
