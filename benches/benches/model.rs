@@ -17,8 +17,9 @@
 //!   first layer (plus ReLU and a sum) on a training batch of MinAtar
 //!   frames (`[320, 4, 10, 10]`: B 16 x T 20) and of Atari frames
 //!   (`[64, 4, 84, 84]`): candle's `Conv2d` (whose backward also computes
-//!   the observations' gradient) against `PatchConv` (patches x weights,
-//!   what the torso uses on the CPU).
+//!   the observations' gradient), `PatchConv` built from candle ops
+//!   (patches x weights, then the ReLU) and `PatchConv::forward_relu` (the
+//!   layer and its ReLU as one op, what the torso uses in f32 on the CPU).
 //!
 //! - `model/bias_train`: forward and backward of a bias added to a layer's
 //!   output (times a fixed weighting, summed): candle's `broadcast_add`
@@ -128,6 +129,12 @@ fn bench_first_conv(c: &mut Criterion) {
         });
         group.bench_function(BenchmarkId::new("patch_conv", name), |b| {
             b.iter(|| train_pass(&patch, &xs))
+        });
+        group.bench_function(BenchmarkId::new("patch_conv_relu", name), |b| {
+            b.iter(|| -> candle_core::Result<()> {
+                patch.forward_relu(&xs)?.sum_all()?.backward()?;
+                Ok(())
+            })
         });
     }
     group.finish();
