@@ -183,7 +183,7 @@ impl PatchConvRelu {
 
     /// Frames in `xs`, checking that it holds whole frames.
     fn frames(&self, xs: &[f32]) -> Result<usize> {
-        if xs.len() % self.frame_len != 0 {
+        if !xs.len().is_multiple_of(self.frame_len) {
             candle_core::bail!(
                 "patch conv: input of {} values is not whole frames of {}",
                 xs.len(),
@@ -297,7 +297,7 @@ impl CustomOp3 for PatchConvReluGrad {
         let grad = f32_slice("the output's gradient", s3, l3)?;
         let frames = op.frames(xs)?;
         let (k, p) = (op.patch_len(), op.positions);
-        if frames == 0 || out.len() != grad.len() || out.len() % (frames * p) != 0 {
+        if frames == 0 || out.len() != grad.len() || !out.len().is_multiple_of(frames * p) {
             candle_core::bail!(
                 "patch conv: output of {} and gradient of {} values for {frames} frames",
                 out.len(),
