@@ -31,21 +31,33 @@ pub fn bias_add(xs: &Tensor, bias: &Tensor) -> Result<Tensor> {
 #[derive(Debug, Clone, Copy)]
 struct RowBiasAdd;
 
-/// `xs`'s rows of `bias.len()` as a contiguous slice, checking the shapes.
-fn rows<'a>(op: &str, storage: &'a CpuStorage, layout: &Layout, width: usize) -> Result<&'a [f32]> {
+/// A custom op's input as a contiguous f32 slice, or an error naming the
+/// op and `what` the input is.
+pub(super) fn contiguous_f32<'a>(
+    op: &str,
+    what: &str,
+    storage: &'a CpuStorage,
+    layout: &Layout,
+) -> Result<&'a [f32]> {
     let CpuStorage::F32(src) = storage else {
-        candle_core::bail!("{op}: expected f32 storage");
+        candle_core::bail!("{op}: {what} must be f32");
     };
     let Some((start, end)) = layout.contiguous_offsets() else {
-        candle_core::bail!("{op}: input must be contiguous");
+        candle_core::bail!("{op}: {what} must be contiguous");
     };
+    Ok(&src[start..end])
+}
+
+/// `xs`'s rows of `bias.len()` as a contiguous slice, checking the shapes.
+fn rows<'a>(op: &str, storage: &'a CpuStorage, layout: &Layout, width: usize) -> Result<&'a [f32]> {
+    let rows = contiguous_f32(op, "input", storage, layout)?;
     if layout.dims().last() != Some(&width) || width == 0 {
         candle_core::bail!(
             "{op}: input {:?} does not end in the bias width {width}",
             layout.dims()
         );
     }
-    Ok(&src[start..end])
+    Ok(rows)
 }
 
 impl CustomOp2 for RowBiasAdd {

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Module, Result, Shape, Tensor};
 use candle_nn::VarBuilder;
 
-use super::bias_add::bias_add;
+use super::bias_add::{bias_add, contiguous_f32};
 
 /// A convolution (no padding, no dilation) over `[B, C, H, W]` inputs that
 /// need no gradient: the network's first layer.
@@ -166,13 +166,7 @@ struct PatchConvRelu {
 
 /// A contiguous f32 slice of `storage`, or an error naming `what`.
 fn f32_slice<'a>(what: &str, storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]> {
-    let CpuStorage::F32(data) = storage else {
-        candle_core::bail!("patch conv: {what} must be f32");
-    };
-    let Some((start, end)) = layout.contiguous_offsets() else {
-        candle_core::bail!("patch conv: {what} must be contiguous");
-    };
-    Ok(&data[start..end])
+    contiguous_f32("patch conv", what, storage, layout)
 }
 
 impl PatchConvRelu {
@@ -401,6 +395,26 @@ mod tests {
         (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()
     }
 
+    /// The weight's and bias's gradients in `ours` and `theirs` agree.
+    fn assert_same_gradients(
+        ours: &candle_core::backprop::GradStore,
+        theirs: &candle_core::backprop::GradStore,
+        map: &VarMap,
+        case: &str,
+    ) -> Result<()> {
+        for name in ["conv.weight", "conv.bias"] {
+            let var = map.data().lock().unwrap()[name].clone();
+            let (a, b) = (ours.get(&var).unwrap(), theirs.get(&var).unwrap());
+            assert_eq!(a.dims(), b.dims(), "{case} {name}");
+            let scale = b.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+            assert!(
+                max_abs_diff(a, b)? <= 1e-4 * scale.max(1.0),
+                "{case} gradient of {name} differs"
+            );
+        }
+        Ok(())
+    }
+
     #[test]
     fn matches_conv2d_values_and_weight_gradients() -> Result<()> {
         // MinAtar's small torso, and a strided Atari-like one on a small
@@ -423,15 +437,7 @@ mod tests {
                 (&yp * &mix)?.sum_all()?.backward()?,
                 (&yc * &mix)?.sum_all()?.backward()?,
             );
-            for name in ["conv.weight", "conv.bias"] {
-                let var = map.data().lock().unwrap()[name].clone();
-                let (a, b) = (gp.get(&var).unwrap(), gc.get(&var).unwrap());
-                let scale = b.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
-                assert!(
-                    max_abs_diff(a, b)? <= 1e-4 * scale.max(1.0),
-                    "{shape:?} gradient of {name} differs"
-                );
-            }
+            assert_same_gradients(&gp, &gc, &map, &format!("{shape:?}"))?;
         }
         Ok(())
     }
@@ -465,16 +471,7 @@ mod tests {
                 (&yp * &mix)?.sum_all()?.backward()?,
                 (&yc * &mix)?.sum_all()?.backward()?,
             );
-            for name in ["conv.weight", "conv.bias"] {
-                let var = map.data().lock().unwrap()[name].clone();
-                let (a, b) = (gp.get(&var).unwrap(), gc.get(&var).unwrap());
-                assert_eq!(a.dims(), b.dims(), "{shape:?} {name}");
-                let scale = b.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
-                assert!(
-                    max_abs_diff(a, b)? <= 1e-4 * scale.max(1.0),
-                    "{shape:?} gradient of {name} differs"
-                );
-            }
+            assert_same_gradients(&gp, &gc, &map, &format!("{shape:?}"))?;
         }
         Ok(())
     }
