@@ -66,9 +66,7 @@ impl FirstConv {
             shape[0], out, kernel, cfg, vb,
         )?))
     }
-}
 
-impl FirstConv {
     /// `relu(conv(xs))` flattened per frame, channel-major: `[B, O·Ho·Wo]`.
     fn forward_relu(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
