@@ -395,13 +395,24 @@ mod tests {
         (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()
     }
 
-    /// The weight's and bias's gradients in `ours` and `theirs` agree.
+    /// (frame `[C, H, W]`, output channels, kernel, stride): MinAtar's
+    /// small torso, and a strided Atari-like one on a small frame.
+    const CASES: [([usize; 3], usize, usize, usize); 2] =
+        [([4, 10, 10], 16, 3, 1), ([3, 20, 24], 5, 8, 4)];
+
+    /// Under a loss that weights every output by `mix`, the weight's and
+    /// bias's gradients through `ours` and through `theirs` agree.
     fn assert_same_gradients(
-        ours: &candle_core::backprop::GradStore,
-        theirs: &candle_core::backprop::GradStore,
+        ours: &Tensor,
+        theirs: &Tensor,
+        mix: &Tensor,
         map: &VarMap,
         case: &str,
     ) -> Result<()> {
+        let (ours, theirs) = (
+            (ours * mix)?.sum_all()?.backward()?,
+            (theirs * mix)?.sum_all()?.backward()?,
+        );
         for name in ["conv.weight", "conv.bias"] {
             let var = map.data().lock().unwrap()[name].clone();
             let (a, b) = (ours.get(&var).unwrap(), theirs.get(&var).unwrap());
@@ -417,9 +428,8 @@ mod tests {
 
     #[test]
     fn matches_conv2d_values_and_weight_gradients() -> Result<()> {
-        // MinAtar's small torso, and a strided Atari-like one on a small
-        // frame; each against `Conv2d` on the same weights.
-        for (shape, out, kernel, stride) in [([4, 10, 10], 16, 3, 1), ([3, 20, 24], 5, 8, 4)] {
+        // Each case against `Conv2d` on the same weights.
+        for (shape, out, kernel, stride) in CASES {
             let (patch, conv, map) = both(shape, out, kernel, stride)?;
             let xs = input(3, shape)?;
             let (yp, yc) = (patch.forward(&xs)?, conv.forward(&xs)?);
@@ -433,11 +443,7 @@ mod tests {
 
             // A loss that weights every output differently.
             let mix = input(3, [out, yp.dim(2)?, yp.dim(3)?])?;
-            let (gp, gc) = (
-                (&yp * &mix)?.sum_all()?.backward()?,
-                (&yc * &mix)?.sum_all()?.backward()?,
-            );
-            assert_same_gradients(&gp, &gc, &map, &format!("{shape:?}"))?;
+            assert_same_gradients(&yp, &yc, &mix, &map, &format!("{shape:?}"))?;
         }
         Ok(())
     }
@@ -447,7 +453,7 @@ mod tests {
     /// skipped elements) and with outputs on both sides of the ReLU.
     #[test]
     fn forward_relu_matches_conv2d_relu_flatten() -> Result<()> {
-        for (shape, out, kernel, stride) in [([4, 10, 10], 16, 3, 1), ([3, 20, 24], 5, 8, 4)] {
+        for (shape, out, kernel, stride) in CASES {
             let (patch, conv, map) = both(shape, out, kernel, stride)?;
             let dense = input(3, shape)?;
             let mask = input(3, shape)?.ge(0.5)?.to_dtype(DType::F32)?;
@@ -467,11 +473,7 @@ mod tests {
             );
 
             let mix = input(1, [3, yp.dim(1)?, 1])?.reshape(yp.dims())?;
-            let (gp, gc) = (
-                (&yp * &mix)?.sum_all()?.backward()?,
-                (&yc * &mix)?.sum_all()?.backward()?,
-            );
-            assert_same_gradients(&gp, &gc, &map, &format!("{shape:?}"))?;
+            assert_same_gradients(&yp, &yc, &mix, &map, &format!("{shape:?}"))?;
         }
         Ok(())
     }
