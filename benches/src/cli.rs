@@ -55,7 +55,7 @@ pub struct LatencyCli {
     /// that holds every connected env is inferred on the learner's I/O
     /// thread; 0 sends every step batch through the batcher and inference
     /// thread [default: 32, the learner's default].
-    #[arg(long, hide_default_value = true, default_value_t = seed_learner::app::config::DEFAULT_INLINE_MAX_ROWS)]
+    #[arg(long, hide_default_value = true, default_value_t = seed_learner::app::LearnerConfig::default().inference.inline_max_rows)]
     pub inline_max_rows: usize,
     /// Keep the learner's training on (unrolls, replay, trainer) while
     /// measuring [default: off: the learner runs with `--no-train`, so the

@@ -19,11 +19,9 @@ use support::cartpole_training::train;
 use seed_env::EnvConfig;
 use seed_learner::app::eval::{evaluate, EvalConfig, EvalPolicy};
 use seed_learner::app::LearnerConfig;
-use seed_learner::infer::exploration::EpsilonSchedule;
-use seed_learner::learn::algo::{Agent, R2d2Config};
+use seed_learner::app::settings::resolve_toml;
+use seed_learner::learn::algo::Agent;
 use seed_learner::learn::checkpoint::LoadedCheckpoint;
-use seed_learner::learn::config::TrainConfig;
-use seed_learner::learn::optimizer::{AdamConfig, Algorithm};
 
 /// Cap on the learning run's env steps; typical runs stop at 100k-300k.
 const MAX_ENV_STEPS: u64 = 2_000_000;
@@ -34,9 +32,18 @@ const TARGET_RETURN: f64 = 150.0;
 /// seed 3 (what `learner --local-actors 0 --progress-secs 0 --seed 3
 /// --listen SOCKET` gives).
 fn config(socket: &str) -> LearnerConfig {
-    let mut c =
+    config_of(socket, "")
+}
+
+/// What `learner` with the settings `toml` gives (its defaults, local
+/// actors' env slots included), served on `socket` to in-process actors,
+/// with no progress lines and seed 3.
+fn config_of(socket: &str, toml: &str) -> LearnerConfig {
+    let mut c = resolve_toml(toml).expect("settings resolve");
+    let serving =
         LearnerConfig::serving(socket.parse().expect("socket address"), EnvConfig::CartPole);
-    c.train = Some(TrainConfig::default());
+    c.serve = serving.serve;
+    c.run.local_actors = 0;
     c.run.progress_every = None;
     c.seed = 3;
     c
@@ -129,26 +136,24 @@ async fn cartpole_return_rises_far_above_random_and_resumes() {
     assert!(ckpt2.state.env_steps >= ckpt.state.env_steps + 20_000);
 }
 
-/// R2D2 with its defaults (ε over the 64 env slots of two 32-env actors):
+/// R2D2 with its defaults, as `--algo r2d2` resolves them (ε over the 64
+/// env slots of two 32-env actors):
 /// typical runs reach 150 within 100k-200k env steps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r2d2_cartpole_return_rises_far_above_random() {
     support::init();
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = format!("unix:{}", dir.path().join("l.sock").display());
-    let mut a = config(&socket);
-    a.model.lstm_size = Some(64);
-    if let Some(t) = a.train.as_mut() {
-        t.trainer.agent = Agent::R2d2(R2d2Config {
-            exploration: EpsilonSchedule {
-                slots: 64,
-                ..R2d2Config::default().exploration
-            },
-            ..R2d2Config::default()
-        });
-        // R2D2's Adam ε (V-trace's default is larger).
-        t.trainer.optimizer.algorithm = Algorithm::Adam(AdamConfig::default());
-    }
+    // `learner --algo r2d2`: every default R2D2's own (γ 0.99, a constant
+    // rate, Adam's ε 1e-8, ε-greedy over 2 x 32 env slots, the LSTM core).
+    let mut a = config_of(&socket, "[train]\nalgo = \"r2d2\"\n");
+    let t = a.train.as_ref().expect("training");
+    let Agent::R2d2(r2d2) = t.trainer.agent else {
+        panic!("not r2d2: {:?}", t.trainer.agent)
+    };
+    assert_eq!(r2d2.exploration.slots, 64);
+    assert_eq!(t.trainer.loss.discount, 0.99);
+    assert_eq!(a.model.lstm_size, Some(64));
     a.run.max_env_steps = Some(1_000_000);
     a.run.target_return = TARGET_RETURN;
     a.run.stop_when_solved = true;

@@ -29,8 +29,7 @@ use seed_learner::app::eval::{evaluate, EvalConfig, EvalPolicy};
 use seed_learner::app::run::run_until;
 use seed_learner::app::LearnerConfig;
 use seed_learner::learn::checkpoint::LoadedCheckpoint;
-use seed_learner::learn::config::TrainConfig;
-use seed_learner::learn::optimizer::{AdamConfig, Algorithm};
+use seed_learner::app::settings::{presets::preset, resolve};
 use seed_learner::model::ActionDistribution;
 use tokio::sync::watch;
 
@@ -84,24 +83,17 @@ impl Env for RecordingPendulum {
 }
 
 /// A training learner on `socket` with no local actors and no progress
-/// lines: what `learner --env pendulum --local-actors 0 --progress-secs 0
-/// --seed 3 --reward-scale 0.1 --discount 0.9 --learning-rate 3e-4
-/// --lr-decay-steps 0 --optimizer-epsilon 1e-8 --entropy-cost 0.001
-/// --replay-ratio 1 --unroll-length 8 --listen SOCKET` gives.
+/// lines: what `learner --preset pendulum --local-actors 0 --progress-secs 0
+/// --seed 3 --listen SOCKET` gives (reward scale 0.1, γ 0.9, a constant
+/// 3e-4, Adam's ε 1e-8, entropy 0.001, replay ratio 1, unrolls of 8).
 fn config(socket: &str) -> LearnerConfig {
-    let mut c =
+    let mut c = resolve(&[preset("pendulum").expect("the pendulum preset")])
+        .expect("the preset resolves")
+        .config;
+    let serving =
         LearnerConfig::serving(socket.parse().expect("socket address"), EnvConfig::Pendulum);
-    let mut train = TrainConfig::default();
-    let loss = &mut train.trainer.loss;
-    loss.reward_scale = 0.1;
-    loss.discount = 0.9;
-    loss.entropy_cost = 1e-3;
-    train.trainer.optimizer.schedule =
-        seed_learner::learn::optimizer::LrSchedule::Constant { lr: 3e-4 };
-    train.trainer.optimizer.algorithm = Algorithm::Adam(AdamConfig::default());
-    train.replay.samples_per_insert = Some(1.0);
-    train.unroll_length = 8;
-    c.train = Some(train);
+    c.serve = serving.serve;
+    c.run.local_actors = 0;
     c.run.progress_every = None;
     c.seed = 3;
     c

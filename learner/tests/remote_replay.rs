@@ -19,9 +19,9 @@ use support::cartpole_training::train;
 use seed_env::EnvConfig;
 use seed_learner::app::replay_table::replay_table_config;
 use seed_learner::app::{Learner, LearnerConfig};
+use seed_learner::app::settings::resolve_toml;
 use seed_learner::infer::exploration::EpsilonSchedule;
 use seed_learner::learn::algo::{Agent, R2d2Config};
-use seed_learner::learn::config::TrainConfig;
 use seed_learner::replay::RemoteReplayConfig;
 use seed_replay_service::client::ClientOptions;
 use seed_replay_service::{ReplayClient, RunningServer, ServerOptions, ServiceConfig};
@@ -31,7 +31,7 @@ use seed_replay_service::{ReplayClient, RunningServer, ServerOptions, ServiceCon
 fn config(socket: &str) -> LearnerConfig {
     let mut c =
         LearnerConfig::serving(socket.parse().expect("socket address"), EnvConfig::CartPole);
-    c.train = Some(TrainConfig::default());
+    c.train = LearnerConfig::default().train;
     c.run.progress_every = None;
     c.seed = 3;
     c
@@ -108,19 +108,26 @@ async fn r2d2_writes_priorities_back_to_a_remote_prioritized_table() {
     let socket = format!("unix:{}", dir.path().join("l.sock").display());
     let mut c = config(&socket);
     c.model.lstm_size = Some(16);
+    // R2D2's defaults, with room for every sequence of the run, so the
+    // ones whose priorities were written back are still there to be
+    // sampled.
+    c.train = resolve_toml(
+        "[train]\nalgo = \"r2d2\"\nbatch_size = 8\n\
+         [replay]\nreplay_capacity = 8192\nreplay_min_size = 32\n",
+    )
+    .expect("settings resolve")
+    .train;
     if let Some(t) = c.train.as_mut() {
-        t.batch_size = 8;
+        let Agent::R2d2(r2d2) = t.trainer.agent else {
+            panic!("not r2d2")
+        };
         t.trainer.agent = Agent::R2d2(R2d2Config {
             exploration: EpsilonSchedule {
                 slots: 16,
-                ..R2d2Config::default().exploration
+                ..r2d2.exploration
             },
-            ..R2d2Config::default()
+            ..r2d2
         });
-        // Room for every sequence of the run, so the ones whose
-        // priorities were written back are still there to be sampled.
-        t.replay.capacity = Some(8192);
-        t.replay.min_size = Some(32);
     }
     // The printed table, with only a min-size limiter, so that this test
     // can sample it after the run whatever the ratio then is.
@@ -209,7 +216,7 @@ async fn resume_with_a_remote_table_continues_the_checkpointed_run() {
     let mut a = config(&socket);
     a.run.max_env_steps = Some(20_000);
     a.run.run_dir = Some(run_dir.clone());
-    a.train.as_mut().expect("training").replay.capacity = Some(48);
+    a.train.as_mut().expect("training").replay.capacity = 48;
     let s1 = train(a, &socket, 1, 16).await;
     assert!(s1.policy_version > 0, "trained before the checkpoint");
 

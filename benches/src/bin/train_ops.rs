@@ -137,7 +137,7 @@ fn count(name: &str, lstm_size: Option<usize>, t: usize, b: usize) -> Result<Cou
     let mut cfg = ModelConfig::for_spec(&EnvSpec::cartpole());
     cfg.lstm_size = lstm_size;
     let model = TrainableModel::new(&cfg, &dev, 1)?;
-    let optimizer = Optimizer::new(&model.varmap, OptimizerConfig::default())?;
+    let optimizer = Optimizer::new(&model.varmap, OptimizerConfig::constant_adam(6e-4))?;
     let t1 = t + 1;
     let obs = Tensor::randn(0f32, 1.0, (t1, b, 4), &dev)?;
     let episode_start = Tensor::zeros((t1, b), DType::F32, &dev)?;
@@ -160,7 +160,7 @@ fn count(name: &str, lstm_size: Option<usize>, t: usize, b: usize) -> Result<Cou
             terminated: &Tensor::zeros((t1, b), DType::U8, &dev)?,
             truncated: &Tensor::zeros((t1, b), DType::U8, &dev)?,
         },
-        &ImpalaLossConfig::default(),
+        &ImpalaLossConfig::impala_paper(),
     )?;
     let forward = ops_in_graph([&loss.total]);
     let grads = loss.total.backward()?;

@@ -1,47 +1,35 @@
-//! The `learner` command line, and its one translation into a
-//! [`LearnerConfig`] ([`TrainArgs::to_config`]).
+//! The `learner` command line, and its one translation into settings
+//! ([`TrainArgs::layers`]) that the library resolves into a
+//! [`LearnerConfig`] ([`TrainArgs::resolve`]).
 //!
 //! `learner [FLAGS]` (no subcommand) serves actors and runs the embedded
 //! default: local actor processes on CartPole over loopback. Subcommands:
 //! `learner actor ...` (hidden) runs one actor, so the embedded default needs
 //! no second binary; `learner eval ...` runs greedy episodes of a checkpoint.
 //!
-//! Each doc comment states its flag's default; clap's own `[default: ...]`
-//! is hidden so help does not print it twice. The defaults themselves are
-//! [`LearnerConfig::default`]'s: a test below parses no flags and compares.
+//! No flag declares a default: every flag is an `Option`, and what is not
+//! given comes from the library (`seed_learner::app::settings`: its
+//! `defaults.toml`, a `--preset`, a `--config` file). Help text reads the
+//! defaults from there too ([`Cli::command_with_defaults`]), so `--help`,
+//! `docs/cli.md` and the run always agree. A flag's name is its key in a
+//! config file, in the section of its help heading.
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use seed_actor::cli::ActorArgs;
 use seed_env::EnvArgs;
-use seed_learner::app::config::{
-    InferenceConfig, RunConfig, ServeConfig, DEFAULT_INLINE_MAX_ROWS, R2D2_ENVS_PER_ACTOR,
-    VTRACE_ENVS_PER_ACTOR,
+use seed_learner::app::eval::{EvalConfig, EvalPolicy};
+use seed_learner::app::settings::schema::{
+    section_of, AlgoName, LogFormatName, OptimizerName, SECTIONS,
 };
+use seed_learner::app::settings::{self, Layer, Origin, Resolved, Settings};
 use seed_learner::app::LearnerConfig;
-use seed_learner::device::DeviceSpec;
 use seed_learner::error::LearnerError;
-use seed_learner::infer::batcher::BatcherConfig;
-use seed_learner::infer::exploration::EpsilonSchedule;
-use seed_learner::learn::algo::{Agent, ImpalaLossConfig, R2d2Config, VTraceClip};
-use seed_learner::learn::config::{
-    CheckpointSettings, ReplaySampler, ReplaySettings, ReplayWriter, TrainConfig,
-    DEFAULT_LR_FINAL_FRACTION, R2D2_DISCOUNT, VTRACE_ADAM_EPSILON, VTRACE_DISCOUNT,
-    VTRACE_ENTROPY_COST, VTRACE_LR_DECAY_STEPS,
-};
-use seed_learner::learn::optimizer::{
-    AdamConfig, Algorithm, LrSchedule, OptimizerConfig, RmsPropConfig,
-};
-use seed_learner::learn::train::TrainerConfig;
-use seed_learner::model::{InferenceDType, ModelShape};
-use seed_learner::replay::RemoteReplayConfig;
-use seed_learner::serve::tls::ServerTls;
-use seed_learner::serve::transport::ListenAddr;
-use seed_shared::keepalive::{DEFAULT_KEEPALIVE_SECS, DEFAULT_KEEPALIVE_TIMEOUT_SECS};
-use seed_shared::logging::LogFormat;
-use seed_shared::tls::{read_certificates, read_private_key};
-use seed_shared::{Keepalive, DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
+use seed_learner::learn::config::{ReplaySampler, ReplayWriter};
+use seed_learner::model::InferenceDType;
 
 /// Central-inference learner: serves actors, batches inference, reports metrics.
 #[derive(Parser, Debug)]
@@ -63,27 +51,106 @@ pub enum Command {
     Eval(EvalArgs),
 }
 
-/// Flags of `learner eval`.
+impl Cli {
+    /// The `learner` command with each flag's default in its help, read
+    /// from the library.
+    pub fn command_with_defaults() -> clap::Command {
+        let mut cmd = Cli::command();
+        let ids: Vec<String> = cmd
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect();
+        for id in ids {
+            // The env crate's flags document their own defaults.
+            if ENV_KEYS.contains(&id.as_str()) {
+                continue;
+            }
+            let key = section_of(&id).map(|section| format!("{section}.{id}"));
+            if let Some(text) = key.as_deref().and_then(settings::describe) {
+                cmd = cmd.mut_arg(id, |arg| with_default(arg, &text));
+            }
+        }
+        cmd.mut_subcommand("eval", |eval| {
+            let d = EvalConfig::default();
+            let policy = match d.policy {
+                EvalPolicy::Greedy => "greedy",
+                EvalPolicy::Sample => "sample",
+            };
+            eval.mut_arg("episodes", |a| with_default(a, &d.episodes.to_string()))
+                .mut_arg("seed", |a| with_default(a, &d.seed.to_string()))
+                .mut_arg("max_steps", |a| with_default(a, &d.max_steps.to_string()))
+                .mut_arg("policy", |a| with_default(a, policy))
+        })
+    }
+
+    /// Parses `args` (the first is the program name) as `learner` does.
+    pub fn try_parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Cli::command_with_defaults().try_get_matches_from(args)?;
+        Cli::from_matches(&matches)
+    }
+
+    /// Parses the process's arguments; exits with clap's message on a
+    /// usage error (and for `--help`, `--version`).
+    pub fn parse_args() -> Cli {
+        let matches = Cli::command_with_defaults().get_matches();
+        Cli::from_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+
+    fn from_matches(matches: &ArgMatches) -> Result<Cli, clap::Error> {
+        let mut cli = <Cli as FromArgMatches>::from_arg_matches(matches)?;
+        // The env flags are the env crate's (shared with `actor`, with its
+        // own defaults): only those typed count as a layer's values.
+        cli.train.env_given = ENV_KEYS
+            .iter()
+            .filter(|id| {
+                matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+            })
+            .map(|id| (*id).to_owned())
+            .collect();
+        Ok(cli)
+    }
+}
+
+/// `arg` with ` [default: TEXT]` after its help.
+fn with_default(arg: clap::Arg, text: &str) -> clap::Arg {
+    let add = |help: Option<&clap::builder::StyledStr>| {
+        let help = help.map(|h| h.to_string()).unwrap_or_default();
+        format!("{} [default: {text}]", help.trim_end())
+    };
+    let long = arg.get_long_help().map(|_| add(arg.get_long_help()));
+    let short = add(arg.get_help());
+    let arg = arg.help(short);
+    match long {
+        Some(l) => arg.long_help(l),
+        None => arg,
+    }
+}
+
+/// Flags of `learner eval` (defaults: `EvalConfig::default`).
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct EvalArgs {
     /// Run directory holding the checkpoint (what `--run-dir` wrote) [default: none, required].
     #[arg(long)]
     pub checkpoint: PathBuf,
-    /// Episodes to run [default: 10].
-    #[arg(long, hide_default_value = true, default_value_t = 10)]
-    pub episodes: usize,
-    /// Seed of the envs' initial states [default: 0].
-    #[arg(long, hide_default_value = true, default_value_t = 0)]
-    pub seed: u64,
-    /// Stop an episode after this many steps (envs without a time limit) [default: 10000].
-    #[arg(long, hide_default_value = true, default_value_t = 10_000)]
-    pub max_steps: u64,
+    /// Episodes to run.
+    #[arg(long)]
+    pub episodes: Option<usize>,
+    /// Seed of the envs' initial states.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Stop an episode after this many steps (envs without a time limit).
+    #[arg(long)]
+    pub max_steps: Option<u64>,
     /// Actions: `greedy` (argmax of the logits; a Gaussian policy's mean,
     /// clipped to the bounds) or `sample` (drawn from the policy as actors
     /// do in training; a stochastic policy's argmax can score far below its
-    /// samples) [default: greedy].
-    #[arg(long, value_enum, hide_default_value = true, default_value_t = EvalPolicyArg::Greedy)]
-    pub policy: EvalPolicyArg,
+    /// samples).
+    #[arg(long, value_enum)]
+    pub policy: Option<EvalPolicyArg>,
 }
 
 /// `learner eval --policy`.
@@ -95,162 +162,132 @@ pub enum EvalPolicyArg {
 
 impl EvalArgs {
     /// The typed eval config these flags describe.
-    pub fn to_config(&self) -> seed_learner::app::eval::EvalConfig {
-        use seed_learner::app::eval::{EvalConfig, EvalPolicy};
+    pub fn to_config(&self) -> EvalConfig {
+        let d = EvalConfig::default();
         EvalConfig {
-            episodes: self.episodes,
-            seed: self.seed,
-            max_steps: self.max_steps,
+            episodes: self.episodes.unwrap_or(d.episodes),
+            seed: self.seed.unwrap_or(d.seed),
+            max_steps: self.max_steps.unwrap_or(d.max_steps),
             policy: match self.policy {
-                EvalPolicyArg::Greedy => EvalPolicy::Greedy,
-                EvalPolicyArg::Sample => EvalPolicy::Sample,
+                Some(EvalPolicyArg::Greedy) => EvalPolicy::Greedy,
+                Some(EvalPolicyArg::Sample) => EvalPolicy::Sample,
+                None => d.policy,
             },
         }
     }
 }
 
-/// Flags of `learner` (serve + local actors).
-#[derive(clap::Args, Debug, Clone, PartialEq)]
+/// A flag's value read as the same value in a config file would be (so
+/// `--algo` and `algo = ...` accept exactly the same words).
+fn setting<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    toml::Value::String(text.to_owned())
+        .try_into()
+        .map_err(|e: toml::de::Error| e.message().to_owned())
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// The env crate's flags, by id (their section is `actors`).
+const ENV_KEYS: &[&str] = &[
+    "env",
+    "obs_shape",
+    "obs_dtype",
+    "num_actions",
+    "step_cost_us",
+    "episode_len",
+];
+
+const RUN: &str = seed_learner::app::settings::schema::RunSection::TITLE;
+const SERVE: &str = seed_learner::app::settings::schema::ServeSection::TITLE;
+const ACTORS: &str = seed_learner::app::settings::schema::ActorsSection::TITLE;
+const INFERENCE: &str = seed_learner::app::settings::schema::InferenceSection::TITLE;
+const MODEL: &str = seed_learner::app::settings::schema::ModelSection::TITLE;
+const TRAIN: &str = seed_learner::app::settings::schema::TrainSection::TITLE;
+const R2D2: &str = seed_learner::app::settings::schema::R2d2Section::TITLE;
+const REPLAY: &str = seed_learner::app::settings::schema::ReplaySection::TITLE;
+const REMOTE: &str = seed_learner::app::settings::schema::RemoteReplaySection::TITLE;
+const CHECKPOINTS: &str = seed_learner::app::settings::schema::CheckpointsSection::TITLE;
+const SETTINGS: &str = "Settings files";
+
+/// Flags of `learner` (serve + local actors). Each is `None` unless typed;
+/// serialized, the given ones are the flags' settings layer.
+#[derive(clap::Args, Debug, Clone, PartialEq, Serialize)]
 pub struct TrainArgs {
+    // ---- Settings files --------------------------------------------------
+    /// Start from this preset, a recipe compiled into the binary
+    /// (docs/presets.md): `cartpole`, `cartpole-masked-r2d2`,
+    /// `cartpole-masked-lstm`, `pendulum`, `minatar`, `atari`. A config
+    /// file and flags override it [default: none, the library's defaults].
+    #[arg(help_heading = SETTINGS, long, value_name = "NAME")]
+    #[serde(skip)]
+    pub preset: Option<String>,
+    /// Read settings from this TOML file (sections as in --print-config's
+    /// output; a run directory's `config.toml` reproduces that run). It
+    /// overrides --preset; flags override it [default: none].
+    #[arg(help_heading = SETTINGS, long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Print the fully resolved settings (defaults, preset, file and flags)
+    /// as TOML and exit; secrets are shown redacted [default: off].
+    #[arg(help_heading = SETTINGS, long)]
+    #[serde(skip)]
+    pub print_config: bool,
+
+    // ---- [run] ------------------------------------------------------------
+    /// Seed of the network's initial weights, action sampling, replay and local actors.
+    #[arg(help_heading = RUN, long)]
+    pub seed: Option<u64>,
+    /// Log lines as `text` (colour only on a terminal without NO_COLOR) or
+    /// `json` (one object per line, for log shippers); local actors log the
+    /// same way.
+    #[arg(help_heading = RUN, long, value_parser = setting::<LogFormatName>)]
+    pub log_format: Option<LogFormatName>,
+    /// Stop after this many seconds [default: run until Ctrl-C/SIGTERM].
+    #[arg(help_heading = RUN, long)]
+    pub max_seconds: Option<f64>,
+    /// Stop after this many env steps [default: unlimited].
+    #[arg(help_heading = RUN, long)]
+    pub max_env_steps: Option<u64>,
+    /// Seconds between progress lines; 0 disables them.
+    #[arg(help_heading = RUN, long)]
+    pub progress_secs: Option<f64>,
+    /// Write a JSON summary of the run here at exit [default: none].
+    #[arg(help_heading = RUN, long)]
+    pub summary_json: Option<PathBuf>,
+    /// Serve live Prometheus metrics at `GET http://ADDR/metrics` (OpenMetrics
+    /// text); ADDR is `IP:PORT`, e.g. `127.0.0.1:9100` (`0.0.0.0:9100` for a
+    /// remote Prometheus); port 0 picks a free port, logged at start [default: off].
+    #[arg(help_heading = RUN, long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Mean return over the last 100 episodes that counts as solved; may be
+    /// negative (`--target-return -250` for Pendulum).
+    #[arg(help_heading = RUN, long, allow_negative_numbers = true)]
+    pub target_return: Option<f64>,
+    /// Stop as soon as the target return is reached.
+    #[arg(help_heading = RUN, long)]
+    #[serde(skip_serializing_if = "is_false")]
+    pub stop_when_solved: bool,
+
+    // ---- [serve] ----------------------------------------------------------
     /// Listen address: `IP:PORT` (`0.0.0.0:PORT` for clusters), `HOST:PORT`
     /// (resolved once; the first IPv4 address is bound) or `unix:/path`
     /// [default: 127.0.0.1:50051, or an ephemeral port if that one is busy].
-    #[arg(help_heading = "Serving", long)]
+    #[arg(help_heading = SERVE, long)]
     pub listen: Option<String>,
-    /// Shared secret actors must send in their hello [default: none].
-    #[arg(
-        help_heading = "Serving",
-        long,
-        env = "SEED_TOKEN",
-        hide_env_values = true
-    )]
+    /// Shared secret actors must send in their hello; never written by
+    /// --print-config or into a run directory [default: none].
+    #[arg(help_heading = SERVE, long, env = "SEED_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// Actor processes to spawn on this host; 0 serves remote actors only [default: 2].
-    #[arg(
-        help_heading = "Local actors and environment",
-        long,
-        hide_default_value = true,
-        default_value_t = 2
-    )]
-    pub local_actors: usize,
-    /// Environments per local actor. V-trace's policy lag grows with the
-    /// env slots (CartPole solves in fewer env steps with 16 slots than
-    /// with 32) [default: 8 for vtrace, 32 for r2d2].
-    #[arg(help_heading = "Local actors and environment", long)]
-    pub envs_per_actor: Option<usize>,
-    /// The environment actors must run (also passed to local actors).
-    #[command(flatten, next_help_heading = "Local actors and environment")]
-    pub environment: EnvArgs,
-    /// Log lines as `text` (colour only on a terminal without NO_COLOR) or
-    /// `json` (one object per line, for log shippers); local actors log the
-    /// same way [default: text].
-    #[arg(help_heading = "Stopping, reports and metrics", long, value_enum, hide_default_value = true, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
-    /// Stop after this many seconds [default: run until Ctrl-C/SIGTERM].
-    #[arg(help_heading = "Stopping, reports and metrics", long)]
-    pub max_seconds: Option<f64>,
-    /// Stop after this many env steps [default: unlimited].
-    #[arg(help_heading = "Stopping, reports and metrics", long)]
-    pub max_env_steps: Option<u64>,
-    /// Seconds between progress lines; 0 disables them [default: 5].
-    #[arg(
-        help_heading = "Stopping, reports and metrics",
-        long,
-        hide_default_value = true,
-        default_value_t = 5.0
-    )]
-    pub progress_secs: f64,
-    /// Write a JSON summary of the run here at exit [default: none].
-    #[arg(help_heading = "Stopping, reports and metrics", long)]
-    pub summary_json: Option<PathBuf>,
-    /// Flush an inference batch at this many env rows [default: 256; 1024
-    /// with --device cuda].
-    #[arg(help_heading = "Inference", long)]
-    pub max_batch: Option<usize>,
-    /// Flush an inference batch this many microseconds after its first
-    /// request, even if not full. A batch also flushes as soon as every
-    /// active env is in it (see --actor-idle-ms), so this only bounds the
-    /// wait for slow actors; 500 us is a few loopback round trips [default:
-    /// 500].
-    #[arg(
-        help_heading = "Inference",
-        long,
-        hide_default_value = true,
-        default_value_t = 500
-    )]
-    pub flush_us: u64,
-    /// Park an actor that has sent no step batch for this many
-    /// milliseconds: batches stop waiting for its envs (a frozen or stalled
-    /// actor would otherwise hold every batch to --flush-us) until its next
-    /// step batch rejoins it. Its stream and slots stay; keepalive decides
-    /// when a silent peer is gone. 0 never parks [default: 100].
-    #[arg(
-        help_heading = "Inference",
-        long,
-        hide_default_value = true,
-        default_value_t = 100
-    )]
-    pub actor_idle_ms: u64,
-    /// Largest gRPC message accepted or sent, in bytes [default: 67108864 (64 MiB)].
-    #[arg(help_heading = "Serving", long, hide_default_value = true, default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
-    pub max_message_bytes: usize,
-    /// Inference device: `cpu`, or `cuda:N` when built with `--features cuda` [default: cpu].
-    #[arg(
-        help_heading = "Inference",
-        long,
-        hide_default_value = true,
-        default_value = "cpu"
-    )]
-    pub device: String,
-    /// Weights' precision for inference: `f32`, or `bf16` (a bfloat16 copy
-    /// of each published snapshot; training stays f32). For GPUs: on a CPU
-    /// bf16 is slower than f32 [default: f32].
-    #[arg(
-        help_heading = "Inference",
-        long,
-        value_enum,
-        hide_default_value = true,
-        default_value_t = InferenceDTypeArg::F32
-    )]
-    pub inference_dtype: InferenceDTypeArg,
-    /// Seed of the network's initial weights, action sampling and local actors [default: 0].
-    #[arg(
-        help_heading = "Inference",
-        long,
-        hide_default_value = true,
-        default_value_t = 0
-    )]
-    pub seed: u64,
-    /// Env slots the learner can serve at once, over all actors [default: 65536].
-    #[arg(
-        help_heading = "Serving",
-        long,
-        hide_default_value = true,
-        default_value_t = 65_536
-    )]
-    pub max_env_slots: usize,
-    /// Inference threads taking batches [default: 1].
-    #[arg(
-        help_heading = "Inference",
-        long,
-        hide_default_value = true,
-        default_value_t = 1
-    )]
-    pub inference_threads: usize,
-    /// A step batch with at most this many envs that holds every connected
-    /// env (one actor) is inferred on its stream's I/O thread instead of
-    /// being handed to an inference thread: saves two thread wake-ups per
-    /// step; 0 turns this off. Serving only: with training on, the unroll
-    /// builder may wait on a full replay buffer, which must not hold an I/O
-    /// thread, so this applies with `--no-train` [default: 32].
-    #[arg(help_heading = "Inference", long, hide_default_value = true, default_value_t = DEFAULT_INLINE_MAX_ROWS)]
-    pub inline_max_rows: usize,
-    /// Size of candle's CPU thread pool (sets RAYON_NUM_THREADS) [default:
-    /// $RAYON_NUM_THREADS if set, else 1 per 4 cores, at most 8].
-    #[arg(help_heading = "Inference", long)]
-    pub threads: Option<usize>,
+    /// Largest gRPC message accepted or sent, in bytes (the actor's default too).
+    #[arg(help_heading = SERVE, long)]
+    pub max_message_bytes: Option<usize>,
+    /// Env slots the learner can serve at once, over all actors.
+    #[arg(help_heading = SERVE, long)]
+    pub max_env_slots: Option<usize>,
     /// Tokio worker threads for the gRPC server [default: 1 per 4 cores, 1 to 4].
-    #[arg(help_heading = "Serving", long)]
+    #[arg(help_heading = SERVE, long)]
     pub io_threads: Option<usize>,
     /// Seconds without traffic on an actor's connection before the learner
     /// pings it (HTTP/2 keepalive; also the TCP keepalive idle time); 0
@@ -258,227 +295,204 @@ pub struct TrainArgs {
     /// --keepalive-timeout-secs (frozen, or its host gone without closing
     /// the connection) is dropped and its env slots freed: with the
     /// defaults within about 20 s. An idle actor that answers pings keeps
-    /// its stream [default: 10].
-    #[arg(help_heading = "Liveness and TLS", long, hide_default_value = true, default_value_t = DEFAULT_KEEPALIVE_SECS)]
-    pub keepalive_secs: u64,
+    /// its stream.
+    #[arg(help_heading = SERVE, long)]
+    pub keepalive_secs: Option<u64>,
     /// Seconds a keepalive ping may stay unanswered before the connection
-    /// is dropped; at least 1 while --keepalive-secs is on [default: 10].
-    #[arg(help_heading = "Liveness and TLS", long, hide_default_value = true, default_value_t = DEFAULT_KEEPALIVE_TIMEOUT_SECS)]
-    pub keepalive_timeout_secs: u64,
+    /// is dropped; at least 1 while --keepalive-secs is on.
+    #[arg(help_heading = SERVE, long)]
+    pub keepalive_timeout_secs: Option<u64>,
     /// Serve TLS with this certificate chain (PEM, leaf first); needs
     /// --tls-key and a TCP --listen. Actors connect with `--tls-ca`; local
     /// actors connect over a plaintext unix socket in a private directory
     /// instead [default: none, plaintext].
-    #[arg(
-        help_heading = "Liveness and TLS",
-        long,
-        value_name = "PATH",
-        requires = "tls_key"
-    )]
+    #[arg(help_heading = SERVE, long, value_name = "PATH")]
     pub tls_cert: Option<PathBuf>,
-    /// Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert [default: none].
-    #[arg(
-        help_heading = "Liveness and TLS",
-        long,
-        value_name = "PATH",
-        requires = "tls_cert"
-    )]
+    /// Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert; a config
+    /// file holds its path, never its contents [default: none].
+    #[arg(help_heading = SERVE, long, value_name = "PATH")]
     pub tls_key: Option<PathBuf>,
     /// Mutual TLS: refuse actors that do not present a client certificate
     /// signed by one of the CA certificates in this PEM file (actors pass
     /// `--tls-cert`/`--tls-key`); needs --tls-cert. The token is checked
     /// as well [default: none, any TLS client].
-    #[arg(
-        help_heading = "Liveness and TLS",
-        long,
-        value_name = "PATH",
-        requires = "tls_cert"
-    )]
+    #[arg(help_heading = SERVE, long, value_name = "PATH")]
     pub tls_client_ca: Option<PathBuf>,
-    /// Serve live Prometheus metrics at `GET http://ADDR/metrics` (OpenMetrics
-    /// text); ADDR is `IP:PORT`, e.g. `127.0.0.1:9100` (`0.0.0.0:9100` for a
-    /// remote Prometheus); port 0 picks a free port, logged at start [default: off].
-    #[arg(
-        help_heading = "Stopping, reports and metrics",
-        long,
-        value_name = "ADDR"
-    )]
-    pub metrics_addr: Option<std::net::SocketAddr>,
-    /// Run local actors from this `actor` binary instead of `learner actor` [default: this executable].
-    #[arg(help_heading = "Local actors and environment", long)]
-    pub actor_bin: Option<PathBuf>,
 
-    // ---- Training -------------------------------------------------------
-    /// Serve and infer only; no unrolls, replay or training [default: off].
-    #[arg(help_heading = "Training", long)]
+    // ---- [actors] ---------------------------------------------------------
+    /// Actor processes to spawn on this host; 0 serves remote actors only.
+    #[arg(help_heading = ACTORS, long)]
+    pub local_actors: Option<usize>,
+    /// Environments per local actor. V-trace's policy lag grows with the
+    /// env slots (CartPole solves in fewer env steps with 16 slots than
+    /// with 32).
+    #[arg(help_heading = ACTORS, long)]
+    pub envs_per_actor: Option<usize>,
+    /// Run local actors from this `actor` binary instead of `learner actor` [default: this executable].
+    #[arg(help_heading = ACTORS, long)]
+    pub actor_bin: Option<PathBuf>,
+    /// The environment actors must run (also passed to local actors).
+    #[command(flatten, next_help_heading = ACTORS)]
+    #[serde(skip)]
+    pub environment: EnvArgs,
+    /// The env flags typed on the command line (the others are the env
+    /// crate's defaults, which a preset or file may override).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub env_given: Vec<String>,
+
+    // ---- [inference] ------------------------------------------------------
+    /// Inference device: `cpu`, or `cuda:N` when built with `--features cuda`;
+    /// changes the defaults of --max-batch and --batch-size.
+    #[arg(help_heading = INFERENCE, long)]
+    pub device: Option<String>,
+    /// Weights' precision for inference: `f32`, or `bf16` (a bfloat16 copy
+    /// of each published snapshot; training stays f32). For GPUs: on a CPU
+    /// bf16 is slower than f32.
+    #[arg(help_heading = INFERENCE, long, value_parser = setting::<InferenceDType>)]
+    pub inference_dtype: Option<InferenceDType>,
+    /// Flush an inference batch at this many env rows.
+    #[arg(help_heading = INFERENCE, long)]
+    pub max_batch: Option<usize>,
+    /// Flush an inference batch this many microseconds after its first
+    /// request, even if not full. A batch also flushes as soon as every
+    /// active env is in it (see --actor-idle-ms), so this only bounds the
+    /// wait for slow actors; 500 us is a few loopback round trips.
+    #[arg(help_heading = INFERENCE, long)]
+    pub flush_us: Option<u64>,
+    /// Park an actor that has sent no step batch for this many
+    /// milliseconds: batches stop waiting for its envs (a frozen or stalled
+    /// actor would otherwise hold every batch to --flush-us) until its next
+    /// step batch rejoins it. Its stream and slots stay; keepalive decides
+    /// when a silent peer is gone. 0 never parks.
+    #[arg(help_heading = INFERENCE, long)]
+    pub actor_idle_ms: Option<u64>,
+    /// Inference threads taking batches.
+    #[arg(help_heading = INFERENCE, long)]
+    pub inference_threads: Option<usize>,
+    /// A step batch with at most this many envs that holds every connected
+    /// env (one actor) is inferred on its stream's I/O thread instead of
+    /// being handed to an inference thread: saves two thread wake-ups per
+    /// step; 0 turns this off. Serving only: with training on, the unroll
+    /// builder may wait on a full replay buffer, which must not hold an I/O
+    /// thread, so this applies with `--no-train`.
+    #[arg(help_heading = INFERENCE, long)]
+    pub inline_max_rows: Option<usize>,
+    /// Size of candle's CPU thread pool (sets RAYON_NUM_THREADS) [default:
+    /// $RAYON_NUM_THREADS if set, else 1 per 4 cores, at most 8].
+    #[arg(help_heading = INFERENCE, long)]
+    pub threads: Option<usize>,
+
+    // ---- [model] ----------------------------------------------------------
+    /// MLP torso hidden widths, comma-separated.
+    #[arg(help_heading = MODEL, long, value_delimiter = ',')]
+    pub hidden_sizes: Option<Vec<usize>>,
+    /// Conv torso output width (image observations).
+    #[arg(help_heading = MODEL, long)]
+    pub conv_features: Option<usize>,
+    /// Add an LSTM core (state kept per env slot at inference); with Adam
+    /// its ε defaults to 1e-8. The `cartpole-masked-lstm` preset gives the
+    /// longer unrolls and slower decay the memory task needs.
+    #[arg(help_heading = MODEL, long)]
+    #[serde(skip_serializing_if = "is_false")]
+    pub lstm: bool,
+    /// LSTM hidden size with --lstm (and with --algo r2d2).
+    #[arg(help_heading = MODEL, long)]
+    pub lstm_size: Option<usize>,
+
+    // ---- [train] ----------------------------------------------------------
+    /// Serve and infer only; no unrolls, replay or training.
+    #[arg(help_heading = TRAIN, long)]
+    #[serde(skip_serializing_if = "is_false")]
     pub no_train: bool,
     /// Algorithm: `vtrace` (IMPALA actor-critic) or `r2d2` (recurrent dueling Q-network with
     /// an LSTM core, ε-greedy per env slot, prioritized half-overlapping sequences, burn-in,
-    /// n-step double Q with value rescaling, target network) [default: vtrace].
-    #[arg(
-        help_heading = "Training",
-        long,
-        value_enum,
-        hide_default_value = true,
-        default_value = "vtrace"
-    )]
-    pub algo: AlgoArg,
-    /// R2D2: leading steps of each sequence that only refresh the stored recurrent state (no
-    /// loss, no gradient); below --unroll-length - 1 [default: 4].
-    #[arg(
-        help_heading = "R2D2",
-        long,
-        hide_default_value = true,
-        default_value_t = 4
-    )]
-    pub burn_in: usize,
-    /// R2D2: steps of reward before the double-Q bootstrap [default: 3].
-    #[arg(
-        help_heading = "R2D2",
-        long,
-        hide_default_value = true,
-        default_value_t = 3
-    )]
-    pub n_step: usize,
-    /// R2D2: learner steps between copies of the online network into the target network
-    /// [default: 100].
-    #[arg(
-        help_heading = "R2D2",
-        long,
-        hide_default_value = true,
-        default_value_t = 100
-    )]
-    pub target_update_period: u64,
-    /// R2D2: η of the sequence priority η·max|δ| + (1−η)·mean|δ| [default: 0.9].
-    #[arg(
-        help_heading = "R2D2",
-        long,
-        hide_default_value = true,
-        default_value_t = 0.9
-    )]
-    pub priority_eta: f64,
-    /// R2D2: ε of the Ape-X schedule; env slot i of N explores with probability
-    /// ε^(1 + α·i/(N−1)), N being --local-actors x --envs-per-actor (or --max-env-slots
-    /// without local actors). The reported mean return counts every slot's
-    /// episodes, the most exploring ones too: within 2M env steps
-    /// `cartpole-masked` reaches 475 with 0.1, not with 0.4 [default: 0.4].
-    #[arg(
-        help_heading = "R2D2",
-        long,
-        hide_default_value = true,
-        default_value_t = 0.4
-    )]
-    pub epsilon: f64,
-    /// R2D2: α of the Ape-X ε schedule [default: 7].
-    #[arg(
-        help_heading = "R2D2",
-        long,
-        hide_default_value = true,
-        default_value_t = 7.0
-    )]
-    pub epsilon_alpha: f64,
+    /// n-step double Q with value rescaling, target network). Defaults that differ per
+    /// algorithm follow it, from whichever layer it comes.
+    #[arg(help_heading = TRAIN, long, value_parser = setting::<AlgoName>)]
+    pub algo: Option<AlgoName>,
     /// T: transitions per unroll; unrolls hold T+1 steps and overlap by one (R2D2: sequences
-    /// start every T/2 steps and overlap by half) [default: 16].
-    #[arg(
-        help_heading = "Training",
-        long,
-        hide_default_value = true,
-        default_value_t = 16
-    )]
-    pub unroll_length: usize,
-    /// B: unrolls per training batch [default: 16; 64 with --device cuda].
-    #[arg(help_heading = "Training", long)]
+    /// start every T/2 steps and overlap by half).
+    #[arg(help_heading = TRAIN, long)]
+    pub unroll_length: Option<usize>,
+    /// B: unrolls per training batch.
+    #[arg(help_heading = TRAIN, long)]
     pub batch_size: Option<usize>,
-    /// Optimizer: `adam` or `rmsprop` [default: adam].
-    #[arg(
-        help_heading = "Training",
-        long,
-        hide_default_value = true,
-        default_value = "adam"
-    )]
-    pub optimizer: OptimizerKind,
+    /// Optimizer: `adam` or `rmsprop`.
+    #[arg(help_heading = TRAIN, long, value_parser = setting::<OptimizerName>)]
+    pub optimizer: Option<OptimizerName>,
     /// ε of the optimizer: Adam adds it to √v̂, RMSProp to the mean square.
     /// Adam's step is about the learning rate for any gradient well above ε,
     /// so at 1e-8 the small gradients of a solved task still move the weights
     /// at full speed; V-trace's 1e-3 moves them in proportion, which keeps a
     /// solved CartPole solved. Tasks with small gradients learn slower with
-    /// it (Pendulum's flags give 1e-8), and an LSTM core far slower
-    /// [default: adam: vtrace 1e-3, vtrace with --lstm and r2d2 1e-8;
-    /// rmsprop 0.01].
-    #[arg(help_heading = "Training", long)]
+    /// it (the Pendulum, MinAtar and Atari presets give 1e-8), and an LSTM
+    /// core far slower.
+    #[arg(help_heading = TRAIN, long)]
     pub optimizer_epsilon: Option<f64>,
-    /// Learning rate (initial one with --lr-decay-steps) [default: 0.002].
-    #[arg(
-        help_heading = "Training",
-        long,
-        hide_default_value = true,
-        default_value_t = 2e-3
-    )]
-    pub learning_rate: f64,
+    /// Learning rate (initial one with --lr-decay-steps).
+    #[arg(help_heading = TRAIN, long)]
+    pub learning_rate: Option<f64>,
     /// Decay the learning rate linearly over this many learner steps, to
     /// --lr-final-fraction of it, and keep it there; 0 keeps it constant.
     /// V-trace's default lets CartPole solve at a high rate and then damps the
     /// late updates that knocked a solved policy back down; give 0 for runs
-    /// tuned with a constant rate [default: vtrace: 7000; r2d2: 0].
-    #[arg(help_heading = "Training", long)]
+    /// tuned with a constant rate.
+    #[arg(help_heading = TRAIN, long)]
     pub lr_decay_steps: Option<u64>,
     /// With --lr-decay-steps: the learning rate it decays to, as a fraction of
-    /// --learning-rate [default: 0.03].
-    #[arg(
-        help_heading = "Training",
-        long,
-        hide_default_value = true,
-        default_value_t = DEFAULT_LR_FINAL_FRACTION
-    )]
-    pub lr_final_fraction: f64,
+    /// --learning-rate.
+    #[arg(help_heading = TRAIN, long)]
+    pub lr_final_fraction: Option<f64>,
     /// Discount γ per step. V-trace's 0.98 is tuned on CartPole; tasks with
-    /// longer horizons (MinAtar, Atari) want 0.99 [default: 0.98 for vtrace,
-    /// 0.99 for r2d2].
-    #[arg(help_heading = "Training", long)]
-    pub discount: Option<f32>,
-    /// Weight of the entropy bonus (V-trace) [default: 0.005].
-    #[arg(
-        help_heading = "Training",
-        long,
-        hide_default_value = true,
-        default_value_t = VTRACE_ENTROPY_COST
-    )]
-    pub entropy_cost: f32,
-    /// Weight of the value loss [default: 0.5].
-    #[arg(
-        help_heading = "Training",
-        long,
-        hide_default_value = true,
-        default_value_t = 0.5
-    )]
-    pub baseline_cost: f32,
+    /// longer horizons (MinAtar, Atari) want 0.99.
+    #[arg(help_heading = TRAIN, long)]
+    pub discount: Option<f64>,
+    /// Weight of the entropy bonus (V-trace).
+    #[arg(help_heading = TRAIN, long)]
+    pub entropy_cost: Option<f64>,
+    /// Weight of the value loss.
+    #[arg(help_heading = TRAIN, long)]
+    pub baseline_cost: Option<f64>,
     /// Multiply every reward by this in the loss (values and advantages
     /// are then in scaled units; reported returns are not). Large rewards
     /// make large value errors that swamp the policy gradient in the
-    /// shared torso: Pendulum's reach −16 per step [default: 1].
-    #[arg(
-        help_heading = "Training",
-        long,
-        hide_default_value = true,
-        default_value_t = 1.0
-    )]
-    pub reward_scale: f32,
-    /// Global gradient-norm clip [default: 40].
-    #[arg(
-        help_heading = "Training",
-        long,
-        hide_default_value = true,
-        default_value_t = 40.0
-    )]
-    pub max_grad_norm: f32,
-    /// V-trace clip thresholds ρ̄ and c̄ [default: 1].
-    #[arg(
-        help_heading = "Training",
-        long,
-        hide_default_value = true,
-        default_value_t = 1.0
-    )]
-    pub vtrace_clip: f32,
+    /// shared torso: Pendulum's reach −16 per step.
+    #[arg(help_heading = TRAIN, long)]
+    pub reward_scale: Option<f64>,
+    /// Global gradient-norm clip.
+    #[arg(help_heading = TRAIN, long)]
+    pub max_grad_norm: Option<f64>,
+    /// V-trace clip thresholds ρ̄ and c̄.
+    #[arg(help_heading = TRAIN, long)]
+    pub vtrace_clip: Option<f64>,
+
+    // ---- [r2d2] -----------------------------------------------------------
+    /// R2D2: leading steps of each sequence that only refresh the stored recurrent state (no
+    /// loss, no gradient); below --unroll-length - 1.
+    #[arg(help_heading = R2D2, long)]
+    pub burn_in: Option<usize>,
+    /// R2D2: steps of reward before the double-Q bootstrap.
+    #[arg(help_heading = R2D2, long)]
+    pub n_step: Option<usize>,
+    /// R2D2: learner steps between copies of the online network into the target network.
+    #[arg(help_heading = R2D2, long)]
+    pub target_update_period: Option<u64>,
+    /// R2D2: η of the sequence priority η·max|δ| + (1−η)·mean|δ|.
+    #[arg(help_heading = R2D2, long)]
+    pub priority_eta: Option<f64>,
+    /// R2D2: ε of the Ape-X schedule; env slot i of N explores with probability
+    /// ε^(1 + α·i/(N−1)), N being --local-actors x --envs-per-actor (or --max-env-slots
+    /// without local actors). The reported mean return counts every slot's
+    /// episodes, the most exploring ones too: within 2M env steps
+    /// `cartpole-masked` reaches 475 with 0.1 (its preset), not with 0.4.
+    #[arg(help_heading = R2D2, long)]
+    pub epsilon: Option<f64>,
+    /// R2D2: α of the Ape-X ε schedule.
+    #[arg(help_heading = R2D2, long)]
+    pub epsilon_alpha: Option<f64>,
+
+    // ---- [replay] ---------------------------------------------------------
     /// Times each unroll is trained on, on average (alias --replay-ratio; R2D2's sequences
     /// overlap by half, so each step is trained on about twice as often):
     /// a rate limiter (Reverb's samples-per-insert) holds inference back when
@@ -486,68 +500,52 @@ pub struct TrainArgs {
     /// when it runs ahead of it. 1 with the default sampler is consume-once
     /// FIFO; above 1 the default sampler reuses unrolls. Reuse buys sample
     /// efficiency for a little policy lag (CartPole: 4 halves the env steps
-    /// to solve versus 1, and 6 with γ 0.98 takes a tenth fewer than 4)
-    /// [default: 6 for vtrace, 2 for r2d2].
-    #[arg(
-        help_heading = "Replay and prefetch",
-        long,
-        visible_alias = "replay-ratio"
-    )]
+    /// to solve versus 1, and 6 with γ 0.98 takes a tenth fewer than 4).
+    #[arg(help_heading = REPLAY, long, visible_alias = "replay-ratio")]
     pub samples_per_insert: Option<f64>,
     /// Which unrolls a batch is sampled from: `fifo` (each once, oldest first;
     /// needs --samples-per-insert 1), `uniform` (uniform with replacement over
     /// the buffer), `recent` (uniform over the --replay-window newest) or
-    /// `prioritized` (r2d2 only: proportional to priority^--priority-exponent)
-    /// [default: vtrace: fifo with --samples-per-insert 1, else uniform; r2d2: prioritized].
-    #[arg(help_heading = "Replay and prefetch", long, value_enum)]
-    pub replay_sampler: Option<ReplaySamplerArg>,
+    /// `prioritized` (r2d2 only: proportional to priority^--priority-exponent).
+    #[arg(help_heading = REPLAY, long, value_parser = setting::<ReplaySampler>)]
+    pub replay_sampler: Option<ReplaySampler>,
     /// What an insert into a full buffer does: `block` (inference waits
     /// until the oldest unroll was consumed; fifo only) or `overwrite` (the
-    /// oldest unroll is replaced; the rate limiter is the backpressure)
-    /// [default: block with fifo, else overwrite].
-    #[arg(help_heading = "Replay and prefetch", long, value_enum)]
-    pub replay_writer: Option<ReplayWriterArg>,
+    /// oldest unroll is replaced; the rate limiter is the backpressure).
+    #[arg(help_heading = REPLAY, long, value_parser = setting::<ReplayWriter>)]
+    pub replay_writer: Option<ReplayWriter>,
     /// Replay capacity in unrolls, at least one batch. Small keeps the
-    /// policy lag low [default: vtrace: --batch-size with fifo, twice that otherwise;
-    /// r2d2: 4096].
-    #[arg(help_heading = "Replay and prefetch", long)]
+    /// policy lag low.
+    #[arg(help_heading = REPLAY, long)]
     pub replay_capacity: Option<usize>,
-    /// Sampling starts once the buffer holds this many unrolls [default:
-    /// --batch-size for vtrace, 256 for r2d2].
-    #[arg(help_heading = "Replay and prefetch", long)]
+    /// Sampling starts once the buffer holds this many unrolls.
+    #[arg(help_heading = REPLAY, long)]
     pub replay_min_size: Option<usize>,
-    /// Prioritized sampler: priority exponent α [default: 0.9].
-    #[arg(
-        help_heading = "Replay and prefetch",
-        long,
-        hide_default_value = true,
-        default_value_t = 0.9
-    )]
-    pub priority_exponent: f64,
-    /// Prioritized sampler: importance-weight exponent β [default: 0.6].
-    #[arg(
-        help_heading = "Replay and prefetch",
-        long,
-        hide_default_value = true,
-        default_value_t = 0.6
-    )]
-    pub importance_exponent: f64,
-    /// The `recent` sampler's window, in unrolls [default: --batch-size].
-    #[arg(help_heading = "Replay and prefetch", long)]
+    /// The `recent` sampler's window, in unrolls.
+    #[arg(help_heading = REPLAY, long)]
     pub replay_window: Option<usize>,
+    /// Prioritized sampler: priority exponent α.
+    #[arg(help_heading = REPLAY, long)]
+    pub priority_exponent: Option<f64>,
+    /// Prioritized sampler: importance-weight exponent β.
+    #[arg(help_heading = REPLAY, long)]
+    pub importance_exponent: Option<f64>,
     /// How long inference waits on a full replay buffer (or on the rate
-    /// limiter) before dropping the unroll, in milliseconds [default: 5000].
-    #[arg(
-        help_heading = "Replay and prefetch",
-        long,
-        hide_default_value = true,
-        default_value_t = 5000
-    )]
-    pub insert_timeout_ms: u64,
+    /// limiter) before dropping the unroll, in milliseconds.
+    #[arg(help_heading = REPLAY, long)]
+    pub insert_timeout_ms: Option<u64>,
     /// Drop sampled unrolls whose oldest step is more than this many policy
     /// versions behind the trainer [default: no cap].
-    #[arg(help_heading = "Replay and prefetch", long)]
+    #[arg(help_heading = REPLAY, long)]
     pub max_policy_lag: Option<u64>,
+    /// Prefetch threads collating batches for the trainer.
+    #[arg(help_heading = REPLAY, long)]
+    pub prefetch_threads: Option<usize>,
+    /// Collated batches kept ready ahead of the trainer.
+    #[arg(help_heading = REPLAY, long)]
+    pub prefetch_depth: Option<usize>,
+
+    // ---- [remote_replay] --------------------------------------------------
     /// Store unrolls in a table of a replay server (`replay-server`) instead
     /// of the in-process buffer: `HOST:PORT/TABLE` (`http://` or `https://`
     /// may lead; with --replay-tls-ca a bare address means TLS). The table
@@ -559,481 +557,153 @@ pub struct TrainArgs {
     /// --replay-insert-queue, and are dropped (counted) when it is full. A
     /// learner checkpoint does not hold the table; the server has its own
     /// (`Checkpoint`) [default: none, the in-process buffer].
-    #[arg(
-        help_heading = "Remote replay table",
-        long,
-        value_name = "HOST:PORT/TABLE"
-    )]
+    #[arg(help_heading = REMOTE, long, value_name = "HOST:PORT/TABLE")]
     pub replay_addr: Option<String>,
-    /// The replay server's token (its `--token`) [default: none].
-    #[arg(
-        help_heading = "Remote replay table",
-        long,
-        env = "SEED_REPLAY_TOKEN",
-        hide_env_values = true,
-        requires = "replay_addr"
-    )]
+    /// The replay server's token (its `--token`); never written by
+    /// --print-config [default: none].
+    #[arg(help_heading = REMOTE, long, env = "SEED_REPLAY_TOKEN", hide_env_values = true)]
     pub replay_token: Option<String>,
     /// Reach the replay server over TLS, trusting only the CA certificates
     /// in this PEM file [default: none, plaintext].
-    #[arg(
-        help_heading = "Remote replay table",
-        long,
-        value_name = "PATH",
-        requires = "replay_addr"
-    )]
+    #[arg(help_heading = REMOTE, long, value_name = "PATH")]
     pub replay_tls_ca: Option<PathBuf>,
     /// The name the replay server's certificate must carry; needs
     /// --replay-tls-ca [default: the host of --replay-addr].
-    #[arg(
-        help_heading = "Remote replay table",
-        long,
-        value_name = "NAME",
-        requires = "replay_tls_ca"
-    )]
+    #[arg(help_heading = REMOTE, long, value_name = "NAME")]
     pub replay_tls_domain: Option<String>,
     /// Client certificate chain (PEM) for a replay server that requires one
     /// (its `--tls-client-ca`); needs --replay-tls-key and --replay-tls-ca
     /// [default: none].
-    #[arg(
-        help_heading = "Remote replay table",
-        long,
-        value_name = "PATH",
-        requires_all = ["replay_tls_key", "replay_tls_ca"]
-    )]
+    #[arg(help_heading = REMOTE, long, value_name = "PATH")]
     pub replay_tls_cert: Option<PathBuf>,
     /// Private key (PEM) of --replay-tls-cert [default: none].
-    #[arg(
-        help_heading = "Remote replay table",
-        long,
-        value_name = "PATH",
-        requires = "replay_tls_cert"
-    )]
+    #[arg(help_heading = REMOTE, long, value_name = "PATH")]
     pub replay_tls_key: Option<PathBuf>,
     /// Unrolls queued for the replay server before new ones are dropped
-    /// (counted in `unroll/dropped_full`); each queued unroll adds policy lag when the server holds inserts back [default: 8].
-    #[arg(
-        help_heading = "Remote replay table",
-        long,
-        hide_default_value = true,
-        default_value_t = seed_learner::replay::remote_config::DEFAULT_INSERT_QUEUE,
-        requires = "replay_addr"
-    )]
-    pub replay_insert_queue: usize,
+    /// (counted in `unroll/dropped_full`); each queued unroll adds policy lag
+    /// when the server holds inserts back.
+    #[arg(help_heading = REMOTE, long)]
+    pub replay_insert_queue: Option<usize>,
     /// Print the replay server's config file (JSON) for a table holding
     /// this learner's unrolls (from --env, the model flags and
     /// --unroll-length), with the sampler, capacity and rate limiter the
     /// --replay-* flags give the in-process buffer, named as in
     /// --replay-addr (else `unrolls`), and exit [default: off].
-    #[arg(help_heading = "Remote replay table", long)]
+    #[arg(help_heading = REMOTE, long)]
+    #[serde(skip)]
     pub print_replay_table_config: bool,
-    /// MLP torso hidden widths, comma-separated [default: 64,64].
-    #[arg(
-        help_heading = "Training",
-        long,
-        value_delimiter = ',',
-        hide_default_value = true,
-        default_value = "64,64"
-    )]
-    pub hidden_sizes: Vec<usize>,
-    /// Conv torso output width (image observations) [default: 256].
-    #[arg(
-        help_heading = "Training",
-        long,
-        hide_default_value = true,
-        default_value_t = 256
-    )]
-    pub conv_features: usize,
-    /// Add an LSTM core (state kept per env slot at inference). V-trace's
-    /// learning-rate decay is tuned for CartPole's few thousand learner
-    /// steps; on `cartpole-masked` longer unrolls and a slower decay
-    /// (`--unroll-length 32 --lr-decay-steps 20000 --lr-final-fraction 0.1`)
-    /// learn the memory task within 2M env steps [default: off].
-    #[arg(help_heading = "Training", long)]
-    pub lstm: bool,
-    /// LSTM hidden size with --lstm [default: 64].
-    #[arg(
-        help_heading = "Training",
-        long,
-        hide_default_value = true,
-        default_value_t = 64
-    )]
-    pub lstm_size: usize,
-    /// Prefetch threads collating batches for the trainer [default: 1].
-    #[arg(
-        help_heading = "Replay and prefetch",
-        long,
-        hide_default_value = true,
-        default_value_t = 1
-    )]
-    pub prefetch_threads: usize,
-    /// Collated batches kept ready ahead of the trainer [default: 1].
-    #[arg(
-        help_heading = "Replay and prefetch",
-        long,
-        hide_default_value = true,
-        default_value_t = 1
-    )]
-    pub prefetch_depth: usize,
-    /// Keep checkpoints, metrics.jsonl and learning_curve.png here [default: none].
-    #[arg(help_heading = "Checkpoints", long)]
+
+    // ---- [checkpoints] ----------------------------------------------------
+    /// Keep checkpoints, metrics.jsonl, learning_curve.png and the run's
+    /// resolved settings (config.toml) here [default: none].
+    #[arg(help_heading = CHECKPOINTS, long)]
     pub run_dir: Option<PathBuf>,
-    /// Seconds between checkpoints with --run-dir (one is also written at exit) [default: 60].
-    #[arg(
-        help_heading = "Checkpoints",
-        long,
-        hide_default_value = true,
-        default_value_t = 60.0
-    )]
-    pub checkpoint_secs: f64,
+    /// Seconds between checkpoints with --run-dir (one is also written at exit).
+    #[arg(help_heading = CHECKPOINTS, long)]
+    pub checkpoint_secs: Option<f64>,
     /// Continue from the newest checkpoint in this run directory (weights,
     /// optimizer, counters, policy version, replay buffer; the replay flags must be the
     /// checkpointed run's); implies --run-dir DIR unless given [default: none].
-    #[arg(help_heading = "Checkpoints", long)]
+    #[arg(help_heading = CHECKPOINTS, long)]
     pub resume: Option<PathBuf>,
-    /// Mean return over the last 100 episodes that counts as solved; may be
-    /// negative (`--target-return -250` for Pendulum) [default: 475, CartPole-v1's threshold].
-    #[arg(
-        help_heading = "Stopping, reports and metrics",
-        long,
-        allow_negative_numbers = true,
-        hide_default_value = true,
-        default_value_t = 475.0
-    )]
-    pub target_return: f64,
-    /// Stop as soon as the target return is reached [default: off].
-    #[arg(help_heading = "Stopping, reports and metrics", long)]
-    pub stop_when_solved: bool,
-}
-
-/// `--inference-dtype`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum InferenceDTypeArg {
-    F32,
-    Bf16,
-}
-
-impl From<InferenceDTypeArg> for InferenceDType {
-    fn from(arg: InferenceDTypeArg) -> Self {
-        match arg {
-            InferenceDTypeArg::F32 => InferenceDType::F32,
-            InferenceDTypeArg::Bf16 => InferenceDType::Bf16,
-        }
-    }
-}
-
-/// `--optimizer`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OptimizerKind {
-    Adam,
-    Rmsprop,
-}
-
-/// `--algo`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum AlgoArg {
-    Vtrace,
-    R2d2,
-}
-
-/// `--replay-sampler`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ReplaySamplerArg {
-    Fifo,
-    Uniform,
-    Recent,
-    Prioritized,
-}
-
-impl From<ReplaySamplerArg> for ReplaySampler {
-    fn from(a: ReplaySamplerArg) -> Self {
-        match a {
-            ReplaySamplerArg::Fifo => ReplaySampler::Fifo,
-            ReplaySamplerArg::Uniform => ReplaySampler::Uniform,
-            ReplaySamplerArg::Recent => ReplaySampler::Recent,
-            ReplaySamplerArg::Prioritized => ReplaySampler::Prioritized,
-        }
-    }
-}
-
-/// `--replay-writer`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ReplayWriterArg {
-    Block,
-    Overwrite,
-}
-
-impl From<ReplayWriterArg> for ReplayWriter {
-    fn from(a: ReplayWriterArg) -> Self {
-        match a {
-            ReplayWriterArg::Block => ReplayWriter::Block,
-            ReplayWriterArg::Overwrite => ReplayWriter::Overwrite,
-        }
-    }
 }
 
 impl TrainArgs {
-    /// The default listen address (used when `--listen` is not given).
-    pub const DEFAULT_LISTEN: &'static str = DEFAULT_LEARNER_ADDR;
-
-    /// `--replay-addr` and its options, checked; the TLS files read once.
-    fn remote_replay(&self) -> Result<Option<RemoteReplayConfig>, LearnerError> {
-        let Some(addr) = &self.replay_addr else {
-            return Ok(None);
-        };
-        if !self.print_replay_table_config {
-            let local_flags = [
-                ("--replay-sampler", self.replay_sampler.is_some()),
-                ("--replay-writer", self.replay_writer.is_some()),
-                ("--replay-capacity", self.replay_capacity.is_some()),
-                ("--replay-min-size", self.replay_min_size.is_some()),
-                ("--replay-window", self.replay_window.is_some()),
-                ("--samples-per-insert", self.samples_per_insert.is_some()),
-                ("--max-policy-lag", self.max_policy_lag.is_some()),
-            ];
-            if let Some((flag, _)) = local_flags.iter().find(|(_, given)| *given) {
-                return Err(LearnerError::Config(format!(
-                    "{flag} sets the in-process buffer; with --replay-addr the table's config \
-                     on the replay server decides it (--print-replay-table-config prints a \
-                     config with these flags applied)"
-                )));
+    /// The settings these flags give, as the last layer: only what was
+    /// typed (or set through `SEED_TOKEN`/`SEED_REPLAY_TOKEN`).
+    pub fn flags_layer(&self) -> Result<Layer, LearnerError> {
+        let bad = |e: toml::ser::Error| LearnerError::Config(format!("flags: {e}"));
+        let flat = toml::Table::try_from(self).map_err(bad)?;
+        let mut sections = toml::Table::new();
+        for (key, value) in flat {
+            let section = section_of(&key).ok_or_else(|| {
+                LearnerError::Config(format!("--{key} has no settings section"))
+            })?;
+            sections
+                .entry(section)
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                .as_table_mut()
+                .map(|t| t.insert(key, value));
+        }
+        let env = &self.environment;
+        let actors = sections
+            .entry("actors")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let Some(actors) = actors.as_table_mut() {
+            for id in &self.env_given {
+                let value = match id.as_str() {
+                    "env" => env
+                        .env
+                        .and_then(|k| clap::ValueEnum::to_possible_value(&k))
+                        .map(|v| toml::Value::String(v.get_name().to_owned())),
+                    "obs_shape" => Some(toml::Value::Array(
+                        env.obs_shape
+                            .iter()
+                            .map(|d| toml::Value::Integer(*d as i64))
+                            .collect(),
+                    )),
+                    "obs_dtype" => Some(toml::Value::String(env.obs_dtype.to_string())),
+                    "num_actions" => Some(toml::Value::Integer(env.num_actions.into())),
+                    "step_cost_us" => Some(toml::Value::Integer(env.step_cost_us as i64)),
+                    "episode_len" => Some(toml::Value::Integer(env.episode_len.into())),
+                    _ => None,
+                };
+                if let Some(v) = value {
+                    actors.insert(id.clone(), v);
+                }
             }
         }
-        let mut remote = RemoteReplayConfig::parse(addr, self.replay_tls_ca.is_some())
-            .map_err(LearnerError::Config)?;
-        remote.token = self.replay_token.clone().filter(|t| !t.is_empty());
-        remote.tls_ca = match &self.replay_tls_ca {
-            Some(p) => Some(read_certificates("--replay-tls-ca", p)?),
-            None => None,
-        };
-        remote.tls_domain = self.replay_tls_domain.clone();
-        remote.tls_identity = match (&self.replay_tls_cert, &self.replay_tls_key) {
-            (Some(c), Some(k)) => Some((
-                read_certificates("--replay-tls-cert", c)?,
-                read_private_key("--replay-tls-key", k)?,
-            )),
-            _ => None,
-        };
-        if self.replay_insert_queue == 0 {
-            return Err(LearnerError::Config(
-                "--replay-insert-queue must be at least 1".into(),
-            ));
+        let settings: Settings = toml::Value::Table(sections)
+            .try_into()
+            .map_err(|e: toml::de::Error| LearnerError::Config(format!("flags: {e}")))?;
+        Ok(Layer::new(Origin::Flags, settings))
+    }
+
+    /// Every layer, lowest first: `--preset`, `--config`, the flags.
+    pub fn layers(&self) -> Result<Vec<Layer>, LearnerError> {
+        let mut layers = Vec::with_capacity(3);
+        if let Some(name) = &self.preset {
+            layers.push(settings::presets::preset(name)?);
         }
-        remote.insert_queue = self.replay_insert_queue;
-        remote.max_message_bytes = self.max_message_bytes;
-        Ok(Some(remote))
+        if let Some(path) = &self.config {
+            layers.push(Layer::read(path)?);
+        }
+        layers.push(self.flags_layer()?);
+        Ok(layers)
     }
 
-    /// `--envs-per-actor` with its per-algorithm default.
-    pub fn envs_per_actor(&self) -> usize {
-        self.envs_per_actor.unwrap_or(match self.algo {
-            AlgoArg::Vtrace => VTRACE_ENVS_PER_ACTOR,
-            AlgoArg::R2d2 => R2D2_ENVS_PER_ACTOR,
-        })
+    /// The run these flags describe, resolved and validated: the one place
+    /// flags become a [`LearnerConfig`]. Reads the TLS files once.
+    pub fn resolve(&self) -> Result<Resolved, LearnerError> {
+        settings::resolve_with(
+            &self.layers()?,
+            settings::ResolveOptions {
+                describe_remote_table: self.print_replay_table_config,
+            },
+        )
     }
 
-    /// The run these flags describe, validated: the one place flags become
-    /// a [`LearnerConfig`]. Reads the TLS files once.
+    /// [`TrainArgs::resolve`]'s config alone.
     pub fn to_config(&self) -> Result<LearnerConfig, LearnerError> {
-        if self.no_train && self.replay_addr.is_some() {
-            return Err(LearnerError::Config(
-                "--replay-addr with --no-train: a learner that does not train stores no unrolls"
-                    .into(),
-            ));
-        }
-        let (listen, fallback_to_ephemeral) = match &self.listen {
-            Some(l) => (l.parse::<ListenAddr>()?, false),
-            None => (Self::DEFAULT_LISTEN.parse::<ListenAddr>()?, true),
-        };
-        if !self.checkpoint_secs.is_finite() {
-            return Err(LearnerError::Config(
-                "--checkpoint-secs must be a finite number".into(),
-            ));
-        }
-        if !self.progress_secs.is_finite() {
-            return Err(LearnerError::Config(
-                "--progress-secs must be a finite number".into(),
-            ));
-        }
-        let tls = match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => Some(ServerTls::from_files(
-                cert,
-                key,
-                self.tls_client_ca.as_deref(),
-            )?),
-            (None, None) if self.tls_client_ca.is_none() => None,
-            _ => {
-                return Err(LearnerError::Config(
-                    "--tls-cert and --tls-key go together (and --tls-client-ca needs them)".into(),
-                ))
-            }
-        };
-        // Defaults that depend on the device (see `LearnerConfig::for_device`).
-        let device: DeviceSpec = self.device.parse()?;
-        let defaults = LearnerConfig::for_device(device);
-        let default_batch_size = defaults
-            .train
-            .as_ref()
-            .map_or(TrainConfig::default().batch_size, |t| t.batch_size);
-        let algorithm = match self.optimizer {
-            // An LSTM core learns far slower at V-trace's 1e-3.
-            OptimizerKind::Adam => Algorithm::Adam(AdamConfig {
-                eps: self.optimizer_epsilon.unwrap_or(match self.algo {
-                    AlgoArg::Vtrace if !self.lstm => VTRACE_ADAM_EPSILON,
-                    AlgoArg::Vtrace | AlgoArg::R2d2 => AdamConfig::default().eps,
-                }),
-                ..AdamConfig::default()
-            }),
-            OptimizerKind::Rmsprop => Algorithm::RmsProp(RmsPropConfig {
-                eps: self
-                    .optimizer_epsilon
-                    .unwrap_or(RmsPropConfig::default().eps),
-                ..RmsPropConfig::default()
-            }),
-        };
-        let decay_steps = self.lr_decay_steps.unwrap_or(match self.algo {
-            AlgoArg::Vtrace => VTRACE_LR_DECAY_STEPS,
-            AlgoArg::R2d2 => 0,
-        });
-        let schedule = if decay_steps > 0 {
-            LrSchedule::LinearDecay {
-                initial: self.learning_rate,
-                decay_steps,
-                last: self.learning_rate * self.lr_final_fraction,
-            }
-        } else {
-            LrSchedule::Constant {
-                lr: self.learning_rate,
-            }
-        };
-        let remote_replay = self.remote_replay()?;
-        let train = (!self.no_train).then(|| TrainConfig {
-            unroll_length: self.unroll_length,
-            batch_size: self.batch_size.unwrap_or(default_batch_size),
-            trainer: TrainerConfig {
-                agent: match self.algo {
-                    AlgoArg::Vtrace => Agent::VTrace,
-                    AlgoArg::R2d2 => Agent::R2d2(R2d2Config {
-                        burn_in: self.burn_in,
-                        n_step: self.n_step,
-                        target_update_period: self.target_update_period,
-                        priority_eta: self.priority_eta,
-                        exploration: EpsilonSchedule {
-                            epsilon: self.epsilon,
-                            alpha: self.epsilon_alpha,
-                            slots: if self.local_actors > 0 {
-                                self.local_actors * self.envs_per_actor()
-                            } else {
-                                self.max_env_slots
-                            },
-                        },
-                    }),
-                },
-                loss: ImpalaLossConfig {
-                    discount: self.discount.unwrap_or(match self.algo {
-                        AlgoArg::Vtrace => VTRACE_DISCOUNT,
-                        AlgoArg::R2d2 => R2D2_DISCOUNT,
-                    }),
-                    baseline_cost: self.baseline_cost,
-                    entropy_cost: self.entropy_cost,
-                    reward_scale: self.reward_scale,
-                    clip: VTraceClip {
-                        rho: self.vtrace_clip,
-                        c: self.vtrace_clip,
-                        pg_rho: self.vtrace_clip,
-                    },
-                },
-                optimizer: OptimizerConfig {
-                    algorithm,
-                    schedule,
-                },
-                max_grad_norm: self.max_grad_norm,
-            },
-            replay: ReplaySettings {
-                sampler: self.replay_sampler.map(Into::into),
-                writer: self.replay_writer.map(Into::into),
-                samples_per_insert: self.samples_per_insert,
-                capacity: self.replay_capacity,
-                min_size: self.replay_min_size,
-                priority_exponent: self.priority_exponent,
-                importance_exponent: self.importance_exponent,
-                recent_window: self.replay_window,
-                insert_timeout: Duration::from_millis(self.insert_timeout_ms),
-                max_policy_lag: self.max_policy_lag,
-                remote: remote_replay.clone(),
-            },
-            prefetch_threads: self.prefetch_threads,
-            prefetch_depth: self.prefetch_depth,
-            checkpoints: CheckpointSettings {
-                every: Duration::from_secs_f64(self.checkpoint_secs.max(0.0)),
-                resume: self.resume.clone(),
-            },
-        });
-        let config = LearnerConfig {
-            // Remote actors only and no --env: the first hello fixes the spec.
-            env: (self.local_actors > 0 || self.environment.env.is_some())
-                .then(|| self.environment.env_config()),
-            seed: self.seed,
-            model: ModelShape {
-                hidden_sizes: self.hidden_sizes.clone(),
-                conv_features: self.conv_features,
-                // R2D2's Q-network is recurrent.
-                lstm_size: (self.lstm || self.algo == AlgoArg::R2d2).then_some(self.lstm_size),
-            },
-            serve: ServeConfig {
-                listen,
-                fallback_to_ephemeral,
-                token: self.token.clone().filter(|t| !t.is_empty()),
-                max_message_bytes: self.max_message_bytes,
-                max_env_slots: self.max_env_slots,
-                io_threads: self.io_threads,
-                metrics_addr: self.metrics_addr,
-                keepalive: Keepalive::from_secs(self.keepalive_secs, self.keepalive_timeout_secs),
-                tls,
-            },
-            inference: InferenceConfig {
-                batcher: BatcherConfig {
-                    max_rows: self
-                        .max_batch
-                        .unwrap_or(defaults.inference.batcher.max_rows),
-                    flush_after: Duration::from_micros(self.flush_us),
-                },
-                threads: self.inference_threads,
-                actor_idle: (self.actor_idle_ms > 0)
-                    .then(|| Duration::from_millis(self.actor_idle_ms)),
-                inline_max_rows: self.inline_max_rows,
-                device,
-                dtype: self.inference_dtype.into(),
-                candle_threads: self.threads,
-            },
-            train,
-            run: RunConfig {
-                local_actors: self.local_actors,
-                envs_per_actor: self.envs_per_actor(),
-                actor_bin: self.actor_bin.clone(),
-                max_seconds: self.max_seconds,
-                max_env_steps: self.max_env_steps,
-                progress_every: (self.progress_secs > 0.0)
-                    .then(|| Duration::from_secs_f64(self.progress_secs)),
-                summary_json: self.summary_json.clone(),
-                target_return: self.target_return,
-                stop_when_solved: self.stop_when_solved,
-                run_dir: self.run_dir.clone(),
-                local_actor_flags: match self.log_format {
-                    LogFormat::Text => Vec::new(),
-                    LogFormat::Json => vec!["--log-format".into(), "json".into()],
-                },
-            },
-        };
-        config.validate()?;
-        Ok(config)
+        Ok(self.resolve()?.config)
     }
+}
+
+/// Every section's keys, for tests and docs: (section, key).
+pub fn setting_keys() -> impl Iterator<Item = (&'static str, &'static str)> {
+    SECTIONS
+        .iter()
+        .flat_map(|(section, _, keys)| keys.iter().map(move |k| (*section, *k)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use seed_learner::device::DeviceSpec;
+    use seed_learner::learn::algo::Agent;
+    use seed_learner::learn::optimizer::{Algorithm, LrSchedule, OptimizerConfig};
+    use seed_shared::Keepalive;
+    use std::time::Duration;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("learner").chain(args.iter().copied()))
@@ -1093,10 +763,8 @@ mod tests {
         assert!(e.contains("--no-train"), "{e}");
         let e = config(&["--replay-addr", "h:1"]).unwrap_err().to_string();
         assert!(e.contains("HOST:PORT/TABLE"), "{e}");
-        assert!(
-            parse(&["--replay-token", "s"]).is_err(),
-            "needs --replay-addr"
-        );
+        let e = config(&["--replay-token", "s"]).unwrap_err().to_string();
+        assert!(e.contains("needs --replay-addr"), "{e}");
     }
 
     #[test]
@@ -1104,31 +772,30 @@ mod tests {
         let cli = parse(&[]).unwrap();
         assert!(cli.command.is_none());
         let t = cli.train;
-        assert_eq!(t.listen, None);
-        assert_eq!(t.local_actors, 2);
-        assert_eq!(t.envs_per_actor, None);
-        assert_eq!(t.envs_per_actor(), 8);
-        assert_eq!(t.environment.env, None);
-        assert_eq!(t.environment.env_config(), seed_env::EnvConfig::CartPole);
-        assert_eq!(t.max_batch, None);
-        assert_eq!(t.batch_size, None);
-        assert_eq!(t.inference_dtype, InferenceDTypeArg::F32);
-        assert_eq!(t.flush_us, 500);
-        assert_eq!(t.actor_idle_ms, 100);
         assert_eq!(
-            t.to_config().unwrap().inference.actor_idle,
-            seed_learner::app::LearnerConfig::default()
-                .inference
-                .actor_idle
+            t.flags_layer().unwrap().settings,
+            Settings::default(),
+            "no flag holds a value of its own"
         );
-        assert_eq!(t.progress_secs, 5.0);
-        assert_eq!(t.device, "cpu");
-        assert!(!t.no_train && !t.lstm && !t.stop_when_solved);
-        assert_eq!(t.samples_per_insert, None);
-        assert_eq!(t.algo, AlgoArg::Vtrace);
-        assert_eq!(t.target_return, 475.0);
-        assert_eq!(t.hidden_sizes, vec![64, 64]);
-        assert_eq!(t.metrics_addr, None);
+        let c = t.to_config().unwrap();
+        assert!(c.serve.fallback_to_ephemeral);
+        assert_eq!(c.run.local_actors, 2);
+        assert_eq!(c.run.envs_per_actor, 8);
+        assert_eq!(c.env, Some(seed_env::EnvConfig::CartPole));
+        assert_eq!(c.inference.batcher.max_rows, 256);
+        assert_eq!(c.train.as_ref().unwrap().batch_size, 16);
+        assert_eq!(c.inference.dtype, InferenceDType::F32);
+        assert_eq!(c.inference.batcher.flush_after, Duration::from_micros(500));
+        assert_eq!(c.inference.actor_idle, Some(Duration::from_millis(100)));
+        assert_eq!(c.run.progress_every, Some(Duration::from_secs(5)));
+        assert_eq!(c.inference.device, DeviceSpec::Cpu);
+        assert!(c.train.is_some() && c.model.lstm_size.is_none() && !c.run.stop_when_solved);
+        let train = c.train.as_ref().unwrap();
+        assert_eq!(train.replay.samples_per_insert, 6.0);
+        assert_eq!(train.trainer.agent, Agent::VTrace);
+        assert_eq!(c.run.target_return, 475.0);
+        assert_eq!(c.model.hidden_sizes, vec![64, 64]);
+        assert_eq!(c.serve.metrics_addr, None);
     }
 
     #[test]
@@ -1248,7 +915,7 @@ mod tests {
         assert_eq!((r.burn_in, r.n_step, r.target_update_period), (2, 5, 7));
         assert_eq!(r.exploration.epsilon, 0.3);
         assert_eq!(r.exploration.slots, 16, "2 local actors x 8 envs");
-        assert_eq!(t.replay.sampler, Some(ReplaySampler::Uniform));
+        assert_eq!(t.replay.sampler, ReplaySampler::Uniform);
         let err = refusal(&["--replay-sampler", "prioritized"]);
         assert!(err.contains("--algo r2d2"), "{err}");
     }
@@ -1260,12 +927,12 @@ mod tests {
         let config = |args: &[&str]| parse(args).unwrap().train.to_config().unwrap();
         let discount = |args: &[&str]| config(args).train.unwrap().trainer.loss.discount;
         let envs = |args: &[&str]| config(args).run.envs_per_actor;
-        assert_eq!(discount(&[]), VTRACE_DISCOUNT);
-        assert_eq!(discount(&["--algo", "r2d2"]), R2D2_DISCOUNT);
+        assert_eq!(discount(&[]), 0.98);
+        assert_eq!(discount(&["--algo", "r2d2"]), 0.99);
         assert_eq!(discount(&["--algo", "r2d2", "--discount", "0.9"]), 0.9);
         assert_eq!(discount(&["--discount", "0.995"]), 0.995);
-        assert_eq!(envs(&[]), VTRACE_ENVS_PER_ACTOR);
-        assert_eq!(envs(&["--algo", "r2d2"]), R2D2_ENVS_PER_ACTOR);
+        assert_eq!(envs(&[]), 8);
+        assert_eq!(envs(&["--algo", "r2d2"]), 32);
         assert_eq!(envs(&["--algo", "r2d2", "--envs-per-actor", "8"]), 8);
         assert_eq!(envs(&["--envs-per-actor", "64"]), 64);
         // R2D2's ε schedule spreads over the slots the run really has.
@@ -1273,7 +940,7 @@ mod tests {
             Agent::R2d2(r) => r.exploration.slots,
             Agent::VTrace => unreachable!("r2d2 was asked for"),
         };
-        assert_eq!(slots(&["--algo", "r2d2"]), 2 * R2D2_ENVS_PER_ACTOR);
+        assert_eq!(slots(&["--algo", "r2d2"]), 2 * 32);
         assert_eq!(slots(&["--algo", "r2d2", "--envs-per-actor", "4"]), 8);
     }
 
@@ -1284,8 +951,8 @@ mod tests {
             schedule(&[]),
             LrSchedule::LinearDecay {
                 initial: 2e-3,
-                decay_steps: VTRACE_LR_DECAY_STEPS,
-                last: 2e-3 * DEFAULT_LR_FINAL_FRACTION,
+                decay_steps: 7000,
+                last: 2e-3 * 0.03,
             }
         );
         assert_eq!(
@@ -1321,15 +988,15 @@ mod tests {
             Algorithm::Adam(a) => ("adam", a.eps),
             Algorithm::RmsProp(r) => ("rmsprop", r.eps),
         };
-        assert_eq!(eps(&[]), ("adam", VTRACE_ADAM_EPSILON));
-        assert_eq!(eps(&["--lstm"]), ("adam", AdamConfig::default().eps));
+        assert_eq!(eps(&[]), ("adam", 1e-3));
+        assert_eq!(eps(&["--lstm"]), ("adam", 1e-8));
         assert_eq!(
             eps(&["--algo", "r2d2"]),
-            ("adam", AdamConfig::default().eps)
+            ("adam", 1e-8)
         );
         assert_eq!(
             eps(&["--optimizer", "rmsprop"]),
-            ("rmsprop", RmsPropConfig::default().eps)
+            ("rmsprop", 0.01)
         );
         assert_eq!(eps(&["--optimizer-epsilon", "1e-5"]), ("adam", 1e-5));
         assert_eq!(
@@ -1469,10 +1136,15 @@ mod tests {
                 .unwrap_err()
                 .to_string()
         };
-        // Half a pair is a usage error.
-        assert!(parse(&["--tls-cert", &s(&cert)]).is_err());
-        assert!(parse(&["--tls-key", &s(&key)]).is_err());
-        assert!(parse(&["--tls-client-ca", &s(&cert)]).is_err());
+        // Half a pair is refused, naming the pair.
+        for half in [
+            ["--tls-cert", &s(&cert)],
+            ["--tls-key", &s(&key)],
+            ["--tls-client-ca", &s(&cert)],
+        ] {
+            let e = err(&half);
+            assert!(e.contains("--tls-cert and --tls-key"), "{half:?}: {e}");
+        }
 
         let e = err(&["--tls-cert", &s(&missing), "--tls-key", &s(&key)]);
         assert!(e.contains("--tls-cert") && e.contains("missing.pem"), "{e}");
@@ -1511,6 +1183,10 @@ mod tests {
     fn metrics_addr_takes_a_socket_address() {
         let t = parse(&["--metrics-addr", "127.0.0.1:0"]).unwrap().train;
         assert_eq!(t.metrics_addr, Some("127.0.0.1:0".parse().unwrap()));
+        assert_eq!(
+            t.to_config().unwrap().serve.metrics_addr,
+            Some("127.0.0.1:0".parse().unwrap())
+        );
         assert!(parse(&["--metrics-addr", "localhost"]).is_err());
     }
 
@@ -1520,7 +1196,8 @@ mod tests {
         match cli.command {
             Some(Command::Eval(e)) => {
                 assert_eq!(e.checkpoint, PathBuf::from("/tmp/run"));
-                assert_eq!(e.episodes, 3);
+                assert_eq!(e.to_config().episodes, 3);
+                assert_eq!(e.to_config().max_steps, EvalConfig::default().max_steps);
                 assert_eq!(
                     e.to_config().policy,
                     seed_learner::app::eval::EvalPolicy::Greedy
@@ -1552,7 +1229,6 @@ mod tests {
 
     #[test]
     fn every_flag_sits_under_a_topic_heading() {
-        use clap::CommandFactory;
         let mut headings = Vec::new();
         for arg in Cli::command().get_arguments() {
             if arg.get_id() == "help" || arg.get_id() == "version" {
@@ -1568,8 +1244,7 @@ mod tests {
 
     #[test]
     fn every_flag_documents_its_default() {
-        use clap::CommandFactory;
-        let cmd = Cli::command();
+        let cmd = Cli::command_with_defaults();
         for arg in cmd.get_arguments() {
             if arg.get_id() == "help" || arg.get_id() == "version" {
                 continue;
@@ -1581,5 +1256,276 @@ mod tests {
                 arg.get_id()
             );
         }
+    }
+
+    /// A config file in a fresh temporary directory.
+    fn config_file(text: &str) -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.toml");
+        std::fs::write(&path, text).unwrap();
+        let path = path.to_str().unwrap().to_owned();
+        (dir, path)
+    }
+
+    fn resolved(args: &[&str]) -> Resolved {
+        parse(args).unwrap().train.resolve().unwrap()
+    }
+
+    #[test]
+    fn precedence_is_defaults_then_preset_then_file_then_flags() {
+        let loss = |args: &[&str]| resolved(args).config.train.unwrap().trainer.loss;
+        assert_eq!(loss(&[]).discount, 0.98, "the default");
+        assert_eq!(loss(&["--preset", "pendulum"]).discount, 0.9, "the preset");
+        let (_dir, file) = config_file("[train]\ndiscount = 0.95\n");
+        let both = loss(&["--preset", "pendulum", "--config", &file]);
+        assert_eq!(both.discount, 0.95, "the file over the preset");
+        assert_eq!(both.reward_scale, 0.1, "what the file leaves keeps the preset's");
+        let all = loss(&["--preset", "pendulum", "--config", &file, "--discount", "0.97"]);
+        assert_eq!(all.discount, 0.97, "flags over the file");
+        assert_eq!(loss(&["--config", &file]).reward_scale, 1.0, "the default again");
+    }
+
+    /// Defaults that depend on the algorithm (or device) follow the final
+    /// value, whichever layer set it.
+    #[test]
+    fn algorithm_defaults_follow_the_final_algorithm() {
+        let (_dir, r2d2) = config_file("[train]\nalgo = \"r2d2\"\n");
+        let file = resolved(&["--config", &r2d2]).config;
+        let t = file.train.as_ref().unwrap();
+        assert!(matches!(t.trainer.agent, Agent::R2d2(_)));
+        assert_eq!(t.trainer.loss.discount, 0.99);
+        assert_eq!(file.run.envs_per_actor, 32);
+        assert_eq!(t.replay.sampler, ReplaySampler::Prioritized);
+
+        let flag = resolved(&["--config", &r2d2, "--algo", "vtrace"]).config;
+        assert_eq!(flag, LearnerConfig::default(), "every value V-trace's own");
+
+        let masked = resolved(&["--preset", "cartpole-masked-r2d2", "--algo", "vtrace"]);
+        let t = masked.config.train.as_ref().unwrap();
+        assert_eq!(t.trainer.agent, Agent::VTrace);
+        assert_eq!(t.trainer.loss.discount, 0.98);
+        assert_eq!(masked.config.env, Some(seed_env::EnvConfig::CartPoleMasked));
+
+        let (_dir, cuda) = config_file("[inference]\ndevice = \"cuda:0\"\n");
+        let c = resolved(&["--config", &cuda, "--batch-size", "8"]).config;
+        assert_eq!(c.inference.batcher.max_rows, 1024, "the device's default");
+        assert_eq!(c.train.unwrap().batch_size, 8, "the flag");
+    }
+
+    /// `--print-config`'s output, read back with `--config`, is the same run.
+    fn assert_round_trip(args: &[&str]) {
+        let first = resolved(args);
+        let text = settings::print::to_toml(&first.settings);
+        let (_dir, file) = config_file(&text);
+        let again = resolved(&["--config", &file]);
+        let mut want = first.config.clone();
+        // Secrets are never printed, so they come back unset.
+        want.serve.token = None;
+        if let Some(r) = want.train.as_mut().and_then(|t| t.replay.remote.as_mut()) {
+            r.token = None;
+        }
+        assert_eq!(again.config, want, "{args:?}:\n{text}");
+        let unredacted = |t: &str| {
+            t.lines()
+                .filter(|l| !l.contains("<redacted>"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(
+            settings::print::to_toml(&again.settings),
+            unredacted(&text) + "\n",
+            "{args:?}: printing is stable"
+        );
+    }
+
+    #[test]
+    fn print_config_reads_back_into_the_same_run_for_every_preset() {
+        assert_round_trip(&[]);
+        for (name, _) in settings::presets::PRESETS {
+            assert_round_trip(&["--preset", name]);
+            assert_round_trip(&["--preset", name, "--device", "cuda:0"]);
+        }
+    }
+
+    /// Random combinations of flags (a fixed seed, so a failure repeats):
+    /// each one that resolves prints and reads back into the same run.
+    #[test]
+    fn print_config_reads_back_into_the_same_run_for_random_flags() {
+        let choices: &[&[&str]] = &[
+            &["--algo", "r2d2"],
+            &["--algo", "vtrace"],
+            &["--lstm"],
+            &["--lstm-size", "32"],
+            &["--optimizer", "rmsprop"],
+            &["--optimizer-epsilon", "1e-5"],
+            &["--device", "cuda:1"],
+            &["--replay-ratio", "1"],
+            &["--replay-ratio", "3.5"],
+            &["--replay-sampler", "recent"],
+            &["--replay-capacity", "100"],
+            &["--batch-size", "8"],
+            &["--unroll-length", "24"],
+            &["--no-train"],
+            &["--local-actors", "0"],
+            &["--local-actors", "3"],
+            &["--envs-per-actor", "5"],
+            &["--env", "pendulum"],
+            &["--env", "synthetic", "--obs-shape", "3,5", "--num-actions", "3"],
+            &["--listen", "127.0.0.1:7000"],
+            &["--max-seconds", "12.5"],
+            &["--max-env-steps", "1000"],
+            &["--target-return", "-250"],
+            &["--stop-when-solved"],
+            &["--learning-rate", "3e-4"],
+            &["--lr-decay-steps", "0"],
+            &["--discount", "0.995"],
+            &["--entropy-cost", "0.01"],
+            &["--hidden-sizes", "32,16,8"],
+            &["--epsilon", "0.1"],
+            &["--max-policy-lag", "4"],
+            &["--log-format", "json"],
+            &["--inference-dtype", "bf16"],
+            &["--metrics-addr", "127.0.0.1:0"],
+            &["--run-dir", "/tmp/seed-run"],
+            &["--token", "s3cret-token"],
+            &["--replay-addr", "127.0.0.1:9/t"],
+            &["--threads", "2"],
+            &["--actor-idle-ms", "0"],
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            // xorshift64*: deterministic, no dependency.
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        let mut resolved_runs = 0;
+        for _ in 0..300 {
+            let mut args: Vec<&str> = Vec::new();
+            for _ in 0..(1 + next() % 6) {
+                args.extend(choices[(next() % choices.len() as u64) as usize]);
+            }
+            let Ok(cli) = parse(&args) else { continue };
+            if cli.train.resolve().is_err() {
+                continue;
+            }
+            assert_round_trip(&args);
+            resolved_runs += 1;
+        }
+        assert!(resolved_runs > 100, "only {resolved_runs} combinations resolved");
+    }
+
+    #[test]
+    fn secrets_are_never_printed() {
+        let r = resolved(&[
+            "--token",
+            "s3cret-token",
+            "--replay-addr",
+            "127.0.0.1:9/t",
+            "--replay-token",
+            "r3play-token",
+        ]);
+        assert_eq!(r.config.serve.token.as_deref(), Some("s3cret-token"));
+        let text = settings::print::to_toml(&r.settings);
+        assert!(!text.contains("s3cret") && !text.contains("r3play"), "{text}");
+        assert!(text.contains("# token = \"<redacted>\""), "{text}");
+        assert!(text.contains("# replay_token = \"<redacted>\""), "{text}");
+    }
+
+    #[test]
+    fn a_bad_value_in_a_file_names_the_file_the_key_and_the_range() {
+        let (_dir, file) = config_file("[train]\nbatch_size = 0\n");
+        let e = parse(&["--config", &file])
+            .unwrap()
+            .train
+            .to_config()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("r.toml") && e.contains("train.batch_size") && e.contains("at least 1"),
+            "{e}"
+        );
+        let (_dir, file) = config_file("[replay]\nreplay_sampler = \"prioritized\"\n");
+        let e = parse(&["--config", &file])
+            .unwrap()
+            .train
+            .to_config()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("replay.replay_sampler") && e.contains("r2d2"), "{e}");
+        let e = parse(&["--config", "/nonexistent/r.toml"])
+            .unwrap()
+            .train
+            .to_config()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--config") && e.contains("/nonexistent/r.toml"), "{e}");
+        let e = parse(&["--preset", "nope"])
+            .unwrap()
+            .train
+            .to_config()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nope") && e.contains("cartpole-masked-lstm"), "{e}");
+    }
+
+    #[test]
+    fn a_run_dir_keeps_a_config_that_reproduces_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        let run_s = run.to_str().unwrap();
+        let first = resolved(&["--preset", "minatar", "--run-dir", run_s, "--seed", "7"]);
+        settings::print::write_run_config(&run, &first.settings).unwrap();
+        let kept = run.join(settings::print::RUN_CONFIG_FILE);
+        let again = resolved(&["--config", kept.to_str().unwrap()]);
+        assert_eq!(again.config, first.config);
+    }
+
+    /// Every flag of a setting is that setting's key, under the heading of
+    /// its section; the other flags only choose files or print.
+    #[test]
+    fn every_flag_is_a_key_of_the_settings_under_its_section_heading() {
+        let actions = ["preset", "config", "print_config", "print_replay_table_config"];
+        let cmd = Cli::command_with_defaults();
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if ["help", "version"].contains(&id) || actions.contains(&id) {
+                continue;
+            }
+            let section = section_of(id).unwrap_or_else(|| panic!("--{id} is no setting"));
+            let title = SECTIONS.iter().find(|(n, _, _)| *n == section).unwrap().1;
+            assert_eq!(arg.get_help_heading(), Some(title), "--{id}");
+        }
+        for (section, key) in setting_keys() {
+            assert!(
+                cmd.get_arguments().any(|a| a.get_id() == key),
+                "{section}.{key} has no flag"
+            );
+        }
+    }
+
+    /// No flag's own doc states a default the library declares: help adds
+    /// it from there, once.
+    #[test]
+    fn help_reads_each_default_from_the_library() {
+        for arg in Cli::command().get_arguments() {
+            let id = arg.get_id().as_str();
+            let Some(section) = section_of(id) else { continue };
+            if ENV_KEYS.contains(&id) {
+                continue;
+            }
+            let own = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            let library = settings::describe(&format!("{section}.{id}"));
+            assert!(
+                library.is_none() || !own.contains("[default:"),
+                "--{id} writes its default again: {own:?}"
+            );
+        }
+        let help = Cli::command_with_defaults()
+            .render_long_help()
+            .to_string();
+        assert!(help.contains("[default: cpu: 16, cuda: 64]"), "batch size");
+        assert!(help.contains("[default: vtrace: 0.98, r2d2: 0.99]"), "discount");
     }
 }

@@ -1,28 +1,28 @@
-//! The `learner` binary: parses flags, sets up logging, runs the library and
-//! maps the outcome to an exit code (0 clean stop, 1 error).
+//! The `learner` binary: parses flags, resolves the settings (defaults,
+//! preset, config file, flags), sets up logging, runs the library and maps
+//! the outcome to an exit code (0 clean stop, 1 error).
 use std::process::ExitCode;
 
-use clap::Parser;
-use seed_learner_cli::flags::{Cli, Command};
-use tracing::error;
+use seed_learner::app::settings::print::{to_toml, write_run_config};
+use seed_learner::app::settings::schema::LogFormatName;
+use seed_learner::app::settings::Resolved;
+use seed_learner_cli::flags::{Cli, Command, TrainArgs};
+use seed_shared::logging::LogFormat;
+use tracing::{error, info};
 
 fn main() -> ExitCode {
     // Before any thread starts; see `heap` for why and the measured gain.
     let heap_tuned = seed_learner::heap::keep_large_buffers_on_the_heap();
-    let cli = Cli::parse();
-    let log_format = match &cli.command {
-        Some(Command::Actor(a)) => a.log_format,
-        _ => cli.train.log_format,
-    };
-    seed_shared::logging::init_logging(log_format);
-    if !heap_tuned {
-        tracing::debug!("heap settings not applied (not glibc)");
-    }
+    let cli = Cli::parse_args();
     let result = match &cli.command {
-        Some(Command::Actor(args)) => seed_actor::cli::run(args)
-            .map(|_| ())
-            .map_err(anyhow::Error::from),
+        Some(Command::Actor(args)) => {
+            seed_shared::logging::init_logging(args.log_format);
+            seed_actor::cli::run(args)
+                .map(|_| ())
+                .map_err(anyhow::Error::from)
+        }
         Some(Command::Eval(args)) => {
+            seed_shared::logging::init_logging(LogFormat::Text);
             seed_learner::app::eval::evaluate(&args.checkpoint, &args.to_config())
                 .map(|r| {
                     println!(
@@ -32,19 +32,21 @@ fn main() -> ExitCode {
                 })
                 .map_err(anyhow::Error::from)
         }
-        None if cli.train.print_replay_table_config => cli
-            .train
-            .to_config()
-            .and_then(|config| seed_learner::app::replay_table::replay_table_config(&config))
-            .map(|json| println!("{json}"))
-            .map_err(anyhow::Error::from),
-        None => cli
-            .train
-            .to_config()
-            .and_then(|config| seed_learner::app::run::run(&config))
-            .map(|_| ())
-            .map_err(anyhow::Error::from),
+        None => {
+            let resolved = cli.train.resolve();
+            let log_format = match resolved.as_ref().map(|r| r.settings.run.log_format) {
+                Ok(Some(LogFormatName::Json)) => LogFormat::Json,
+                _ => LogFormat::Text,
+            };
+            seed_shared::logging::init_logging(log_format);
+            resolved
+                .map_err(anyhow::Error::from)
+                .and_then(|r| learn(&cli.train, &r))
+        }
     };
+    if !heap_tuned {
+        tracing::debug!("heap settings not applied (not glibc)");
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -52,4 +54,37 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `learner [FLAGS]`: print what was asked for, or run.
+fn learn(args: &TrainArgs, resolved: &Resolved) -> anyhow::Result<()> {
+    if args.print_config {
+        print!("{}", to_toml(&resolved.settings));
+        return Ok(());
+    }
+    let config = &resolved.config;
+    if args.print_replay_table_config {
+        let json = seed_learner::app::replay_table::replay_table_config(config)?;
+        println!("{json}");
+        return Ok(());
+    }
+    if let Some(dir) = config.run_dir() {
+        write_run_config(dir, &resolved.settings)?;
+    }
+    if let Some(about) = &resolved.about {
+        info!(preset = %about.description, "settings");
+        if let (Some(actor), 0) = (&about.actor, config.run.local_actors) {
+            let install = about
+                .install
+                .as_deref()
+                .map(|i| format!(" (first: {i})"))
+                .unwrap_or_default();
+            info!(
+                "this preset expects actors started beside it{install}: {actor} \
+                 (with --learner ADDR when this learner is not on 127.0.0.1:50051)"
+            );
+        }
+    }
+    seed_learner::app::run::run(config)?;
+    Ok(())
 }

@@ -125,6 +125,7 @@ compile_error!(
     "seed-replay-service sends native bytes as little-endian: little-endian targets only"
 );
 
+pub mod cli;
 pub mod client;
 pub mod config;
 pub mod error;

@@ -1,110 +1,31 @@
 //! The `replay-server` binary: parses flags, sets up logging, serves the
 //! configured tables until Ctrl-C or SIGTERM, and maps the outcome to an
 //! exit code (0 clean stop, 1 error).
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
+use seed_replay_service::cli::{Flags, MirrorFlags};
 use seed_replay_service::client::ClientOptions;
-use seed_replay_service::server::{start_mirror, MirrorOptions, ServerTls, DEFAULT_LISTEN};
+use seed_replay_service::server::{start_mirror, MirrorOptions, ServerTls};
 use seed_replay_service::{ServerOptions, ServiceConfig};
-use seed_shared::logging::{init_logging, LogFormat};
+use seed_shared::logging::init_logging;
 use tracing::{error, info};
 
-/// Serves replay tables over gRPC (`seed.v1.Replay`).
-#[derive(Debug, Parser)]
-#[command(name = "replay-server", version)]
-struct Flags {
-    /// The tables to serve: a JSON file (see the crate docs for its keys).
-    #[arg(
-        long,
-        required_unless_present = "mirror_of",
-        conflicts_with = "mirror_of"
-    )]
-    config: Option<PathBuf>,
-    #[command(flatten)]
-    mirror: MirrorFlags,
-    /// TCP address to listen on (port 0: any free port).
-    #[arg(long, default_value = DEFAULT_LISTEN)]
-    listen: SocketAddr,
-    /// Shared secret every call must carry (`authorization: Bearer`).
-    #[arg(long, env = "SEED_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-    /// Serve TLS with this certificate chain (PEM, leaf first).
-    #[arg(long, requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// The private key of --tls-cert (PEM).
-    #[arg(long, requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
-    /// Require client certificates signed by these CAs (mutual TLS).
-    #[arg(long, requires = "tls_cert")]
-    tls_client_ca: Option<PathBuf>,
-    /// Largest message accepted or sent, in bytes (an insert batch, a
-    /// sample reply).
-    #[arg(long, default_value_t = seed_shared::DEFAULT_MAX_MESSAGE_BYTES)]
+/// The mirror's options, or `None` without --mirror-of.
+fn mirror_options(
+    flags: &MirrorFlags,
     max_message_bytes: usize,
-    /// Restore in-memory tables from their checkpoints in the config's
-    /// `checkpoint_dir`, where one exists.
-    #[arg(long)]
-    restore: bool,
-    /// Serve a table from a mapped table directory written by another
-    /// server (a shard); repeat it to serve several as one read-only table.
-    /// `TABLE=DIR` names the config's table; a bare `DIR` needs a config
-    /// with one table. Adds to the table's `load` list.
-    #[arg(long, value_name = "[TABLE=]DIR", requires = "config")]
-    load: Vec<String>,
-    /// Async worker threads (default: one per core).
-    #[arg(long)]
-    worker_threads: Option<usize>,
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
-}
-
-/// A mirror: copies of another replay server's tables (see the crate docs,
-/// "Mirrors").
-#[derive(Debug, clap::Args)]
-struct MirrorFlags {
-    /// Mirror the replay server at HOST:PORT (or http[s]://HOST:PORT):
-    /// serve copies of its tables, kept in step through Follow, instead of
-    /// a --config.
-    #[arg(long, value_name = "HOST:PORT")]
-    mirror_of: Option<String>,
-    /// The primary's token.
-    #[arg(
-        long,
-        env = "SEED_MIRROR_TOKEN",
-        hide_env_values = true,
-        requires = "mirror_of"
-    )]
-    mirror_token: Option<String>,
-    /// CA certificates (PEM) to verify an https:// primary.
-    #[arg(long, requires = "mirror_of")]
-    mirror_tls_ca: Option<PathBuf>,
-    /// The name the primary's certificate is for (default: its host).
-    #[arg(long, requires = "mirror_of")]
-    mirror_tls_domain: Option<String>,
-    /// Client certificate (PEM) for a primary that requires mutual TLS.
-    #[arg(long, requires_all = ["mirror_of", "mirror_tls_key"])]
-    mirror_tls_cert: Option<PathBuf>,
-    /// The private key of --mirror-tls-cert (PEM).
-    #[arg(long, requires = "mirror_tls_cert")]
-    mirror_tls_key: Option<PathBuf>,
-}
-
-impl MirrorFlags {
-    /// The mirror's options, or `None` without --mirror-of.
-    fn options(&self, max_message_bytes: usize) -> anyhow::Result<Option<MirrorOptions>> {
-        let Some(upstream) = &self.mirror_of else {
+) -> anyhow::Result<Option<MirrorOptions>> {
+    {
+        let Some(upstream) = &flags.mirror_of else {
             return Ok(None);
         };
-        let tls_ca = match &self.mirror_tls_ca {
+        let tls_ca = match &flags.mirror_tls_ca {
             Some(p) => Some(seed_shared::tls::read_certificates("--mirror-tls-ca", p)?),
             None => None,
         };
-        let tls_identity = match (&self.mirror_tls_cert, &self.mirror_tls_key) {
+        let tls_identity = match (&flags.mirror_tls_cert, &flags.mirror_tls_key) {
             (Some(c), Some(k)) => Some((
                 seed_shared::tls::read_certificates("--mirror-tls-cert", c)?,
                 seed_shared::tls::read_private_key("--mirror-tls-key", k)?,
@@ -114,9 +35,9 @@ impl MirrorFlags {
         Ok(Some(MirrorOptions {
             upstream: upstream.clone(),
             client: ClientOptions {
-                token: self.mirror_token.clone(),
+                token: flags.mirror_token.clone(),
                 tls_ca,
-                tls_domain: self.mirror_tls_domain.clone(),
+                tls_domain: flags.mirror_tls_domain.clone(),
                 tls_identity,
                 max_message_bytes,
                 ..ClientOptions::default()
@@ -138,7 +59,7 @@ fn main() -> ExitCode {
 }
 
 fn run(flags: Flags) -> anyhow::Result<()> {
-    let mirror = flags.mirror.options(flags.max_message_bytes)?;
+    let mirror = mirror_options(&flags.mirror, flags.max_message_bytes)?;
     if mirror.is_some() && flags.restore {
         anyhow::bail!("--restore does not apply to a mirror: it copies its primary's tables");
     }

@@ -1,23 +1,23 @@
-//! [`LearnerConfig`]: everything a learner run is, typed, with every default
-//! and every check in one place.
+//! [`LearnerConfig`]: everything a learner run is, typed, with every check
+//! in one place.
 //!
-//! The `learner` binary turns its flags into one of these at the edge (the
-//! library never sees clap types); tests and embedders build one directly,
-//! starting from [`LearnerConfig::default`] (exactly the CLI's defaults: a
-//! test in the CLI crate holds the two together). [`LearnerConfig::validate`]
-//! is the one place a configuration is refused; its messages name the flag
+//! One is built by resolving settings (`crate::app::settings`: the
+//! library's defaults, a preset, a config file, the flags): the `learner`
+//! binary does so at the edge (the library never sees clap types); tests
+//! and embedders start from [`LearnerConfig::default`] (the defaults with
+//! no layer) or `settings::resolve_toml`. [`LearnerConfig::validate`] is
+//! the one place a configuration is refused; its messages name the flag
 //! that sets the field, since that is what a user can change.
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use seed_env::EnvConfig;
-use seed_shared::{Keepalive, DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
+use seed_shared::{Keepalive, DEFAULT_LEARNER_ADDR};
 
 use crate::device::DeviceSpec;
 use crate::error::LearnerError;
 use crate::infer::batcher::BatcherConfig;
-use crate::infer::state_table::DEFAULT_IDLE_THRESHOLD;
 use crate::learn::config::TrainConfig;
 use crate::model::{InferenceDType, ModelShape};
 use crate::serve::tls::ServerTls;
@@ -93,16 +93,6 @@ pub struct InferenceConfig {
     pub candle_threads: Option<usize>,
 }
 
-/// Envs per local actor by default for V-trace (the library's default
-/// agent): 2 actors x 8 envs = 16 env slots. V-trace's policy lag grows
-/// with the slots (15 learner steps with 16 slots, 22 with 32), and CartPole
-/// solves in fewer env steps with 16 than with 32, with 32 than with 64.
-pub const VTRACE_ENVS_PER_ACTOR: usize = 8;
-
-/// Envs per local actor by default for R2D2: its ε schedule spreads over
-/// 64 slots (what its CartPole figures were tuned with).
-pub const R2D2_ENVS_PER_ACTOR: usize = 32;
-
 /// The run loop: local actors, stop conditions, reports.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunConfig {
@@ -131,38 +121,13 @@ pub struct RunConfig {
     pub local_actor_flags: Vec<String>,
 }
 
-/// Default of `--inline-max-rows`: a CartPole MLP forward of 32 rows takes
-/// tens of microseconds on a CPU, short enough to run on a tokio worker.
-pub const DEFAULT_INLINE_MAX_ROWS: usize = 32;
-
 impl Default for LearnerConfig {
-    /// The CLI's defaults: CartPole, 2 local actors of 32 envs, training on.
+    /// The library's defaults with no preset, file or flag: CartPole, 2
+    /// local actors, V-trace on the CPU (`crate::app::settings`).
     fn default() -> Self {
-        LearnerConfig {
-            env: Some(EnvConfig::CartPole),
-            seed: 0,
-            model: ModelShape::default(),
-            serve: ServeConfig::default(),
-            inference: InferenceConfig::default(),
-            train: Some(TrainConfig::default()),
-            run: RunConfig::default(),
-        }
-    }
-}
-
-impl Default for ServeConfig {
-    fn default() -> Self {
-        ServeConfig {
-            listen: default_listen(),
-            fallback_to_ephemeral: true,
-            token: None,
-            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
-            max_env_slots: 65_536,
-            io_threads: None,
-            metrics_addr: None,
-            keepalive: Keepalive::default(),
-            tls: None,
-        }
+        crate::app::settings::resolve(&[])
+            .expect("the defaults resolve (tested)")
+            .config
     }
 }
 
@@ -175,86 +140,37 @@ pub fn default_listen() -> ListenAddr {
     )
 }
 
-impl Default for InferenceConfig {
-    fn default() -> Self {
-        InferenceConfig {
-            batcher: BatcherConfig {
-                max_rows: 256,
-                flush_after: Duration::from_micros(500),
-            },
-            threads: 1,
-            actor_idle: Some(DEFAULT_IDLE_THRESHOLD),
-            inline_max_rows: DEFAULT_INLINE_MAX_ROWS,
-            device: DeviceSpec::Cpu,
-            dtype: InferenceDType::F32,
-            candle_threads: None,
-        }
-    }
-}
-
-impl Default for RunConfig {
-    fn default() -> Self {
-        RunConfig {
-            local_actors: 2,
-            envs_per_actor: VTRACE_ENVS_PER_ACTOR,
-            actor_bin: None,
-            max_seconds: None,
-            max_env_steps: None,
-            progress_every: Some(Duration::from_secs(5)),
-            summary_json: None,
-            target_return: 475.0,
-            stop_when_solved: false,
-            run_dir: None,
-            local_actor_flags: Vec::new(),
-        }
-    }
-}
-
-/// `--max-batch` default with `--device cuda`: a GPU runs a batch of 1024
-/// rows in about the time of one of 64 (the forward is launch-bound below
-/// that), so it waits for more rows per launch.
-pub const CUDA_MAX_BATCH: usize = 1024;
-
-/// `--batch-size` default with `--device cuda`: 64 unrolls per training
-/// step instead of 16. A training step on a GPU is a fixed number of kernel
-/// launches whatever its batch, so four times the transitions per step cost
-/// about the same time as one.
-pub const CUDA_BATCH_SIZE: usize = 64;
-
 impl LearnerConfig {
-    /// The defaults for a run on `device`: [`LearnerConfig::default`] on the
-    /// CPU; on CUDA, batches of [`CUDA_MAX_BATCH`] rows for inference and
-    /// [`CUDA_BATCH_SIZE`] unrolls for training. Flags given explicitly
-    /// override these (the CLI starts from this).
+    /// The defaults for a run on `device` (on CUDA larger batches, as
+    /// `defaults.toml` says).
     pub fn for_device(device: DeviceSpec) -> Self {
-        let mut config = LearnerConfig::default();
-        if let DeviceSpec::Cuda(_) = device {
-            config.inference.batcher.max_rows = CUDA_MAX_BATCH;
-            if let Some(train) = &mut config.train {
-                train.batch_size = CUDA_BATCH_SIZE;
-            }
-        }
-        config.inference.device = device;
-        config
+        let layer = crate::app::settings::Layer::new(
+            crate::app::settings::Origin::Flags,
+            crate::app::settings::Settings {
+                inference: crate::app::settings::schema::InferenceSection {
+                    device: Some(device.to_string()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        );
+        crate::app::settings::resolve(&[layer])
+            .expect("the defaults resolve on every device (tested)")
+            .config
     }
 
     /// Serving only, on `listen`, for `env`: no training and no local actors
     /// (what tests and embedders that bring their own actors start from).
     pub fn serving(listen: ListenAddr, env: EnvConfig) -> Self {
-        LearnerConfig {
+        let mut config = LearnerConfig {
             env: Some(env),
-            serve: ServeConfig {
-                listen,
-                fallback_to_ephemeral: false,
-                ..ServeConfig::default()
-            },
             train: None,
-            run: RunConfig {
-                local_actors: 0,
-                ..RunConfig::default()
-            },
             ..LearnerConfig::default()
-        }
+        };
+        config.serve.listen = listen;
+        config.serve.fallback_to_ephemeral = false;
+        config.run.local_actors = 0;
+        config
     }
 
     /// The run directory: `--run-dir`, else the `--resume` directory.
@@ -322,8 +238,8 @@ mod tests {
         let cuda = LearnerConfig::for_device(DeviceSpec::Cuda(1));
         cuda.validate().unwrap();
         assert_eq!(cuda.inference.device, DeviceSpec::Cuda(1));
-        assert_eq!(cuda.inference.batcher.max_rows, CUDA_MAX_BATCH);
-        assert_eq!(cuda.train.as_ref().unwrap().batch_size, CUDA_BATCH_SIZE);
+        assert_eq!(cuda.inference.batcher.max_rows, 1024);
+        assert_eq!(cuda.train.as_ref().unwrap().batch_size, 64);
         let mut back = cuda.clone();
         back.inference = LearnerConfig::default().inference;
         back.train = LearnerConfig::default().train;
@@ -351,7 +267,7 @@ mod tests {
         assert!(with(&|c| c.inference.batcher.max_rows = 0).contains("--max-batch"));
         assert!(with(&|c| train(c).unroll_length = 0).contains("--unroll-length"));
         assert!(with(&|c| train(c).batch_size = 0).contains("--batch-size"));
-        assert!(with(&|c| train(c).replay.samples_per_insert = Some(0.0))
+        assert!(with(&|c| train(c).replay.samples_per_insert = 0.0)
             .contains("--samples-per-insert"));
         assert!(
             with(&|c| train(c).trainer.optimizer.schedule = LrSchedule::Constant { lr: -1.0 })

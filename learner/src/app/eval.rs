@@ -52,6 +52,19 @@ pub struct EvalConfig {
     pub policy: EvalPolicy,
 }
 
+impl Default for EvalConfig {
+    /// `learner eval`'s defaults: 10 greedy episodes from seed 0, cut at
+    /// 10,000 steps.
+    fn default() -> Self {
+        EvalConfig {
+            episodes: 10,
+            seed: 0,
+            max_steps: 10_000,
+            policy: EvalPolicy::Greedy,
+        }
+    }
+}
+
 /// Returns of the evaluated episodes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EvalReport {
@@ -245,7 +258,7 @@ mod tests {
     fn controller_checkpoint(dir: &std::path::Path, sign: f32) {
         let shape = ModelShape {
             hidden_sizes: vec![1],
-            ..ModelShape::default()
+            ..crate::app::LearnerConfig::default().model
         };
         let config = ModelConfig::new(&EnvSpec::cartpole(), &shape);
         let mut model = TrainableModel::new(&config, &Device::Cpu, 0).unwrap();
@@ -261,7 +274,7 @@ mod tests {
             Tensor::new(&[[-20f32 * sign], [20.0 * sign]], &d).unwrap(),
         );
         set("policy.bias", Tensor::new(&[0f32, 0.0], &d).unwrap());
-        let optimizer = Optimizer::new(&model.varmap, OptimizerConfig::default()).unwrap();
+        let optimizer = Optimizer::new(&model.varmap, OptimizerConfig::constant_adam(6e-4)).unwrap();
         let state = CheckpointState {
             policy_version: 7,
             ..CheckpointState::default()
@@ -319,7 +332,7 @@ mod tests {
         let spec = seed_env::EnvConfig::Pendulum.spec();
         let shape = ModelShape {
             hidden_sizes: vec![4],
-            ..ModelShape::default()
+            ..crate::app::LearnerConfig::default().model
         };
         let mut config = ModelConfig::new(&spec, &shape);
         if categorical {
@@ -336,7 +349,7 @@ mod tests {
             set("policy.bias", Tensor::new(&[mean], &d).unwrap());
             set("log_std", Tensor::new(&[log_std], &d).unwrap());
         }
-        let optimizer = Optimizer::new(&model.varmap, OptimizerConfig::default()).unwrap();
+        let optimizer = Optimizer::new(&model.varmap, OptimizerConfig::constant_adam(6e-4)).unwrap();
         let config = CheckpointConfig {
             model: config,
             env: EnvDescription {

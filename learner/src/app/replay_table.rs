@@ -41,7 +41,7 @@ pub fn replay_table_config(config: &LearnerConfig) -> Result<String, LearnerErro
         .layout()
         .map_err(|e| LearnerError::Config(format!("unroll layout: {e}")))?;
     let replay = train
-        .replay_plan()?
+        .replay
         .replay_config(train.batch_size, config.seed);
     let name = train
         .replay
@@ -68,14 +68,13 @@ pub fn replay_table_config(config: &LearnerConfig) -> Result<String, LearnerErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::learn::config::TrainConfig;
     use seed_env::EnvConfig;
 
     #[test]
     fn cartpole_vtrace_table_config_is_served_as_the_learner_needs() {
         let mut c =
             LearnerConfig::serving("127.0.0.1:0".parse().expect("address"), EnvConfig::CartPole);
-        c.train = Some(TrainConfig::default());
+        c.train = LearnerConfig::default().train;
         let text = replay_table_config(&c).unwrap();
         let served = seed_replay_service::ServiceConfig::from_json(&text).unwrap();
         let t = &served.tables[0];

@@ -416,8 +416,8 @@ mod tests {
             model,
             TrainerConfig {
                 agent: crate::learn::algo::Agent::VTrace,
-                loss: ImpalaLossConfig::default(),
-                optimizer: OptimizerConfig::default(),
+                loss: ImpalaLossConfig::impala_paper(),
+                optimizer: OptimizerConfig::constant_adam(6e-4),
                 max_grad_norm: 1.0,
             },
             w,

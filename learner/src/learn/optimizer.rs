@@ -147,39 +147,45 @@ impl LrSchedule {
 /// Adam's hyperparameters.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct AdamConfig {
-    /// β1, first-moment decay. Default 0.9.
+    /// β1, first-moment decay.
     pub beta1: f64,
-    /// β2, second-moment decay. Default 0.999.
+    /// β2, second-moment decay.
     pub beta2: f64,
-    /// ε, added to `√v̂`. Default 1e-8.
+    /// ε, added to `√v̂` (`--optimizer-epsilon`).
     pub eps: f64,
 }
 
-impl Default for AdamConfig {
-    fn default() -> Self {
+impl AdamConfig {
+    /// Kingma and Ba's β1 0.9 and β2 0.999 with this ε (the learner's ε
+    /// default is in `crate::app::settings`).
+    pub fn with_eps(eps: f64) -> Self {
         Self {
             beta1: 0.9,
             beta2: 0.999,
-            eps: 1e-8,
+            eps,
         }
+    }
+
+    /// Kingma and Ba's values, ε 1e-8 included: a fixed reference for tests.
+    pub fn kingma_ba() -> Self {
+        Self::with_eps(1e-8)
     }
 }
 
 /// RMSProp's hyperparameters (TensorFlow's form: ε inside the square root).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct RmsPropConfig {
-    /// ρ, decay of the running mean of g². Default 0.99 (IMPALA).
+    /// ρ, decay of the running mean of g².
     pub decay: f64,
-    /// ε, added to the mean square. Default 0.01 (IMPALA).
+    /// ε, added to the mean square (`--optimizer-epsilon`).
     pub eps: f64,
 }
 
-impl Default for RmsPropConfig {
-    fn default() -> Self {
-        Self {
-            decay: 0.99,
-            eps: 0.01,
-        }
+impl RmsPropConfig {
+    /// IMPALA's decay 0.99 with this ε (the learner's ε default is in
+    /// `crate::app::settings`).
+    pub fn with_eps(eps: f64) -> Self {
+        Self { decay: 0.99, eps }
     }
 }
 
@@ -211,12 +217,13 @@ pub struct OptimizerConfig {
     pub schedule: LrSchedule,
 }
 
-impl Default for OptimizerConfig {
-    /// Adam at a constant 6e-4.
-    fn default() -> Self {
+impl OptimizerConfig {
+    /// Kingma and Ba's Adam at a constant `lr`: a fixed reference for tests
+    /// and benches (the learner's defaults are in `crate::app::settings`).
+    pub fn constant_adam(lr: f64) -> Self {
         Self {
-            algorithm: Algorithm::Adam(AdamConfig::default()),
-            schedule: LrSchedule::Constant { lr: 6e-4 },
+            algorithm: Algorithm::Adam(AdamConfig::kingma_ba()),
+            schedule: LrSchedule::Constant { lr },
         }
     }
 }
@@ -696,7 +703,7 @@ mod tests {
         let vb = candle_nn::VarBuilder::from_varmap(&varmap, DType::F32, &dev);
         let conv1 = candle_nn::conv2d(2, 3, 3, Default::default(), vb.pp("c1")).unwrap();
         let conv2 = candle_nn::conv2d(3, 2, 3, Default::default(), vb.pp("c2")).unwrap();
-        let mut opt = Optimizer::new(&varmap, OptimizerConfig::default()).unwrap();
+        let mut opt = Optimizer::new(&varmap, OptimizerConfig::constant_adam(6e-4)).unwrap();
         let x = Tensor::ones((1, 2, 7, 7), DType::F32, &dev).unwrap();
         for _ in 0..2 {
             use candle_core::Module;
@@ -741,7 +748,7 @@ mod tests {
         let theta = var(&[1.0, -2.0, 0.5]);
         let mut adam = Optimizer::from_named_vars(
             [("w".to_string(), theta.clone())],
-            constant(0.1, Algorithm::Adam(AdamConfig::default())),
+            constant(0.1, Algorithm::Adam(AdamConfig::kingma_ba())),
         )
         .unwrap();
         adam.step(&grads_of(&theta, &[0.5, -3.0, 0.0])).unwrap();
@@ -930,8 +937,8 @@ mod tests {
     #[test]
     fn flat_update_equals_the_per_variable_update_bit_for_bit() {
         for algorithm in [
-            Algorithm::Adam(AdamConfig::default()),
-            Algorithm::RmsProp(RmsPropConfig::default()),
+            Algorithm::Adam(AdamConfig::kingma_ba()),
+            Algorithm::RmsProp(RmsPropConfig::with_eps(0.01)),
         ] {
             let (named, twins) = twin_vars(3);
             let flat_vars: Vec<Var> = named.iter().map(|(_, v)| v.clone()).collect();
@@ -984,7 +991,7 @@ mod tests {
     fn flat_clip_norm_agrees_with_the_per_variable_norm() {
         let (named, _) = twin_vars(4);
         let vars: Vec<Var> = named.iter().map(|(_, v)| v.clone()).collect();
-        let opt = Optimizer::from_named_vars(named, OptimizerConfig::default()).unwrap();
+        let opt = Optimizer::from_named_vars(named, OptimizerConfig::constant_adam(6e-4)).unwrap();
         let mut rng = StdRng::seed_from_u64(5);
         let mut a = random_grads(&vars, None, &mut rng);
         let mut rng = StdRng::seed_from_u64(5);
@@ -1012,7 +1019,7 @@ mod tests {
         let b = Var::from_tensor(&Tensor::new(&[1f64], &Device::Cpu).unwrap()).unwrap();
         let e = Optimizer::from_named_vars(
             [("a".to_string(), a), ("b".to_string(), b)],
-            OptimizerConfig::default(),
+            OptimizerConfig::constant_adam(6e-4),
         )
         .unwrap_err();
         assert!(
@@ -1030,7 +1037,7 @@ mod tests {
                 ("a".to_string(), used.clone()),
                 ("b".to_string(), unused.clone()),
             ],
-            constant(0.1, Algorithm::Adam(AdamConfig::default())),
+            constant(0.1, Algorithm::Adam(AdamConfig::kingma_ba())),
         )
         .unwrap();
         adam.step(&grads_of(&used, &[1.0])).unwrap();
@@ -1143,8 +1150,8 @@ mod tests {
     #[test]
     fn state_round_trips_through_safetensors_and_continues_identically() {
         for algorithm in [
-            Algorithm::Adam(AdamConfig::default()),
-            Algorithm::RmsProp(RmsPropConfig::default()),
+            Algorithm::Adam(AdamConfig::kingma_ba()),
+            Algorithm::RmsProp(RmsPropConfig::with_eps(0.01)),
         ] {
             let config = OptimizerConfig {
                 algorithm,
@@ -1196,7 +1203,7 @@ mod tests {
     #[test]
     fn load_state_rejects_missing_and_misshapen_entries() {
         let varmap = two_var_map();
-        let config = OptimizerConfig::default();
+        let config = OptimizerConfig::constant_adam(6e-4);
         let mut adam = Optimizer::new(&varmap, config).unwrap();
         adam.step(&loss_grads(&varmap, 1.0)).unwrap();
         let good = adam.state().unwrap();
@@ -1238,7 +1245,7 @@ mod tests {
         let rms = Optimizer::new(
             &varmap,
             OptimizerConfig {
-                algorithm: Algorithm::RmsProp(RmsPropConfig::default()),
+                algorithm: Algorithm::RmsProp(RmsPropConfig::with_eps(0.01)),
                 ..config
             },
         );
@@ -1266,11 +1273,11 @@ mod tests {
             .unwrap();
         let mut optimizer = Optimizer::new(
             &varmap,
-            constant(0.05, Algorithm::Adam(AdamConfig::default())),
+            constant(0.05, Algorithm::Adam(AdamConfig::kingma_ba())),
         )
         .unwrap();
         let mut rng = StdRng::seed_from_u64(11);
-        let config = ImpalaLossConfig::default();
+        let config = ImpalaLossConfig::impala_paper();
         let prob_of_arm_1 = |logits: &Tensor| {
             candle_nn::ops::softmax(logits, 0)
                 .unwrap()

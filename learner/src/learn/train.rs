@@ -415,6 +415,15 @@ pub fn spawn_training_thread(
 
 #[cfg(test)]
 mod tests {
+
+    /// R2D2's settings as `--algo r2d2` resolves them.
+    fn r2d2_defaults() -> crate::learn::algo::R2d2Config {
+        let c = crate::app::settings::resolve_toml("[train]\nalgo = \"r2d2\"\n").unwrap();
+        match c.train.expect("training").trainer.agent {
+            Agent::R2d2(r) => r,
+            Agent::VTrace => unreachable!("r2d2 was asked for"),
+        }
+    }
     use super::*;
     use crate::infer::sink::{InferredRow, SampledAction};
     use crate::infer::state_table::{EnvSlot, LeaseId};
@@ -458,9 +467,9 @@ mod tests {
             model,
             TrainerConfig {
                 agent: Agent::VTrace,
-                loss: ImpalaLossConfig::default(),
+                loss: ImpalaLossConfig::impala_paper(),
                 optimizer: OptimizerConfig {
-                    algorithm: Algorithm::Adam(AdamConfig::default()),
+                    algorithm: Algorithm::Adam(AdamConfig::kingma_ba()),
                     schedule: LrSchedule::Constant { lr: 1e-2 },
                 },
                 max_grad_norm: 40.0,
@@ -583,14 +592,14 @@ mod tests {
         let r2d2 = crate::learn::algo::R2d2Config {
             burn_in: 2,
             target_update_period: 2,
-            ..Default::default()
+            ..r2d2_defaults()
         };
         let mut trainer = Trainer::new(
             model,
             TrainerConfig {
                 agent: Agent::R2d2(r2d2),
-                loss: ImpalaLossConfig::default(),
-                optimizer: OptimizerConfig::default(),
+                loss: ImpalaLossConfig::impala_paper(),
+                optimizer: OptimizerConfig::constant_adam(6e-4),
                 max_grad_norm: 40.0,
             },
             Arc::clone(&weights),
@@ -723,10 +732,10 @@ mod tests {
                 agent: Agent::VTrace,
                 loss: ImpalaLossConfig {
                     entropy_cost: 0.0,
-                    ..ImpalaLossConfig::default()
+                    ..ImpalaLossConfig::impala_paper()
                 },
                 optimizer: OptimizerConfig {
-                    algorithm: Algorithm::Adam(AdamConfig::default()),
+                    algorithm: Algorithm::Adam(AdamConfig::kingma_ba()),
                     schedule: LrSchedule::Constant { lr: 1e-2 },
                 },
                 max_grad_norm: 40.0,
@@ -816,8 +825,8 @@ mod tests {
             model,
             TrainerConfig {
                 agent: Agent::VTrace,
-                loss: ImpalaLossConfig::default(),
-                optimizer: OptimizerConfig::default(),
+                loss: ImpalaLossConfig::impala_paper(),
+                optimizer: OptimizerConfig::constant_adam(6e-4),
                 max_grad_norm: 1.0,
             },
             weights,

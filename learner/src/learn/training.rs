@@ -138,7 +138,7 @@ impl TrainingSetup {
             PolicyVersion(resumed.policy_version),
         ));
 
-        let replay_plan = train.replay_plan()?;
+        train.validate()?;
         if train.trainer.agent.r2d2().is_some() && model_config.action.continuous_dim() > 0 {
             return Err(LearnerError::Config(format!(
                 "--algo r2d2 needs discrete actions; this env's are a {} (use V-trace)",
@@ -164,7 +164,7 @@ impl TrainingSetup {
             None => UnrollStore::Local(Self::local_replay(
                 loaded.as_ref(),
                 layout,
-                replay_plan.replay_config(train.batch_size, seed),
+                train.replay.replay_config(train.batch_size, seed),
             )?),
         };
         replay.set_policy_version(resumed.policy_version);
@@ -172,7 +172,7 @@ impl TrainingSetup {
             unroll.clone(),
             max_env_slots,
             replay.clone(),
-            Some(replay_plan.insert_timeout),
+            Some(train.replay.insert_timeout),
         );
 
         let mut trainer = Trainer::new(
@@ -457,7 +457,7 @@ mod tests {
 
     /// A learning side for `spec` resuming from `resume`.
     fn setup(spec: &EnvSpec, resume: &std::path::Path) -> Result<TrainingSetup, LearnerError> {
-        let mut train = TrainConfig::default();
+        let mut train = crate::app::LearnerConfig::default().train.expect("training by default");
         train.checkpoints.resume = Some(resume.to_path_buf());
         TrainingSetup::new(
             &train,
@@ -538,19 +538,18 @@ mod tests {
     /// A checkpoint carries the replay buffer, and `--resume` continues
     /// sampling exactly as the saved run would have: the same keys,
     /// importance weights (R2D2's written-back priorities) and contents.
-    fn resume_continues_sampling_identically(agent: crate::learn::algo::Agent) {
+    fn resume_continues_sampling_identically(algo: &str) {
         use crate::infer::sink::{InferredRow, SampledAction};
         use crate::infer::state_table::{EnvSlot, LeaseId};
         use crate::learn::unroll::{PushOutcome, UnrollBuilder};
         let dir = tempfile::tempdir().unwrap();
-        let mut train = TrainConfig {
-            batch_size: 4,
-            unroll_length: 6,
-            ..TrainConfig::default()
-        };
-        train.trainer.agent = agent;
-        train.replay.capacity = Some(16);
-        train.replay.min_size = Some(4);
+        let train = crate::app::settings::resolve_toml(&format!(
+            "[train]\nalgo = \"{algo}\"\nbatch_size = 4\nunroll_length = 6\n\
+             [r2d2]\nburn_in = 2\n[replay]\nreplay_capacity = 16\nreplay_min_size = 4\n"
+        ))
+        .unwrap()
+        .train
+        .expect("a training run");
         let a = cartpole_setup(&train, dir.path());
         // Sequences of one env slot with distinct observations and rewards.
         let mut b = UnrollBuilder::new(&a.unroll);
@@ -594,7 +593,7 @@ mod tests {
         let mut sample = local(&a.replay).new_batch(4);
         local(&a.replay).sample_into(&mut sample, 4).unwrap();
         let step = trainer.step(&collator.collate(&sample).unwrap()).unwrap();
-        if agent.r2d2().is_some() {
+        if algo == "r2d2" {
             assert_eq!(step.priorities_written, 4);
         }
         let state = CheckpointState {
@@ -621,7 +620,7 @@ mod tests {
         }
         // Other replay settings than the checkpoint's are refused, naming them.
         let mut other = resumed.clone();
-        other.replay.capacity = Some(32);
+        other.replay.capacity = 32;
         let spec = EnvSpec::cartpole();
         let err = TrainingSetup::new(
             &other,
@@ -651,17 +650,12 @@ mod tests {
 
     #[test]
     fn vtrace_resume_continues_sampling_identically() {
-        resume_continues_sampling_identically(crate::learn::algo::Agent::VTrace);
+        resume_continues_sampling_identically("vtrace");
     }
 
     #[test]
     fn r2d2_resume_continues_sampling_identically() {
-        resume_continues_sampling_identically(crate::learn::algo::Agent::R2d2(
-            crate::learn::algo::R2d2Config {
-                burn_in: 2,
-                ..Default::default()
-            },
-        ));
+        resume_continues_sampling_identically("r2d2");
     }
 
     #[test]
@@ -672,7 +666,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let model_config = ModelConfig::for_spec(&gaussian);
         let model = TrainableModel::new(&model_config, &Device::Cpu, 1).unwrap();
-        let optimizer = Optimizer::new(&model.varmap, OptimizerConfig::default()).unwrap();
+        let optimizer = Optimizer::new(&model.varmap, OptimizerConfig::constant_adam(6e-4)).unwrap();
         let config = CheckpointConfig {
             model: model_config,
             env: EnvDescription {

@@ -64,7 +64,8 @@ pub struct ModelConfig {
 }
 
 /// The network's shape beyond what the env spec fixes (`--hidden-sizes`,
-/// `--conv-features`, `--lstm`, `--lstm-size`).
+/// `--conv-features`, `--lstm`, `--lstm-size`; defaults:
+/// `crate::app::settings`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ModelShape {
     /// MLP torso widths (vector observations).
@@ -73,17 +74,6 @@ pub struct ModelShape {
     pub conv_features: usize,
     /// LSTM core size; `None`: feed-forward.
     pub lstm_size: Option<usize>,
-}
-
-impl Default for ModelShape {
-    /// Two hidden layers of 64, a 256-wide conv torso, no LSTM.
-    fn default() -> Self {
-        ModelShape {
-            hidden_sizes: vec![64, 64],
-            conv_features: 256,
-            lstm_size: None,
-        }
-    }
 }
 
 impl ModelConfig {

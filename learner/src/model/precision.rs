@@ -18,7 +18,7 @@ use std::str::FromStr;
 use candle_core::DType;
 
 /// Weights' dtype for inference.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InferenceDType {
     /// The trained weights as they are.

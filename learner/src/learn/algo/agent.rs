@@ -36,7 +36,8 @@ impl Agent {
     }
 }
 
-/// R2D2's settings (the paper's values where they fit a 2-core learner).
+/// R2D2's settings (defaults: `crate::app::settings`, the paper's values
+/// where they fit a 2-core learner).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct R2d2Config {
     /// `--burn-in`: leading steps of each sequence that only refresh the
@@ -51,20 +52,4 @@ pub struct R2d2Config {
     pub priority_eta: f64,
     /// Ape-X ε-greedy over env slots (`--epsilon`, `--epsilon-alpha`).
     pub exploration: EpsilonSchedule,
-}
-
-impl Default for R2d2Config {
-    fn default() -> Self {
-        R2d2Config {
-            burn_in: 4,
-            n_step: 3,
-            target_update_period: 100,
-            priority_eta: 0.9,
-            exploration: EpsilonSchedule {
-                epsilon: 0.4,
-                alpha: 7.0,
-                slots: 64,
-            },
-        }
-    }
 }

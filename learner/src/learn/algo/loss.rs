@@ -36,25 +36,30 @@ use super::transitions::Transitions;
 use super::vtrace::{vtrace, VTraceClip, VTraceInputs};
 use crate::model::ActionDistribution;
 
-/// Hyperparameters of [`impala_loss`].
+/// Hyperparameters of [`impala_loss`]. The learner's defaults are in
+/// `crate::app::settings`; [`ImpalaLossConfig::impala_paper`] gives the
+/// paper's values for tests and benches.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct ImpalaLossConfig {
-    /// γ, the per-step discount. Default 0.99.
+    /// γ, the per-step discount.
     pub discount: f32,
-    /// Weight of `value_loss` in `total`. Default 0.5.
+    /// Weight of `value_loss` in `total`.
     pub baseline_cost: f32,
-    /// Weight of the entropy bonus in `total`. Default 0.01.
+    /// Weight of the entropy bonus in `total`.
     pub entropy_cost: f32,
     /// Every reward is multiplied by this before V-trace, so values and
     /// advantages are in scaled units (Pendulum's rewards reach −16 per
-    /// step; 0.1 keeps its values within tens). Default 1.0.
+    /// step; 0.1 keeps its values within tens).
     pub reward_scale: f32,
-    /// V-trace clipping thresholds ρ̄, c̄, ρ̄_pg. Default 1.0 each.
+    /// V-trace clipping thresholds ρ̄, c̄, ρ̄_pg.
     pub clip: VTraceClip,
 }
 
-impl Default for ImpalaLossConfig {
-    fn default() -> Self {
+impl ImpalaLossConfig {
+    /// IMPALA's published values (γ 0.99, baseline 0.5, entropy 0.01, no
+    /// reward scaling, clips of 1): a fixed reference for tests and
+    /// benches, not the learner's defaults.
+    pub fn impala_paper() -> Self {
         Self {
             discount: 0.99,
             baseline_cost: 0.5,
@@ -354,7 +359,7 @@ mod tests {
         );
         let config = ImpalaLossConfig {
             entropy_cost: 0.0,
-            ..Default::default()
+            ..ImpalaLossConfig::impala_paper()
         };
         let loss = unroll.loss(&config);
         assert!((loss.mean_pg_advantage - 1.0).abs() < 1e-6, "{loss:?}");
@@ -380,7 +385,7 @@ mod tests {
         );
         let config = ImpalaLossConfig {
             entropy_cost: 0.0,
-            ..Default::default()
+            ..ImpalaLossConfig::impala_paper()
         };
         let loss = unroll.loss(&config);
         let before = unroll.log_policy()[0][0][0];
@@ -401,7 +406,7 @@ mod tests {
         );
         let config = ImpalaLossConfig {
             entropy_cost: 0.1,
-            ..Default::default()
+            ..ImpalaLossConfig::impala_paper()
         };
         let loss = unroll.loss(&config);
         assert_eq!(loss.mean_pg_advantage, 0.0);
@@ -421,7 +426,7 @@ mod tests {
             &[0, 0],
             (2, 1, 2),
         );
-        let loss = unroll.loss(&ImpalaLossConfig::default());
+        let loss = unroll.loss(&ImpalaLossConfig::impala_paper());
         // vs_0 = r_0 + γ V(x_1) = 1; value_loss = ½ (1 − 0)².
         assert!((loss.value_loss - 0.5).abs() < 1e-6, "{loss:?}");
         let grads = loss.total.backward().unwrap();
@@ -458,7 +463,7 @@ mod tests {
         );
         let behaviour_data: Vec<f32> = logits.iter().map(|x| x * 0.5).collect();
         let behaviour = Tensor::from_slice(&behaviour_data, (4, 2, 3), &Device::Cpu).unwrap();
-        let config = ImpalaLossConfig::default();
+        let config = ImpalaLossConfig::impala_paper();
         let loss = unroll.loss_with_behaviour(&behaviour, &config);
 
         let grads = loss.total.backward().unwrap();
@@ -524,7 +529,7 @@ mod tests {
         let config = ImpalaLossConfig {
             baseline_cost: 0.7,
             entropy_cost: 0.2,
-            ..Default::default()
+            ..ImpalaLossConfig::impala_paper()
         };
         let loss = unroll.loss(&config);
         let want = loss.pg_loss + 0.7 * loss.value_loss - 0.2 * loss.entropy;
@@ -564,7 +569,7 @@ mod tests {
     fn gaussian_loss_uses_the_gaussian_log_prob_and_entropy() {
         let no_entropy = ImpalaLossConfig {
             entropy_cost: 0.0,
-            ..Default::default()
+            ..ImpalaLossConfig::impala_paper()
         };
         let (params, loss) = gaussian_loss(0.5, 1.0, &no_entropy);
         assert!(
@@ -596,7 +601,7 @@ mod tests {
         assert!(g[0][0][0] > 0.0, "mean gradient {g:?}");
         let only_entropy = ImpalaLossConfig {
             entropy_cost: 0.1,
-            ..Default::default()
+            ..ImpalaLossConfig::impala_paper()
         };
         let (params, loss) = gaussian_loss(0.0, 0.0, &only_entropy);
         assert_eq!(loss.mean_pg_advantage, 0.0);
@@ -622,7 +627,7 @@ mod tests {
             terminated: &flags,
             truncated: &flags,
         };
-        let config = ImpalaLossConfig::default();
+        let config = ImpalaLossConfig::impala_paper();
         let ok = Tensor::zeros((2, 1, 2), DType::F32, &d).unwrap();
         assert!(impala_loss(&inputs(&ok), &config).is_ok());
         let narrow = Tensor::zeros((2, 1, 1), DType::F32, &d).unwrap();
@@ -655,7 +660,7 @@ mod tests {
             terminated: &unroll.terminated,
             truncated: &unroll.truncated,
         };
-        let config = ImpalaLossConfig::default();
+        let config = ImpalaLossConfig::impala_paper();
         assert!(impala_loss(&inputs, &config).is_err());
         let inputs = ImpalaLossInputs {
             actions: &unroll.actions,
