@@ -139,9 +139,9 @@ if [[ " $PHASES " == *" pong "* ]]; then
     port=50091
     step "Pong on $dev: $PONG_ACTORS actors x $PONG_ENVS_PER_ACTOR envs, at most $PONG_SECONDS s"
     # No --env: the actors' hello fixes the spec (u8 [4, 84, 84], 6 actions).
-    "$L" --device "$dev" --local-actors 0 --listen "127.0.0.1:$port" \
-      --learning-rate 6e-4 --lr-decay-steps 0 --optimizer-epsilon 1e-8 --batch-size 32 --unroll-length 20 --replay-ratio 4 --discount 0.99 --entropy-cost 0.01 \
-      --target-return 20 --stop-when-solved --max-seconds "$PONG_SECONDS" --progress-secs 15 \
+    # The atari preset (learner/presets/atari.toml): its flags, its target of 20.
+    "$L" --preset atari --device "$dev" --listen "127.0.0.1:$port" \
+      --stop-when-solved --max-seconds "$PONG_SECONDS" --progress-secs 15 \
       --run-dir "$WORK/pong_run" --summary-json "$WORK/pong_learner.json" >"$WORK/pong_learner.log" 2>&1 &
     lpid=$!
     start=$(date +%s%N)

@@ -18,8 +18,8 @@ use support::cartpole_training::train;
 
 use seed_env::EnvConfig;
 use seed_learner::app::eval::{evaluate, EvalConfig, EvalPolicy};
-use seed_learner::app::LearnerConfig;
 use seed_learner::app::settings::resolve_toml;
+use seed_learner::app::LearnerConfig;
 use seed_learner::learn::algo::Agent;
 use seed_learner::learn::checkpoint::LoadedCheckpoint;
 

@@ -27,9 +27,9 @@ use seed_actor::{run_actor_with_envs, ActorConfig};
 use seed_env::{Action, Env, EnvConfig, EnvError, Pendulum, Transition};
 use seed_learner::app::eval::{evaluate, EvalConfig, EvalPolicy};
 use seed_learner::app::run::run_until;
+use seed_learner::app::settings::{presets::preset, resolve};
 use seed_learner::app::LearnerConfig;
 use seed_learner::learn::checkpoint::LoadedCheckpoint;
-use seed_learner::app::settings::{presets::preset, resolve};
 use seed_learner::model::ActionDistribution;
 use tokio::sync::watch;
 

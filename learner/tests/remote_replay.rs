@@ -18,8 +18,8 @@ use support::cartpole_training::train;
 
 use seed_env::EnvConfig;
 use seed_learner::app::replay_table::replay_table_config;
-use seed_learner::app::{Learner, LearnerConfig};
 use seed_learner::app::settings::resolve_toml;
+use seed_learner::app::{Learner, LearnerConfig};
 use seed_learner::infer::exploration::EpsilonSchedule;
 use seed_learner::learn::algo::{Agent, R2d2Config};
 use seed_learner::replay::RemoteReplayConfig;

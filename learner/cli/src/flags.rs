@@ -17,8 +17,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use seed_actor::cli::ActorArgs;
 use seed_env::EnvArgs;
 use seed_learner::app::eval::{EvalConfig, EvalPolicy};
@@ -30,6 +28,8 @@ use seed_learner::app::LearnerConfig;
 use seed_learner::error::LearnerError;
 use seed_learner::learn::config::{ReplaySampler, ReplayWriter};
 use seed_learner::model::InferenceDType;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 /// Central-inference learner: serves actors, batches inference, reports metrics.
 #[derive(Parser, Debug)]
@@ -106,9 +106,7 @@ impl Cli {
         // own defaults): only those typed count as a layer's values.
         cli.train.env_given = ENV_KEYS
             .iter()
-            .filter(|id| {
-                matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
-            })
+            .filter(|id| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
             .map(|id| (*id).to_owned())
             .collect();
         Ok(cli)
@@ -616,9 +614,8 @@ impl TrainArgs {
         let flat = toml::Table::try_from(self).map_err(bad)?;
         let mut sections = toml::Table::new();
         for (key, value) in flat {
-            let section = section_of(&key).ok_or_else(|| {
-                LearnerError::Config(format!("--{key} has no settings section"))
-            })?;
+            let section = section_of(&key)
+                .ok_or_else(|| LearnerError::Config(format!("--{key} has no settings section")))?;
             sections
                 .entry(section)
                 .or_insert_with(|| toml::Value::Table(toml::Table::new()))
@@ -990,14 +987,8 @@ mod tests {
         };
         assert_eq!(eps(&[]), ("adam", 1e-3));
         assert_eq!(eps(&["--lstm"]), ("adam", 1e-8));
-        assert_eq!(
-            eps(&["--algo", "r2d2"]),
-            ("adam", 1e-8)
-        );
-        assert_eq!(
-            eps(&["--optimizer", "rmsprop"]),
-            ("rmsprop", 0.01)
-        );
+        assert_eq!(eps(&["--algo", "r2d2"]), ("adam", 1e-8));
+        assert_eq!(eps(&["--optimizer", "rmsprop"]), ("rmsprop", 0.01));
         assert_eq!(eps(&["--optimizer-epsilon", "1e-5"]), ("adam", 1e-5));
         assert_eq!(
             eps(&["--optimizer", "rmsprop", "--optimizer-epsilon", "0.1"]),
@@ -1279,10 +1270,24 @@ mod tests {
         let (_dir, file) = config_file("[train]\ndiscount = 0.95\n");
         let both = loss(&["--preset", "pendulum", "--config", &file]);
         assert_eq!(both.discount, 0.95, "the file over the preset");
-        assert_eq!(both.reward_scale, 0.1, "what the file leaves keeps the preset's");
-        let all = loss(&["--preset", "pendulum", "--config", &file, "--discount", "0.97"]);
+        assert_eq!(
+            both.reward_scale, 0.1,
+            "what the file leaves keeps the preset's"
+        );
+        let all = loss(&[
+            "--preset",
+            "pendulum",
+            "--config",
+            &file,
+            "--discount",
+            "0.97",
+        ]);
         assert_eq!(all.discount, 0.97, "flags over the file");
-        assert_eq!(loss(&["--config", &file]).reward_scale, 1.0, "the default again");
+        assert_eq!(
+            loss(&["--config", &file]).reward_scale,
+            1.0,
+            "the default again"
+        );
     }
 
     /// Defaults that depend on the algorithm (or device) follow the final
@@ -1370,7 +1375,14 @@ mod tests {
             &["--local-actors", "3"],
             &["--envs-per-actor", "5"],
             &["--env", "pendulum"],
-            &["--env", "synthetic", "--obs-shape", "3,5", "--num-actions", "3"],
+            &[
+                "--env",
+                "synthetic",
+                "--obs-shape",
+                "3,5",
+                "--num-actions",
+                "3",
+            ],
             &["--listen", "127.0.0.1:7000"],
             &["--max-seconds", "12.5"],
             &["--max-env-steps", "1000"],
@@ -1413,7 +1425,10 @@ mod tests {
             assert_round_trip(&args);
             resolved_runs += 1;
         }
-        assert!(resolved_runs > 100, "only {resolved_runs} combinations resolved");
+        assert!(
+            resolved_runs > 100,
+            "only {resolved_runs} combinations resolved"
+        );
     }
 
     #[test]
@@ -1428,7 +1443,10 @@ mod tests {
         ]);
         assert_eq!(r.config.serve.token.as_deref(), Some("s3cret-token"));
         let text = settings::print::to_toml(&r.settings);
-        assert!(!text.contains("s3cret") && !text.contains("r3play"), "{text}");
+        assert!(
+            !text.contains("s3cret") && !text.contains("r3play"),
+            "{text}"
+        );
         assert!(text.contains("# token = \"<redacted>\""), "{text}");
         assert!(text.contains("# replay_token = \"<redacted>\""), "{text}");
     }
@@ -1453,21 +1471,30 @@ mod tests {
             .to_config()
             .unwrap_err()
             .to_string();
-        assert!(e.contains("replay.replay_sampler") && e.contains("r2d2"), "{e}");
+        assert!(
+            e.contains("replay.replay_sampler") && e.contains("r2d2"),
+            "{e}"
+        );
         let e = parse(&["--config", "/nonexistent/r.toml"])
             .unwrap()
             .train
             .to_config()
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--config") && e.contains("/nonexistent/r.toml"), "{e}");
+        assert!(
+            e.contains("--config") && e.contains("/nonexistent/r.toml"),
+            "{e}"
+        );
         let e = parse(&["--preset", "nope"])
             .unwrap()
             .train
             .to_config()
             .unwrap_err()
             .to_string();
-        assert!(e.contains("nope") && e.contains("cartpole-masked-lstm"), "{e}");
+        assert!(
+            e.contains("nope") && e.contains("cartpole-masked-lstm"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1486,7 +1513,12 @@ mod tests {
     /// its section; the other flags only choose files or print.
     #[test]
     fn every_flag_is_a_key_of_the_settings_under_its_section_heading() {
-        let actions = ["preset", "config", "print_config", "print_replay_table_config"];
+        let actions = [
+            "preset",
+            "config",
+            "print_config",
+            "print_replay_table_config",
+        ];
         let cmd = Cli::command_with_defaults();
         for arg in cmd.get_arguments() {
             let id = arg.get_id().as_str();
@@ -1511,7 +1543,9 @@ mod tests {
     fn help_reads_each_default_from_the_library() {
         for arg in Cli::command().get_arguments() {
             let id = arg.get_id().as_str();
-            let Some(section) = section_of(id) else { continue };
+            let Some(section) = section_of(id) else {
+                continue;
+            };
             if ENV_KEYS.contains(&id) {
                 continue;
             }
@@ -1522,10 +1556,11 @@ mod tests {
                 "--{id} writes its default again: {own:?}"
             );
         }
-        let help = Cli::command_with_defaults()
-            .render_long_help()
-            .to_string();
+        let help = Cli::command_with_defaults().render_long_help().to_string();
         assert!(help.contains("[default: cpu: 16, cuda: 64]"), "batch size");
-        assert!(help.contains("[default: vtrace: 0.98, r2d2: 0.99]"), "discount");
+        assert!(
+            help.contains("[default: vtrace: 0.98, r2d2: 0.99]"),
+            "discount"
+        );
     }
 }

@@ -89,4 +89,3 @@ pub struct MirrorFlags {
     #[arg(long, requires = "mirror_tls_cert")]
     pub mirror_tls_key: Option<PathBuf>,
 }
-

@@ -267,8 +267,9 @@ mod tests {
         assert!(with(&|c| c.inference.batcher.max_rows = 0).contains("--max-batch"));
         assert!(with(&|c| train(c).unroll_length = 0).contains("--unroll-length"));
         assert!(with(&|c| train(c).batch_size = 0).contains("--batch-size"));
-        assert!(with(&|c| train(c).replay.samples_per_insert = 0.0)
-            .contains("--samples-per-insert"));
+        assert!(
+            with(&|c| train(c).replay.samples_per_insert = 0.0).contains("--samples-per-insert")
+        );
         assert!(
             with(&|c| train(c).trainer.optimizer.schedule = LrSchedule::Constant { lr: -1.0 })
                 .contains("--learning-rate")

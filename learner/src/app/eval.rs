@@ -274,7 +274,8 @@ mod tests {
             Tensor::new(&[[-20f32 * sign], [20.0 * sign]], &d).unwrap(),
         );
         set("policy.bias", Tensor::new(&[0f32, 0.0], &d).unwrap());
-        let optimizer = Optimizer::new(&model.varmap, OptimizerConfig::constant_adam(6e-4)).unwrap();
+        let optimizer =
+            Optimizer::new(&model.varmap, OptimizerConfig::constant_adam(6e-4)).unwrap();
         let state = CheckpointState {
             policy_version: 7,
             ..CheckpointState::default()
@@ -349,7 +350,8 @@ mod tests {
             set("policy.bias", Tensor::new(&[mean], &d).unwrap());
             set("log_std", Tensor::new(&[log_std], &d).unwrap());
         }
-        let optimizer = Optimizer::new(&model.varmap, OptimizerConfig::constant_adam(6e-4)).unwrap();
+        let optimizer =
+            Optimizer::new(&model.varmap, OptimizerConfig::constant_adam(6e-4)).unwrap();
         let config = CheckpointConfig {
             model: config,
             env: EnvDescription {

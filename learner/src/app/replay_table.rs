@@ -40,9 +40,7 @@ pub fn replay_table_config(config: &LearnerConfig) -> Result<String, LearnerErro
     let layout = unroll_spec(train, &spec, &model)
         .layout()
         .map_err(|e| LearnerError::Config(format!("unroll layout: {e}")))?;
-    let replay = train
-        .replay
-        .replay_config(train.batch_size, config.seed);
+    let replay = train.replay.replay_config(train.batch_size, config.seed);
     let name = train
         .replay
         .remote

@@ -210,7 +210,8 @@ impl TrainConfig {
                 r.min_size
             ));
         }
-        if r.sampler == ReplaySampler::Recent && (r.recent_window == 0 || r.recent_window > capacity)
+        if r.sampler == ReplaySampler::Recent
+            && (r.recent_window == 0 || r.recent_window > capacity)
         {
             return bad(format!(
                 "--replay-window {} must be in 1..={capacity} (the replay capacity)",
@@ -315,7 +316,10 @@ mod tests {
         );
         // Capacity is at least one batch.
         assert_eq!(train("[replay]\nreplay_capacity = 1").replay.capacity, 16);
-        assert_eq!(train("[replay]\nreplay_capacity = 100").replay.capacity, 100);
+        assert_eq!(
+            train("[replay]\nreplay_capacity = 100").replay.capacity,
+            100
+        );
     }
 
     #[test]

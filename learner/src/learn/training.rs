@@ -457,7 +457,9 @@ mod tests {
 
     /// A learning side for `spec` resuming from `resume`.
     fn setup(spec: &EnvSpec, resume: &std::path::Path) -> Result<TrainingSetup, LearnerError> {
-        let mut train = crate::app::LearnerConfig::default().train.expect("training by default");
+        let mut train = crate::app::LearnerConfig::default()
+            .train
+            .expect("training by default");
         train.checkpoints.resume = Some(resume.to_path_buf());
         TrainingSetup::new(
             &train,
@@ -666,7 +668,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let model_config = ModelConfig::for_spec(&gaussian);
         let model = TrainableModel::new(&model_config, &Device::Cpu, 1).unwrap();
-        let optimizer = Optimizer::new(&model.varmap, OptimizerConfig::constant_adam(6e-4)).unwrap();
+        let optimizer =
+            Optimizer::new(&model.varmap, OptimizerConfig::constant_adam(6e-4)).unwrap();
         let config = CheckpointConfig {
             model: model_config,
             env: EnvDescription {

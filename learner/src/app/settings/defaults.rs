@@ -172,6 +172,8 @@ pub fn flag_text(value: &toml::Value) -> String {
     match value {
         toml::Value::String(s) => s.clone(),
         toml::Value::Boolean(on) => if *on { "on" } else { "off" }.to_owned(),
+        // 1e-8, not 0.00000001.
+        toml::Value::Float(x) if *x != 0.0 && x.abs() < 1e-3 => format!("{x:e}"),
         toml::Value::Array(items) => items.iter().map(flag_text).collect::<Vec<_>>().join(","),
         other => other.to_string(),
     }
@@ -238,10 +240,20 @@ mod tests {
         let batch = |c: Case| defaults_for(&c).unwrap().train.batch_size;
         assert_eq!(batch(case(R2d2, false, Adam, false)), Some(16));
         assert_eq!(batch(case(Vtrace, true, Adam, false)), Some(64));
-        assert_eq!(describe("train.batch_size").as_deref(), Some("cpu: 16, cuda: 64"));
+        assert_eq!(
+            describe("train.batch_size").as_deref(),
+            Some("cpu: 16, cuda: 64")
+        );
         assert_eq!(describe("model.hidden_sizes").as_deref(), Some("64,64"));
         assert_eq!(describe("train.optimizer").as_deref(), Some("adam"));
+        assert_eq!(
+            describe("train.optimizer_epsilon").as_deref(),
+            Some("rmsprop: 0.01, lstm: 1e-8, vtrace: 0.001, r2d2: 1e-8")
+        );
         assert_eq!(describe("run.max_seconds"), None);
-        assert_eq!(describe("remote_replay.replay_insert_queue").as_deref(), Some("8"));
+        assert_eq!(
+            describe("remote_replay.replay_insert_queue").as_deref(),
+            Some("8")
+        );
     }
 }

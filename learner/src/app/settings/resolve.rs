@@ -17,9 +17,7 @@ use seed_shared::Keepalive;
 
 use super::defaults::{defaults_for, Case};
 use super::layer::{Layer, Origin};
-use super::schema::{
-    section_of, About, AlgoName, EnvName, LogFormatName, OptimizerName, Settings,
-};
+use super::schema::{section_of, About, AlgoName, EnvName, LogFormatName, OptimizerName, Settings};
 use crate::app::config::{InferenceConfig, LearnerConfig, RunConfig, ServeConfig};
 use crate::device::DeviceSpec;
 use crate::error::LearnerError;
@@ -111,7 +109,9 @@ pub fn resolve_with(layers: &[Layer], options: ResolveOptions) -> Result<Resolve
                     "--{} sets the in-process buffer; with --replay-addr the table's config on \
                      the replay server decides it (--print-replay-table-config prints a config \
                      with these settings applied)",
-                    key.split_once('.').map_or(*key, |(_, k)| k).replace('_', "-")
+                    key.split_once('.')
+                        .map_or(*key, |(_, k)| k)
+                        .replace('_', "-")
                 )),
                 layers,
             ));
@@ -193,9 +193,9 @@ fn apply_rules(s: &mut Settings) -> Result<Derived, LearnerError> {
         })
         .max(b);
     r.replay_capacity = Some(capacity);
-    let min_size = *r.replay_min_size.get_or_insert(
-        if r2d2 { R2D2_REPLAY_MIN_SIZE.max(b) } else { b }.min(capacity),
-    );
+    let min_size = *r
+        .replay_min_size
+        .get_or_insert(if r2d2 { R2D2_REPLAY_MIN_SIZE.max(b) } else { b }.min(capacity));
     let window = *r.replay_window.get_or_insert(b);
     Ok(Derived {
         sampler,
@@ -276,8 +276,7 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
     let remote = remote_replay(s)?;
     if no_train && remote.is_some() {
         return Err(LearnerError::Config(
-            "--replay-addr with --no-train: a learner that does not train stores no unrolls"
-                .into(),
+            "--replay-addr with --no-train: a learner that does not train stores no unrolls".into(),
         ));
     }
     let (listen, fallback_to_ephemeral) = match &s.serve.listen {
@@ -415,14 +414,20 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
             metrics_addr,
             keepalive: Keepalive::from_secs(
                 need(s.serve.keepalive_secs, "serve.keepalive_secs")?,
-                need(s.serve.keepalive_timeout_secs, "serve.keepalive_timeout_secs")?,
+                need(
+                    s.serve.keepalive_timeout_secs,
+                    "serve.keepalive_timeout_secs",
+                )?,
             ),
             tls,
         },
         inference: InferenceConfig {
             batcher: BatcherConfig {
                 max_rows: need(s.inference.max_batch, "inference.max_batch")?,
-                flush_after: Duration::from_micros(need(s.inference.flush_us, "inference.flush_us")?),
+                flush_after: Duration::from_micros(need(
+                    s.inference.flush_us,
+                    "inference.flush_us",
+                )?),
             },
             threads: need(s.inference.inference_threads, "inference.inference_threads")?,
             actor_idle: (actor_idle_ms > 0).then(|| Duration::from_millis(actor_idle_ms)),
@@ -492,8 +497,8 @@ fn remote_replay(s: &Settings) -> Result<Option<RemoteReplayConfig>, LearnerErro
         }
         return Ok(None);
     };
-    let mut remote =
-        RemoteReplayConfig::parse(addr, rr.replay_tls_ca.is_some()).map_err(LearnerError::Config)?;
+    let mut remote = RemoteReplayConfig::parse(addr, rr.replay_tls_ca.is_some())
+        .map_err(LearnerError::Config)?;
     remote.token = rr.replay_token.clone().filter(|t| !t.is_empty());
     remote.tls_ca = match &rr.replay_tls_ca {
         Some(p) => Some(read_certificates("--replay-tls-ca", p)?),

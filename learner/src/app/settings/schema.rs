@@ -272,8 +272,16 @@ pub const SECTIONS: &[(&str, &str, &[&str])] = &[
     ("train", TrainSection::TITLE, TrainSection::KEYS),
     ("r2d2", R2d2Section::TITLE, R2d2Section::KEYS),
     ("replay", ReplaySection::TITLE, ReplaySection::KEYS),
-    ("remote_replay", RemoteReplaySection::TITLE, RemoteReplaySection::KEYS),
-    ("checkpoints", CheckpointsSection::TITLE, CheckpointsSection::KEYS),
+    (
+        "remote_replay",
+        RemoteReplaySection::TITLE,
+        RemoteReplaySection::KEYS,
+    ),
+    (
+        "checkpoints",
+        CheckpointsSection::TITLE,
+        CheckpointsSection::KEYS,
+    ),
 ];
 
 /// The keys whose values are secrets: shown redacted, never written.
