@@ -114,7 +114,8 @@
 //! (with `config/file_format.rs` and `config/grouped_table_spec.rs`);
 //! `client` (imports only the leaves, never `server`); `server` (tables,
 //! the service, TLS, start-up; its mirror follows the primary through the
-//! client). `tests/layering.rs` checks both rules and fails for a
+//! client); `cli` (the `replay-server` flags, here so the generated
+//! command-line reference renders them). `tests/layering.rs` checks both rules and fails for a
 //! top-level file it has no layer for; a folder's entry covers every file
 //! in it, so new files under `server/` or `client/` need none.
 //!

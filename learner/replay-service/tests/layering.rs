@@ -34,6 +34,10 @@ const LAYERS: Layers = &[
         "the server: tables, the service, its streams, TLS, start-up, mirrors",
         &["server"],
     ),
+    (
+        "the binary's flags (the server's default address)",
+        &["cli"],
+    ),
     ("re-exports", &["lib"]),
     ("the binary's wiring", &["main"]),
 ];

@@ -121,16 +121,6 @@ pub struct RunConfig {
     pub local_actor_flags: Vec<String>,
 }
 
-impl Default for LearnerConfig {
-    /// The library's defaults with no preset, file or flag: CartPole, 2
-    /// local actors, V-trace on the CPU (`crate::app::settings`).
-    fn default() -> Self {
-        crate::app::settings::resolve(&[])
-            .expect("the defaults resolve (tested)")
-            .config
-    }
-}
-
 /// `127.0.0.1:50051`, the address actors try by default.
 pub fn default_listen() -> ListenAddr {
     ListenAddr::Tcp(
@@ -141,24 +131,6 @@ pub fn default_listen() -> ListenAddr {
 }
 
 impl LearnerConfig {
-    /// The defaults for a run on `device` (on CUDA larger batches, as
-    /// `defaults.toml` says).
-    pub fn for_device(device: DeviceSpec) -> Self {
-        let layer = crate::app::settings::Layer::new(
-            crate::app::settings::Origin::Flags,
-            crate::app::settings::Settings {
-                inference: crate::app::settings::schema::InferenceSection {
-                    device: Some(device.to_string()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        );
-        crate::app::settings::resolve(&[layer])
-            .expect("the defaults resolve on every device (tested)")
-            .config
-    }
-
     /// Serving only, on `listen`, for `env`: no training and no local actors
     /// (what tests and embedders that bring their own actors start from).
     pub fn serving(listen: ListenAddr, env: EnvConfig) -> Self {

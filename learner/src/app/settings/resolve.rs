@@ -141,6 +141,37 @@ pub fn resolve_with(layers: &[Layer], options: ResolveOptions) -> Result<Resolve
     })
 }
 
+// The library's defaults as a `LearnerConfig`: here rather than beside the
+// type, so that `app::config` (which this module builds) imports nothing
+// of the settings.
+impl Default for LearnerConfig {
+    /// The library's defaults with no preset, file or flag: CartPole, 2
+    /// local actors, V-trace on the CPU (`crate::app::settings`).
+    fn default() -> Self {
+        resolve(&[]).expect("the defaults resolve (tested)").config
+    }
+}
+
+impl LearnerConfig {
+    /// The defaults for a run on `device` (on CUDA larger batches, as
+    /// `defaults.toml` says).
+    pub fn for_device(device: DeviceSpec) -> Self {
+        let layer = Layer::new(
+            Origin::Flags,
+            Settings {
+                inference: super::schema::InferenceSection {
+                    device: Some(device.to_string()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        );
+        resolve(&[layer])
+            .expect("the defaults resolve on every device (tested)")
+            .config
+    }
+}
+
 /// The settings given as TOML text, resolved (tests and embedders: what
 /// `learner --config FILE` with that file gives).
 pub fn resolve_toml(text: &str) -> Result<LearnerConfig, LearnerError> {
