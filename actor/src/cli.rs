@@ -15,7 +15,10 @@ use std::time::Duration;
 use seed_env::EnvArgs;
 use seed_shared::keepalive::{DEFAULT_KEEPALIVE_SECS, DEFAULT_KEEPALIVE_TIMEOUT_SECS};
 use seed_shared::logging::LogFormat;
-use seed_shared::{Keepalive, DEFAULT_LEARNER_ADDR, DEFAULT_MAX_MESSAGE_BYTES};
+use seed_shared::{
+    ClientTlsFlags, ClientTlsNames, Keepalive, TlsFlag, DEFAULT_LEARNER_ADDR,
+    DEFAULT_MAX_MESSAGE_BYTES,
+};
 use tracing::info;
 
 use crate::client::{run_actor, ActorReport};
@@ -87,39 +90,53 @@ pub struct ActorArgs {
     /// is dropped; at least 1 while --keepalive-secs is on [default: 10].
     #[arg(help_heading = "Liveness and TLS", long, hide_default_value = true, default_value_t = DEFAULT_KEEPALIVE_TIMEOUT_SECS)]
     pub keepalive_timeout_secs: u64,
-    /// Connect with TLS, trusting only the CA certificates in this PEM file
-    /// for the learner's certificate (the learner's own certificate if it
-    /// is self-signed) [default: none, plaintext].
-    #[arg(help_heading = "Liveness and TLS", long, value_name = "PATH")]
-    pub tls_ca: Option<PathBuf>,
-    /// The name the learner's certificate must carry (a DNS name or an IP
-    /// address in its subject alternative names); needs --tls-ca [default:
-    /// the host of --learner].
-    #[arg(
-        help_heading = "Liveness and TLS",
-        long,
-        value_name = "NAME",
-        requires = "tls_ca"
-    )]
-    pub tls_domain: Option<String>,
-    /// Client certificate chain (PEM, leaf first) presented to a learner
-    /// that requires one (mutual TLS, `learner --tls-client-ca`); needs
-    /// --tls-key and --tls-ca [default: none].
-    #[arg(
-        help_heading = "Liveness and TLS",
-        long,
-        value_name = "PATH",
-        requires_all = ["tls_key", "tls_ca"]
-    )]
-    pub tls_cert: Option<PathBuf>,
-    /// Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert [default: none].
-    #[arg(
-        help_heading = "Liveness and TLS",
-        long,
-        value_name = "PATH",
-        requires = "tls_cert"
-    )]
-    pub tls_key: Option<PathBuf>,
+    /// `--tls-ca`, `--tls-domain`, `--tls-cert`, `--tls-key`: TLS to the
+    /// learner ([`LearnerTlsNames`]).
+    #[command(flatten)]
+    pub tls: ClientTlsFlags<LearnerTlsNames>,
+}
+
+/// The actor's client TLS flags: `--tls-ca` and `--tls-domain` for the
+/// learner's certificate, `--tls-cert` and `--tls-key` for mutual TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LearnerTlsNames;
+
+impl ClientTlsNames for LearnerTlsNames {
+    const HEADING: Option<&'static str> = Some("Liveness and TLS");
+    const CA: TlsFlag = TlsFlag {
+        id: "tls_ca",
+        flag: "--tls-ca",
+        value_name: "PATH",
+        help: "Connect with TLS, trusting only the CA certificates in this PEM file \
+               for the learner's certificate (the learner's own certificate if it \
+               is self-signed) [default: none, plaintext]",
+        requires: &[],
+    };
+    const DOMAIN: TlsFlag = TlsFlag {
+        id: "tls_domain",
+        flag: "--tls-domain",
+        value_name: "NAME",
+        help: "The name the learner's certificate must carry (a DNS name or an IP \
+               address in its subject alternative names); needs --tls-ca [default: \
+               the host of --learner]",
+        requires: &["tls_ca"],
+    };
+    const CERT: TlsFlag = TlsFlag {
+        id: "tls_cert",
+        flag: "--tls-cert",
+        value_name: "PATH",
+        help: "Client certificate chain (PEM, leaf first) presented to a learner \
+               that requires one (mutual TLS, `learner --tls-client-ca`); needs \
+               --tls-key and --tls-ca [default: none]",
+        requires: &["tls_key", "tls_ca"],
+    };
+    const KEY: TlsFlag = TlsFlag {
+        id: "tls_key",
+        flag: "--tls-key",
+        value_name: "PATH",
+        help: "Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert [default: none]",
+        requires: &["tls_cert"],
+    };
 }
 
 impl ActorArgs {
@@ -127,11 +144,11 @@ impl ActorArgs {
     /// files once.
     pub fn to_config(&self) -> Result<ActorConfig, ActorError> {
         let env = self.environment.env_config();
-        let tls = match &self.tls_ca {
+        let tls = match &self.tls.ca {
             Some(ca) => Some(ClientTls::from_files(
                 ca,
-                self.tls_domain.clone(),
-                self.tls_cert.as_deref().zip(self.tls_key.as_deref()),
+                self.tls.domain.clone(),
+                self.tls.cert.as_deref().zip(self.tls.key.as_deref()),
             )?),
             None => None,
         };
@@ -291,16 +308,8 @@ mod tests {
 
     #[test]
     fn keepalive_and_tls_flags_reach_the_config_and_bad_ones_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
-        let cert_path = dir.path().join("cert.pem");
-        let key_path = dir.path().join("key.pem");
-        std::fs::write(&cert_path, cert.pem()).unwrap();
-        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        let files = seed_test_pki::SelfSignedFiles::generate();
+        let (cert_path, key_path) = (&files.cert, &files.key);
         let (c, k) = (cert_path.to_str().unwrap(), key_path.to_str().unwrap());
 
         let cfg = parse(&[
@@ -324,9 +333,9 @@ mod tests {
         .unwrap();
         assert_eq!(cfg.keepalive, Keepalive::from_secs(2, 3));
         let tls = cfg.tls.expect("tls on");
-        assert_eq!(tls.ca.path, cert_path);
+        assert_eq!(&tls.ca.path, cert_path);
         assert_eq!(tls.domain.as_deref(), Some("localhost"));
-        assert_eq!(tls.identity.expect("client identity").key.path, key_path);
+        assert_eq!(&tls.identity.expect("client identity").key.path, key_path);
         let off = parse(&["--keepalive-secs", "0"])
             .unwrap()
             .to_config()
@@ -340,7 +349,7 @@ mod tests {
         assert!(parse(&["--tls-cert", c, "--tls-key", k]).is_err());
 
         let config = |flags: &[&str]| parse(flags).unwrap().to_config();
-        let missing = dir.path().join("missing.pem");
+        let missing = files.dir().join("missing.pem");
         match config(&["--tls-ca", missing.to_str().unwrap()]) {
             Err(ActorError::Tls(e)) => {
                 assert_eq!(e.flag, "--tls-ca");

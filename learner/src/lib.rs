@@ -3,9 +3,11 @@
 //!
 //! # Floor plan
 //! Data flows one way: actor → stream (`serve`) → batcher and inference
-//! (`infer`) → unroll (`learn`) → replay (`replay`) → prefetch → train (`learn`) → weights
-//! (`model`) → inference. [`app::Learner::start`] is the one place the
-//! stages are built and wired; the `learner` binary (crate
+//! (`infer`) → unroll (`learn`) → unroll store (`unroll_store`: the replay
+//! buffer in process or a remote table) → prefetch → train (`learn`) → weights
+//! (`model`) → inference. `app` is the one place the stages are built and
+//! wired ([`app::Learner::start`], with `app::training` for the learning
+//! side); the `learner` binary (crate
 //! `seed-learner-cli`) turns flags into an [`app::LearnerConfig`] and calls
 //! it.
 //!
@@ -17,8 +19,8 @@
 //! | 7 | `app` | everything below |
 //! | 6 | `report` | metrics |
 //! | 5 | `serve` | infer, model, metrics |
-//! | 4 | `learn` | infer's sink interface and exploration schedule, model, metrics, replay |
-//! | 3 | `replay` (the unroll store: in-process buffer or remote table) | leaves, `seed_replay`, `seed_replay_service` |
+//! | 4 | `learn` | infer's sink interface and exploration schedule, model, metrics, unroll_store |
+//! | 3 | `unroll_store` (the seam to replay: in-process buffer or remote table) | leaves, `seed_replay`, `seed_replay_service` |
 //! | 2 | `infer` | model, metrics |
 //! | 1 | `model` (networks, weights) | leaves |
 //! | 0 | `metrics`, `error`, `device`, `heap`, `loom`, `log_throttle` | nothing of the crate |
@@ -41,6 +43,6 @@ pub mod log_throttle;
 pub mod loom;
 pub mod metrics;
 pub mod model;
-pub mod replay;
 pub mod report;
 pub mod serve;
+pub mod unroll_store;

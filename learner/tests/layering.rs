@@ -28,8 +28,8 @@ const LAYERS: Layers = &[
         &["infer"],
     ),
     (
-        "replay: the unroll store (in-process buffer or remote table) and its sampler",
-        &["replay"],
+        "the unroll store, the seam to replay (in-process buffer or remote table), and its sampler",
+        &["unroll_store"],
     ),
     (
         "learning: unrolls (the inference sink), prefetch, training, checkpoints",

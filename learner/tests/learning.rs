@@ -152,7 +152,7 @@ async fn r2d2_cartpole_return_rises_far_above_random() {
         panic!("not r2d2: {:?}", t.trainer.agent)
     };
     assert_eq!(r2d2.exploration.slots, 64);
-    assert_eq!(t.trainer.loss.discount, 0.99);
+    assert_eq!(t.trainer.discount(), 0.99);
     assert_eq!(a.model.lstm_size, Some(64));
     a.run.max_env_steps = Some(1_000_000);
     a.run.target_return = TARGET_RETURN;

@@ -2,8 +2,9 @@
 //! ([`pb`]), observation/action specs with their validation ([`spec`]), and
 //! the observation byte codec ([`codec`]), the logging setup of both
 //! binaries ([`logging`]), and what both ends of a stream configure alike:
-//! HTTP/2 keepalive ([`keepalive`]) and the PEM files of the TLS flags
-//! ([`tls`]).
+//! HTTP/2 keepalive ([`keepalive`]), the PEM files of the TLS flags
+//! ([`tls`]) and a client's TLS flags ([`client_tls_flags`]).
+pub mod client_tls_flags;
 pub mod codec;
 pub mod error;
 pub mod keepalive;
@@ -13,6 +14,7 @@ pub mod server_tls;
 pub mod spec;
 pub mod tls;
 
+pub use client_tls_flags::{ClientTlsFlags, ClientTlsNames, TlsFlag};
 pub use error::{ProtocolError, TlsFileError};
 pub use keepalive::Keepalive;
 pub use spec::{ActionSpace, EnvSpec, ObsDType};

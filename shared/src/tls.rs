@@ -92,35 +92,27 @@ mod tests {
 
     #[test]
     fn certificates_and_keys_are_checked_and_errors_name_flag_and_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
-        let cert_path = dir.path().join("cert.pem");
-        let key_path = dir.path().join("key.pem");
-        std::fs::write(&cert_path, cert.pem()).unwrap();
-        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        let files = seed_test_pki::SelfSignedFiles::generate();
+        let (cert_path, key_path) = (&files.cert, &files.key);
 
-        let c = read_certificates("--tls-cert", &cert_path).unwrap();
-        assert_eq!(c.pem, cert.pem().into_bytes());
-        let k = read_private_key("--tls-key", &key_path).unwrap();
+        let c = read_certificates("--tls-cert", cert_path).unwrap();
+        assert_eq!(c.pem, files.cert_pem.as_bytes());
+        let k = read_private_key("--tls-key", key_path).unwrap();
         assert!(!format!("{k:?}").contains("PRIVATE"), "{k:?}");
 
         // Swapped files, a missing one, garbage.
-        let e = read_certificates("--tls-cert", &key_path).unwrap_err();
+        let e = read_certificates("--tls-cert", key_path).unwrap_err();
         assert_eq!(e.flag, "--tls-cert");
         assert!(e.to_string().contains("key.pem"), "{e}");
-        let e = read_private_key("--tls-key", &cert_path).unwrap_err();
+        let e = read_private_key("--tls-key", cert_path).unwrap_err();
         assert!(e.to_string().contains("--tls-key"), "{e}");
-        let missing = dir.path().join("nope.pem");
+        let missing = files.dir().join("nope.pem");
         let e = read_certificates("--tls-ca", &missing).unwrap_err();
         assert!(
             e.to_string().contains("--tls-ca") && e.to_string().contains("nope.pem"),
             "{e}"
         );
-        let junk = dir.path().join("junk.pem");
+        let junk = files.dir().join("junk.pem");
         std::fs::write(&junk, "-----BEGIN CERTIFICATE-----\nnot base64!\n").unwrap();
         assert!(read_certificates("--tls-cert", &junk).is_err());
     }

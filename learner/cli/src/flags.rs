@@ -922,7 +922,7 @@ mod tests {
     #[test]
     fn discount_and_envs_per_actor_default_per_algorithm() {
         let config = |args: &[&str]| parse(args).unwrap().train.to_config().unwrap();
-        let discount = |args: &[&str]| config(args).train.unwrap().trainer.loss.discount;
+        let discount = |args: &[&str]| config(args).train.unwrap().trainer.discount();
         let envs = |args: &[&str]| config(args).run.envs_per_actor;
         assert_eq!(discount(&[]), 0.98);
         assert_eq!(discount(&["--algo", "r2d2"]), 0.99);
@@ -1063,31 +1063,10 @@ mod tests {
         }
     }
 
-    /// A self-signed certificate for `localhost` and its key, and a second
-    /// key that belongs to nothing, as PEM files in `dir`.
-    fn cert_files(dir: &std::path::Path) -> [PathBuf; 3] {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
-        let other = rcgen::KeyPair::generate().unwrap();
-        let files = [
-            dir.join("cert.pem"),
-            dir.join("key.pem"),
-            dir.join("other-key.pem"),
-        ];
-        std::fs::write(&files[0], cert.pem()).unwrap();
-        std::fs::write(&files[1], key.serialize_pem()).unwrap();
-        std::fs::write(&files[2], other.serialize_pem()).unwrap();
-        files
-    }
-
     #[test]
     fn keepalive_and_tls_flags_reach_the_config() {
-        let dir = tempfile::tempdir().unwrap();
-        let [cert, key, _] = cert_files(dir.path());
-        let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+        let files = seed_test_pki::SelfSignedFiles::generate();
+        let (cert, key) = (files.cert.to_str().unwrap(), files.key.to_str().unwrap());
         let c = parse(&[
             "--keepalive-secs",
             "3",
@@ -1115,9 +1094,13 @@ mod tests {
 
     #[test]
     fn bad_tls_and_keepalive_flags_are_refused_naming_flag_and_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let [cert, key, other_key] = cert_files(dir.path());
-        let missing = dir.path().join("missing.pem");
+        let files = seed_test_pki::SelfSignedFiles::generate();
+        let (cert, key, other_key) = (
+            files.cert.clone(),
+            files.key.clone(),
+            files.other_key.clone(),
+        );
+        let missing = files.dir().join("missing.pem");
         let s = |p: &PathBuf| p.to_str().unwrap().to_owned();
         let err = |flags: &[&str]| {
             parse(flags)
@@ -1298,7 +1281,7 @@ mod tests {
         let file = resolved(&["--config", &r2d2]).config;
         let t = file.train.as_ref().unwrap();
         assert!(matches!(t.trainer.agent, Agent::R2d2(_)));
-        assert_eq!(t.trainer.loss.discount, 0.99);
+        assert_eq!(t.trainer.discount(), 0.99);
         assert_eq!(file.run.envs_per_actor, 32);
         assert_eq!(t.replay.sampler, ReplaySampler::Prioritized);
 
@@ -1308,7 +1291,7 @@ mod tests {
         let masked = resolved(&["--preset", "cartpole-masked-r2d2", "--algo", "vtrace"]);
         let t = masked.config.train.as_ref().unwrap();
         assert_eq!(t.trainer.agent, Agent::VTrace);
-        assert_eq!(t.trainer.loss.discount, 0.98);
+        assert_eq!(t.trainer.discount(), 0.98);
         assert_eq!(masked.config.env, Some(seed_env::EnvConfig::CartPoleMasked));
 
         let (_dir, cuda) = config_file("[inference]\ndevice = \"cuda:0\"\n");

@@ -6,23 +6,15 @@ use std::process::Command;
 
 #[test]
 fn local_actors_run_when_the_learner_serves_mutual_tls() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let key = rcgen::KeyPair::generate().expect("key");
-    let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
-        .expect("params")
-        .self_signed(&key)
-        .expect("cert");
-    let cert_path = dir.path().join("cert.pem");
-    let key_path = dir.path().join("key.pem");
-    std::fs::write(&cert_path, cert.pem()).expect("write cert");
-    std::fs::write(&key_path, key.serialize_pem()).expect("write key");
-    let summary = dir.path().join("summary.json");
+    let files = seed_test_pki::SelfSignedFiles::generate();
+    let (cert_path, key_path) = (&files.cert, &files.key);
+    let summary = files.dir().join("summary.json");
     let path = |p: &std::path::Path| p.to_str().expect("utf-8 path").to_owned();
 
     let out = Command::new(env!("CARGO_BIN_EXE_learner"))
-        .args(["--listen", "127.0.0.1:0", "--tls-cert", &path(&cert_path)])
-        .args(["--tls-key", &path(&key_path)])
-        .args(["--tls-client-ca", &path(&cert_path)])
+        .args(["--listen", "127.0.0.1:0", "--tls-cert", &path(cert_path)])
+        .args(["--tls-key", &path(key_path)])
+        .args(["--tls-client-ca", &path(cert_path)])
         .args(["--local-actors", "1", "--envs-per-actor", "2", "--no-train"])
         .args(["--max-env-steps", "200", "--max-seconds", "120"])
         .args(["--progress-secs", "0", "--summary-json", &path(&summary)])

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use seed_shared::logging::LogFormat;
+use seed_shared::{ClientTlsFlags, ClientTlsNames, TlsFlag};
 
 use crate::server::DEFAULT_LISTEN;
 
@@ -76,16 +77,44 @@ pub struct MirrorFlags {
         requires = "mirror_of"
     )]
     pub mirror_token: Option<String>,
-    /// CA certificates (PEM) to verify an https:// primary.
-    #[arg(long, requires = "mirror_of")]
-    pub mirror_tls_ca: Option<PathBuf>,
-    /// The name the primary's certificate is for (default: its host).
-    #[arg(long, requires = "mirror_of")]
-    pub mirror_tls_domain: Option<String>,
-    /// Client certificate (PEM) for a primary that requires mutual TLS.
-    #[arg(long, requires_all = ["mirror_of", "mirror_tls_key"])]
-    pub mirror_tls_cert: Option<PathBuf>,
-    /// The private key of --mirror-tls-cert (PEM).
-    #[arg(long, requires = "mirror_tls_cert")]
-    pub mirror_tls_key: Option<PathBuf>,
+    /// `--mirror-tls-ca`, `--mirror-tls-domain`, `--mirror-tls-cert`,
+    /// `--mirror-tls-key`: TLS to the primary ([`MirrorTlsNames`]).
+    #[command(flatten)]
+    pub tls: ClientTlsFlags<MirrorTlsNames>,
+}
+
+/// The mirror's client TLS flags, each needing `--mirror-of`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorTlsNames;
+
+impl ClientTlsNames for MirrorTlsNames {
+    const HEADING: Option<&'static str> = None;
+    const CA: TlsFlag = TlsFlag {
+        id: "mirror_tls_ca",
+        flag: "--mirror-tls-ca",
+        value_name: "MIRROR_TLS_CA",
+        help: "CA certificates (PEM) to verify an https:// primary",
+        requires: &["mirror_of"],
+    };
+    const DOMAIN: TlsFlag = TlsFlag {
+        id: "mirror_tls_domain",
+        flag: "--mirror-tls-domain",
+        value_name: "MIRROR_TLS_DOMAIN",
+        help: "The name the primary's certificate is for (default: its host)",
+        requires: &["mirror_of"],
+    };
+    const CERT: TlsFlag = TlsFlag {
+        id: "mirror_tls_cert",
+        flag: "--mirror-tls-cert",
+        value_name: "MIRROR_TLS_CERT",
+        help: "Client certificate (PEM) for a primary that requires mutual TLS",
+        requires: &["mirror_of", "mirror_tls_key"],
+    };
+    const KEY: TlsFlag = TlsFlag {
+        id: "mirror_tls_key",
+        flag: "--mirror-tls-key",
+        value_name: "MIRROR_TLS_KEY",
+        help: "The private key of --mirror-tls-cert (PEM)",
+        requires: &["mirror_tls_cert"],
+    };
 }

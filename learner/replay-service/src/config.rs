@@ -55,7 +55,6 @@ use crate::error::ConfigError;
 pub mod file_format;
 pub mod grouped_table_spec;
 
-use self::file_format::parse_dtype;
 pub use self::file_format::{
     FieldConfig, PolicyLagFile, RateLimiterFile, SamplerFile, ServiceConfigFile, TableConfigFile,
     WriterPolicyFile,
@@ -173,31 +172,13 @@ impl TableConfigFile {
             setting,
             reason,
         };
-        let valid_name = !self.name.is_empty()
-            && self.name.len() <= 128
-            && self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !valid_name {
+        if !self.has_valid_name() {
             return Err(err(
                 "name",
                 "must be 1 to 128 of A-Z, a-z, 0-9, `_`, `-` (it names the checkpoint file)".into(),
             ));
         }
-        let mut builder = ItemLayout::builder();
-        for f in &self.fields {
-            let dtype = parse_dtype(&f.dtype).ok_or_else(|| {
-                err(
-                    "fields",
-                    format!(
-                        "field `{}`: dtype `{}` is not one of u8, bool, u32, i32, f32, u64, i64, f64",
-                        f.name, f.dtype
-                    ),
-                )
-            })?;
-            builder = builder.field(&f.name, dtype, &f.shape);
-        }
+        let mut builder = self.layout_builder().map_err(|e| err("fields", e))?;
         if let Some(p) = &self.policy_version_field {
             builder = builder.policy_version_field(p);
         }

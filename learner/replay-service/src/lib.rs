@@ -135,7 +135,7 @@ pub mod server;
 pub mod token;
 pub mod wire_dtype;
 
-pub use client::{FetchedGroup, InsertBatch, ReplayClient, SampledBatch, StepBatch};
+pub use client::{FetchedGroup, FieldBlocks, InsertBatch, ReplayClient, SampledBatch, StepBatch};
 pub use config::{ServiceConfig, TableSpec};
 pub use error::{ClientError, ConfigError, RequestError, ServeError};
 pub use server::{start, RunningServer, ServerOptions};

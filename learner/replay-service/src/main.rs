@@ -21,24 +21,13 @@ fn mirror_options(
         let Some(upstream) = &flags.mirror_of else {
             return Ok(None);
         };
-        let tls_ca = match &flags.mirror_tls_ca {
-            Some(p) => Some(seed_shared::tls::read_certificates("--mirror-tls-ca", p)?),
-            None => None,
-        };
-        let tls_identity = match (&flags.mirror_tls_cert, &flags.mirror_tls_key) {
-            (Some(c), Some(k)) => Some((
-                seed_shared::tls::read_certificates("--mirror-tls-cert", c)?,
-                seed_shared::tls::read_private_key("--mirror-tls-key", k)?,
-            )),
-            _ => None,
-        };
         Ok(Some(MirrorOptions {
             upstream: upstream.clone(),
             client: ClientOptions {
                 token: flags.mirror_token.clone(),
-                tls_ca,
-                tls_domain: flags.mirror_tls_domain.clone(),
-                tls_identity,
+                tls_ca: flags.tls.read_ca()?,
+                tls_domain: flags.tls.domain.clone(),
+                tls_identity: flags.tls.read_identity()?,
                 max_message_bytes,
                 ..ClientOptions::default()
             },

@@ -3,10 +3,26 @@
 //! Why its own file: the server checks incoming blocks against the table's
 //! dtypes, the info reply and the client both describe fields with it, and
 //! the names in error messages (`f32`, `u64`) are the ones the config file
-//! uses. Cost: a `match`.
+//! uses. Each mapping is written once, as a `match` ([`to_wire`],
+//! [`name`]); reading back ([`from_wire`], [`parse`]) searches [`ALL`] for
+//! the dtype that maps to the value. Cost: a `match`, or up to eight of
+//! them.
 use seed_replay::DType;
 
 use crate::pb::FieldDtype;
+
+/// Every dtype, in the order error messages list them. A new `DType`
+/// variant fails the matches below until it is mapped; add it here too.
+pub const ALL: [DType; 8] = [
+    DType::U8,
+    DType::Bool,
+    DType::U32,
+    DType::I32,
+    DType::F32,
+    DType::U64,
+    DType::I64,
+    DType::F64,
+];
 
 /// The wire enum of a buffer dtype.
 pub fn to_wire(dtype: DType) -> FieldDtype {
@@ -24,17 +40,7 @@ pub fn to_wire(dtype: DType) -> FieldDtype {
 
 /// The buffer dtype of a wire value (`None`: unspecified or unknown).
 pub fn from_wire(value: i32) -> Option<DType> {
-    match FieldDtype::try_from(value).ok()? {
-        FieldDtype::Unspecified => None,
-        FieldDtype::U8 => Some(DType::U8),
-        FieldDtype::Bool => Some(DType::Bool),
-        FieldDtype::U32 => Some(DType::U32),
-        FieldDtype::I32 => Some(DType::I32),
-        FieldDtype::F32 => Some(DType::F32),
-        FieldDtype::U64 => Some(DType::U64),
-        FieldDtype::I64 => Some(DType::I64),
-        FieldDtype::F64 => Some(DType::F64),
-    }
+    ALL.into_iter().find(|&d| to_wire(d) as i32 == value)
 }
 
 /// The dtype's name as the config file spells it.
@@ -49,6 +55,12 @@ pub fn name(dtype: DType) -> &'static str {
         DType::I64 => "i64",
         DType::F64 => "f64",
     }
+}
+
+/// The dtype a config file names (`"f32"`, `"u8"`, ...; `None`: no such
+/// name).
+pub fn parse(name_in_config: &str) -> Option<DType> {
+    ALL.into_iter().find(|&d| name(d) == name_in_config)
 }
 
 /// A wire dtype value's name for error messages, known or not.
@@ -66,20 +78,13 @@ mod tests {
 
     #[test]
     fn every_dtype_round_trips_and_unspecified_is_none() {
-        for d in [
-            DType::U8,
-            DType::Bool,
-            DType::U32,
-            DType::I32,
-            DType::F32,
-            DType::U64,
-            DType::I64,
-            DType::F64,
-        ] {
+        for d in ALL {
             assert_eq!(from_wire(to_wire(d) as i32), Some(d));
+            assert_eq!(parse(name(d)), Some(d));
         }
         assert_eq!(from_wire(0), None);
         assert_eq!(from_wire(99), None);
         assert_eq!(wire_name(99), "unknown (99)");
+        assert_eq!(parse("f16"), None);
     }
 }

@@ -14,7 +14,7 @@ use seed_replay_service::pb::replay_client::ReplayClient as RawClient;
 use seed_replay_service::pb::{
     CompleteTrajectoryRequest, FieldBlock, FieldDtype, InsertRequest, SubmitStepsRequest,
 };
-use seed_replay_service::{FetchedGroup, ReplayClient, StepBatch};
+use seed_replay_service::{FetchedGroup, FieldBlocks, ReplayClient, StepBatch};
 use support::*;
 use tokio_stream::StreamExt;
 use tonic::Code;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use seed_replay::{FollowRead, SampleBatch};
 use seed_replay_service::client::{FollowEvent, FollowOptions, FollowStream};
 use seed_replay_service::server::{start_mirror, MirrorOptions, Table};
-use seed_replay_service::{InsertBatch, RunningServer, ServerOptions, ServiceConfig};
+use seed_replay_service::{FieldBlocks, InsertBatch, RunningServer, ServerOptions, ServiceConfig};
 use support::*;
 use tonic::Code;
 

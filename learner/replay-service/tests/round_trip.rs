@@ -5,6 +5,7 @@ mod support;
 use std::collections::HashSet;
 
 use seed_replay_service::client::SampleOptions;
+use seed_replay_service::FieldBlocks;
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

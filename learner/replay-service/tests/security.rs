@@ -44,23 +44,16 @@ async fn every_call_needs_the_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_serves_a_client_that_trusts_the_ca() {
-    let dir = tempfile::tempdir().unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    std::fs::write(&cert_path, cert.pem()).unwrap();
-    std::fs::write(&key_path, key.serialize_pem()).unwrap();
-    let tls = ServerTls::from_files(&cert_path, &key_path, None).unwrap();
+    let files = seed_test_pki::SelfSignedFiles::generate();
+    let (cert_path, key_path) = (&files.cert, &files.key);
+    let tls = ServerTls::from_files(cert_path, key_path, None).unwrap();
     let options = ServerOptions {
         tls: Some(tls),
         ..ServerOptions::default()
     };
     let cfg = config(&[table_json("u", 8, r#""sampler": {"kind": "uniform"}"#)]);
     let server = seed_replay_service::start(cfg, options).await.unwrap();
-    let ca = seed_shared::tls::read_certificates("--tls-ca", &cert_path).unwrap();
+    let ca = seed_shared::tls::read_certificates("--tls-ca", cert_path).unwrap();
     let options = ClientOptions {
         tls_ca: Some(ca),
         tls_domain: Some("localhost".into()),
@@ -79,10 +72,7 @@ async fn tls_serves_a_client_that_trusts_the_ca() {
 
     // A key that does not belong to the certificate is refused at start-up,
     // naming the flag.
-    let other = rcgen::KeyPair::generate().unwrap();
-    let other_path = dir.path().join("other.pem");
-    std::fs::write(&other_path, other.serialize_pem()).unwrap();
-    let e = ServerTls::from_files(&cert_path, &other_path, None).unwrap_err();
+    let e = ServerTls::from_files(cert_path, &files.other_key, None).unwrap_err();
     assert!(e.to_string().contains("--tls-key"), "{e}");
     server.stop().await.unwrap();
 }

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use seed_replay_service::client::SampleOptions;
-use seed_replay_service::{InsertBatch, ServiceConfig};
+use seed_replay_service::{FieldBlocks, InsertBatch, ServiceConfig};
 use support::*;
 
 const ITEMS: u64 = 400;

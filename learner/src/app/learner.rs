@@ -36,6 +36,7 @@ use seed_shared::EnvSpec;
 use tracing::info;
 
 use crate::app::config::LearnerConfig;
+use crate::app::training::{Training, TrainingSetup, TrainingTarget};
 use crate::error::LearnerError;
 use crate::infer::batcher::DynamicBatcher;
 use crate::infer::inference::{spawn_inference_threads, InferenceShared};
@@ -43,15 +44,14 @@ use crate::infer::sink::SinkFactory;
 use crate::infer::state_table::StateTable;
 use crate::infer::step_request::StepRequest;
 use crate::learn::checkpoint::EnvDescription;
-use crate::learn::training::{Training, TrainingSetup, TrainingTarget};
 use crate::metrics::Metrics;
 use crate::model::weights::{PolicyVersion, WeightsHandle};
 use crate::model::{ModelConfig, TrainableModel};
-use crate::replay::RemoteTable;
 use crate::report::metrics_endpoint::MetricsEndpoint;
 use crate::serve::server::{Listeners, Server, ServerHandle, ServiceConfig, ServiceStages};
 use crate::serve::transport::{self, ListenAddr};
 use crate::serve::SpecGate;
+use crate::unroll_store::RemoteTable;
 
 /// A running learner: serving, inferring and (unless `--no-train`) training.
 pub struct Learner {

@@ -1,6 +1,7 @@
 //! The application: [`LearnerConfig`] (every check), [`settings`] (every
 //! default, presets and config files, resolved into a `LearnerConfig`), the
-//! composition root [`Learner::start`], the run loop with its reports, local
+//! composition root [`Learner::start`] (with [`training`], its learning
+//! half: model, unroll store, sink, prefetch, trainer), the run loop with its reports, local
 //! actor processes, `learner eval`, and the replay table config a remote
 //! replay table needs (`--print-replay-table-config`).
 pub mod config;
@@ -9,8 +10,10 @@ pub mod learner;
 pub mod local_actors;
 pub mod replay_table;
 pub mod run;
+pub mod run_monitor;
 pub mod settings;
 pub mod threads;
+pub mod training;
 
 pub use config::LearnerConfig;
 pub use learner::{BoundLearner, Learner};

@@ -10,10 +10,10 @@
 //! `--unroll-length`; writing that by hand is error-prone, and the learner
 //! refuses any difference at start-up. Cost: no model is built.
 use crate::app::config::LearnerConfig;
+use crate::app::training::unroll_spec;
 use crate::error::LearnerError;
-use crate::learn::training::unroll_spec;
 use crate::model::ModelConfig;
-use crate::replay::table_layout::table_config_json;
+use crate::unroll_store::remote::table_layout::table_config_json;
 
 /// The table's name when `--replay-addr` does not give one.
 pub const DEFAULT_TABLE_NAME: &str = "unrolls";

@@ -2,6 +2,7 @@
 //! actors, progress lines, stop conditions, the learning curve and the
 //! summary.
 use std::future::Future;
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use tracing::{error, info, warn};
@@ -9,18 +10,13 @@ use tracing::{error, info, warn};
 use crate::app::config::LearnerConfig;
 use crate::app::learner::Learner;
 use crate::app::local_actors::{LocalActorSpec, LocalActors};
+use crate::app::run_monitor::RunMonitor;
 use crate::app::threads::{configure_candle_threads, default_io_threads};
 use crate::error::LearnerError;
-use crate::metrics::RETURN_WINDOW;
-use crate::report::learning_curve::{CurvePoint, LearningCurve};
-use crate::report::metrics_log::MetricsLog;
-use crate::report::progress::{interval_record, log_progress};
-use crate::report::summary::{RunSummary, TrainingSummary};
+use crate::report::summary::RunSummary;
 
 /// How often stop conditions (`--max-env-steps`, solved) are checked.
 const STOP_CHECK: Duration = Duration::from_millis(50);
-/// How often the learning curve is sampled.
-const CURVE_EVERY: Duration = Duration::from_millis(500);
 
 /// Runs the learner as the CLI does; blocks until a stop condition.
 pub fn run(config: &LearnerConfig) -> Result<RunSummary, LearnerError> {
@@ -70,7 +66,9 @@ fn actor_flags(config: &LearnerConfig) -> Vec<String> {
     flags
 }
 
-/// Serves and runs local actors until a stop condition or `interrupt`.
+/// Serves and runs local actors until a stop condition or `interrupt`, in
+/// four steps: start the learner, spawn the local actors, watch the run
+/// until it should stop, then stop everything and summarise.
 pub async fn run_until(
     config: &LearnerConfig,
     interrupt: impl Future<Output = ()>,
@@ -78,60 +76,63 @@ pub async fn run_until(
     // The run's one clock: `wall_seconds`, `seconds_to_solve`, the curve and
     // metrics.jsonl all count from here.
     let t0 = Instant::now();
-    let args = &config.run;
     tokio::pin!(interrupt);
-    let deadline = args
+    let deadline = config
+        .run
         .max_seconds
         .map(|s| tokio::time::Instant::now() + Duration::from_secs_f64(s.max(0.0)));
-    // Without --env, starting waits for the first actor's hello.
-    let mut learner = tokio::select! {
-        started = Learner::start(config) => started?,
-        _ = &mut interrupt => return Err(LearnerError::NoActor("interrupted")),
-        _ = sleep_until_opt(deadline) => return Err(LearnerError::NoActor("--max-seconds")),
-    };
-    let addr = learner.local_addr().clone();
-    let metrics = std::sync::Arc::clone(learner.metrics());
-    let resumed_episodes = metrics.episodes.load(std::sync::atomic::Ordering::Relaxed);
-    let training = config.train.is_some();
-    let run_dir = config.run_dir().cloned();
-    let mut metrics_log = match (&run_dir, training) {
-        (Some(d), true) => Some(MetricsLog::open(d)?),
-        _ => None,
-    };
-    let mut curve = LearningCurve::new(Some(args.target_return));
-    // Episode returns for the curve (those of a resumed run's past are not
-    // in memory: start from what is recorded now).
-    let mut returns_seen = metrics.returns_since(u64::MAX, &mut Vec::new());
-    let mut new_returns = Vec::new();
-    let mut next_curve = tokio::time::Instant::now();
-    let mut solved: Option<(u64, f64)> = None;
-    // Lowest 100-episode mean after the first solve, sampled with the
-    // progress lines (every --progress-secs, else every stop check).
-    let mut min_after_solve: Option<f64> = None;
+    let learner = start_learner(config, &mut interrupt, deadline).await?;
+    let mut actors = spawn_local_actors(config, &learner)?;
+    let mut monitor = RunMonitor::new(config, &learner, t0, deadline)?;
+    let (outcome, failures) = watch(&mut monitor, &mut actors, &mut interrupt).await;
+    finish(config, learner, actors, monitor, failures, outcome).await
+}
 
-    let mut actors = if args.local_actors > 0 {
-        Some(LocalActors::spawn(
-            &LocalActorSpec {
-                actor_bin: args.actor_bin.clone(),
-                learner: learner.local_actor_addr().clone(),
-                args: actor_flags(config),
-                token: config.serve.token.clone().filter(|t| !t.is_empty()),
-                seed: config.seed,
-            },
-            args.local_actors,
-        )?)
-    } else {
-        None
-    };
+/// Starts the learner; without `--env` this waits for the first actor's
+/// hello, so an interrupt or `--max-seconds` ends the wait.
+async fn start_learner<F: Future<Output = ()>>(
+    config: &LearnerConfig,
+    interrupt: &mut Pin<&mut F>,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<Learner, LearnerError> {
+    tokio::select! {
+        started = Learner::start(config) => started,
+        _ = interrupt => Err(LearnerError::NoActor("interrupted")),
+        _ = sleep_until_opt(deadline) => Err(LearnerError::NoActor("--max-seconds")),
+    }
+}
 
-    let progress_every = args.progress_every;
-    let mut next_progress = progress_every.map(|p| tokio::time::Instant::now() + p);
-    let mut last = metrics.snapshot();
+/// The `--local-actors` processes, connected to the learner's local
+/// address; `None` without any.
+fn spawn_local_actors(
+    config: &LearnerConfig,
+    learner: &Learner,
+) -> Result<Option<LocalActors>, LearnerError> {
+    if config.run.local_actors == 0 {
+        return Ok(None);
+    }
+    let spec = LocalActorSpec {
+        actor_bin: config.run.actor_bin.clone(),
+        learner: learner.local_actor_addr().clone(),
+        args: actor_flags(config),
+        token: config.serve.token.clone().filter(|t| !t.is_empty()),
+        seed: config.seed,
+    };
+    Ok(Some(LocalActors::spawn(&spec, config.run.local_actors)?))
+}
+
+/// Watches the run until an interrupt, a stop condition of the
+/// [`RunMonitor`], or the death of the last local actor; returns how the
+/// run ended and how many local actors exited unexpectedly.
+async fn watch<F: Future<Output = ()>>(
+    monitor: &mut RunMonitor,
+    actors: &mut Option<LocalActors>,
+    interrupt: &mut Pin<&mut F>,
+) -> (Result<(), LearnerError>, usize) {
     let mut failures = 0usize;
     let mut check = tokio::time::interval(STOP_CHECK);
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-
-    let outcome: Result<(), LearnerError> = loop {
+    let outcome = loop {
         let actor_exit = async {
             match actors.as_mut() {
                 Some(a) if a.alive() > 0 => a.next_exit().await,
@@ -139,7 +140,7 @@ pub async fn run_until(
             }
         };
         tokio::select! {
-            _ = &mut interrupt => {
+            _ = &mut *interrupt => {
                 info!("stopping: interrupted");
                 break Ok(());
             }
@@ -158,109 +159,39 @@ pub async fn run_until(
                 }
             }
             _ = check.tick() => {
-                let now = tokio::time::Instant::now();
-                if deadline.is_some_and(|d| now >= d) {
-                    info!("stopping: --max-seconds reached");
+                if let Some(reason) = monitor.tick(tokio::time::Instant::now()) {
+                    info!("stopping: {reason}");
                     break Ok(());
-                }
-                if let Some(max) = args.max_env_steps {
-                    if metrics.env_steps.load(std::sync::atomic::Ordering::Relaxed) >= max {
-                        info!("stopping: --max-env-steps reached");
-                        break Ok(());
-                    }
-                }
-                let snap = metrics.snapshot();
-                let seconds = t0.elapsed().as_secs_f64();
-                let episodes_here = snap.episodes.saturating_sub(resumed_episodes);
-                if solved.is_none()
-                    && episodes_here >= RETURN_WINDOW as u64
-                    && snap.mean_return_last_100 >= args.target_return
-                {
-                    solved = Some((snap.env_steps, seconds));
-                    min_after_solve = Some(snap.mean_return_last_100);
-                    info!(env_steps = snap.env_steps, seconds = format!("{seconds:.1}"),
-                        mean_return = format!("{:.1}", snap.mean_return_last_100), "solved");
-                    if args.stop_when_solved {
-                        break Ok(());
-                    }
-                }
-                if now >= next_curve {
-                    next_curve = now + CURVE_EVERY;
-                    let point = CurvePoint {
-                        env_steps: snap.env_steps,
-                        seconds,
-                        mean_return: snap.mean_return_last_100,
-                        episodes: snap.episodes,
-                    };
-                    new_returns.clear();
-                    returns_seen = metrics.returns_since(returns_seen, &mut new_returns);
-                    curve.push_episodes(point, &new_returns);
-                    curve.push(point);
-                }
-                let progress_due = next_progress.is_none_or(|at| now >= at);
-                if let (true, Some(m)) = (progress_due && solved.is_some(), min_after_solve) {
-                    min_after_solve = Some(m.min(snap.mean_return_last_100));
-                }
-                if let (Some(at), Some(every)) = (next_progress, progress_every) {
-                    if now >= at {
-                        let t = snap.training;
-                        log_progress(&snap, &last, t.as_ref());
-                        if let (Some(log), Some(t)) = (metrics_log.as_mut(), t.as_ref()) {
-                            if let Err(e) = log.append(&interval_record(&snap, &last, t, seconds)) {
-                                warn!(error = %e, "metrics.jsonl");
-                            }
-                        }
-                        last = snap;
-                        next_progress = Some(at + every);
-                    }
                 }
             }
         }
     };
+    (outcome, failures)
+}
 
-    let wall = t0.elapsed();
-    let snap = metrics.snapshot();
-    let train_snap = snap.training;
+/// Stops training first (closing the replay buffer frees an inference
+/// thread blocked on backpressure, so the server can shut down promptly),
+/// then the local actors and the server; writes the summary, the learning
+/// curve and the summary JSON.
+async fn finish(
+    config: &LearnerConfig,
+    mut learner: Learner,
+    actors: Option<LocalActors>,
+    mut monitor: RunMonitor,
+    failures: usize,
+    outcome: Result<(), LearnerError>,
+) -> Result<RunSummary, LearnerError> {
+    let addr = learner.local_addr().clone();
+    let (snap, wall) = monitor.final_snapshot();
     let train_secs = learner.training_elapsed().map_or(0.0, |t| t.as_secs_f64());
-    if let (Some(log), Some(t)) = (metrics_log.as_mut(), train_snap.as_ref()) {
-        let record = interval_record(&snap, &last, t, t0.elapsed().as_secs_f64());
-        if let Err(e) = log.append(&record) {
-            warn!(error = %e, "metrics.jsonl");
-        }
-    }
-    // Training first: closing the replay buffer frees an inference thread
-    // blocked on backpressure, so the server can shut down promptly.
     let train_result = learner.stop_training().await;
-    if let Some(a) = actors.take() {
+    if let Some(a) = actors {
         a.stop().await;
     }
     if let Err(e) = learner.shutdown().await {
         warn!(error = %e, "server shutdown");
     }
-    let mut summary = RunSummary::new(&snap, wall, failures, addr.to_string());
-    if let Some(t) = &train_snap {
-        summary.training = Some(TrainingSummary::new(
-            t,
-            train_secs,
-            args.target_return,
-            solved,
-            snap.mean_return_last_100,
-            min_after_solve,
-        ));
-    }
-    if let Some(dir) = &run_dir {
-        curve.push(CurvePoint {
-            env_steps: snap.env_steps,
-            seconds: t0.elapsed().as_secs_f64(),
-            mean_return: snap.mean_return_last_100,
-            episodes: snap.episodes,
-        });
-        let path = dir.join("learning_curve.png");
-        match curve.write_png(&path) {
-            Ok(()) => info!(path = %path.display(), "learning curve written"),
-            Err(e) => warn!(error = %e, "learning curve"),
-        }
-    }
+    let summary = monitor.finish(&snap, wall, train_secs, failures, addr.to_string());
     info!(
         env_steps = summary.env_steps,
         env_steps_per_second = format!("{:.0}", summary.env_steps_per_second),
@@ -271,7 +202,7 @@ pub async fn run_until(
         mean_return = format!("{:.1}", summary.mean_return_last_100),
         "run finished"
     );
-    if let Some(path) = &args.summary_json {
+    if let Some(path) = &config.run.summary_json {
         summary.write_json(path)?;
     }
     train_result?;

@@ -94,7 +94,7 @@ pub struct ReplaySettings {
     /// in-process buffer. Its sampler, capacity, rate limiter and lag cap
     /// are the table's (the server's config); the settings above then
     /// only describe the table `--print-replay-table-config` prints.
-    pub remote: Option<crate::replay::RemoteReplayConfig>,
+    pub remote: Option<crate::unroll_store::RemoteReplayConfig>,
 }
 
 impl ReplaySettings {
@@ -254,6 +254,12 @@ impl TrainConfig {
             let e = &r.exploration;
             if !((0.0..=1.0).contains(&e.epsilon) && e.alpha.is_finite() && e.alpha >= 0.0) {
                 return bad("--epsilon must be in [0, 1] and --epsilon-alpha >= 0");
+            }
+            if !(0.0..=1.0).contains(&r.discount) {
+                return bad("--discount must be in [0, 1]");
+            }
+            if !(r.reward_scale.is_finite() && r.reward_scale > 0.0) {
+                return bad("--reward-scale must be positive");
             }
         }
         let lr = match t.optimizer.schedule {

@@ -1,5 +1,5 @@
 //! Prefetch threads: sample `B` unrolls from the replay buffer (in process,
-//! or a remote table's sample stream: `crate::replay`), collate them
+//! or a remote table's sample stream: `crate::unroll_store`), collate them
 //! time-major onto the training device, and keep a small bounded queue of
 //! ready batches ahead of the trainer, so the trainer never waits on copies.
 //!
@@ -27,7 +27,7 @@ use tracing::{debug, error};
 use crate::error::LearnerError;
 use crate::learn::unroll::{fields, UnrollSpec};
 use crate::model::RecurrentState;
-use crate::replay::{SampleFailure, SampledUnrolls, UnrollSampler, UnrollStore};
+use crate::unroll_store::{SampleFailure, SampledUnrolls, UnrollSampler, UnrollStore};
 use seed_replay::{DType, ItemKey, ItemLayout, ReplayError};
 
 /// How often blocked prefetch threads re-check the stop flag.

@@ -1,10 +1,10 @@
 //! The training thread: V-trace actor-critic or R2D2 updates on prefetched
 //! batches, each followed by a weights publish for inference.
 //!
-//! R2D2 ([`Agent::R2d2`]): the online network runs over each sequence after
+//! R2D2 ([`Agent::R2d2`], its step in `learn/r2d2/train_step.rs`): the online network runs over each sequence after
 //! its burn-in ([`ActorCritic::unroll_after_burn_in`]), the target network
 //! (a frozen copy, refreshed every `--target-update-period` steps) over the
-//! same steps, and [`r2d2_loss`] gives the TD loss and each sequence's new
+//! same steps, and `learn::r2d2::loss` gives the TD loss and each sequence's new
 //! priority, which the trainer writes back into the replay buffer by the
 //! sequence's key (a key whose item was overwritten meanwhile is ignored and
 //! counted by the buffer: `replay/stale_priority_updates`).
@@ -32,25 +32,35 @@ use candle_core::Tensor;
 use tracing::{debug, error, warn};
 
 use crate::error::LearnerError;
-use crate::learn::algo::r2d2_loss::{r2d2_loss, R2d2LossInputs};
-use crate::learn::algo::{impala_loss, Agent, ImpalaLossConfig, ImpalaLossInputs, R2d2Config};
+use crate::learn::algo::{impala_loss, Agent, ImpalaLossConfig, ImpalaLossInputs};
 use crate::learn::optimizer::{Optimizer, OptimizerConfig, OptimizerError};
 use crate::learn::prefetch::{NextBatchError, Prefetcher, TrainBatch};
 use crate::log_throttle::{LogThrottle, WARN_INTERVAL};
 use crate::model::weights::{PolicyVersion, WeightsHandle};
-use crate::model::{dueling_q, ActorCritic, TrainableModel};
-use crate::replay::UnrollStore;
+use crate::model::{ActorCritic, TrainableModel};
+use crate::unroll_store::UnrollStore;
 
 /// What the trainer needs besides the model.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct TrainerConfig {
     /// V-trace or R2D2 (`--algo`).
     pub agent: Agent,
-    /// The IMPALA loss (V-trace); R2D2 uses its `discount` and `reward_scale`.
+    /// The IMPALA loss (V-trace only; R2D2's γ and reward scale are in its
+    /// own config).
     pub loss: ImpalaLossConfig,
     pub optimizer: OptimizerConfig,
     /// Global gradient norm bound.
     pub max_grad_norm: f32,
+}
+
+impl TrainerConfig {
+    /// γ of the return the algorithm learns.
+    pub fn discount(&self) -> f32 {
+        match self.agent {
+            Agent::VTrace => self.loss.discount,
+            Agent::R2d2(r) => r.discount,
+        }
+    }
 }
 
 /// Why a training step failed.
@@ -95,13 +105,13 @@ pub struct TrainStep {
 pub struct Trainer {
     pub model: TrainableModel,
     pub optimizer: Optimizer,
-    config: TrainerConfig,
+    pub(crate) config: TrainerConfig,
     weights: Arc<WeightsHandle>,
-    replay: Option<UnrollStore>,
+    pub(crate) replay: Option<UnrollStore>,
     /// R2D2's target network.
-    target: Option<ActorCritic>,
+    pub(crate) target: Option<ActorCritic>,
     /// Whether the buffer's sampler takes priorities (R2D2 writes them).
-    prioritized: bool,
+    pub(crate) prioritized: bool,
 }
 
 impl Trainer {
@@ -189,13 +199,13 @@ impl Trainer {
 }
 
 /// A step's loss before backward, with the figures it logs.
-struct StepLoss {
-    total: Tensor,
-    pg_loss: f32,
-    value_loss: f32,
-    entropy: f32,
-    priorities_written: usize,
-    priority_update: Duration,
+pub(crate) struct StepLoss {
+    pub(crate) total: Tensor,
+    pub(crate) pg_loss: f32,
+    pub(crate) value_loss: f32,
+    pub(crate) entropy: f32,
+    pub(crate) priorities_written: usize,
+    pub(crate) priority_update: Duration,
 }
 
 impl Trainer {
@@ -225,62 +235,6 @@ impl Trainer {
             entropy: loss.entropy,
             priorities_written: 0,
             priority_update: Duration::ZERO,
-        })
-    }
-
-    /// R2D2's loss (module docs); writes the sequences' new priorities back
-    /// by key. Logged as `value_loss` (the TD loss); `pg_loss` and
-    /// `entropy` are 0.
-    fn r2d2_loss(&self, batch: &TrainBatch, r2d2: &R2d2Config) -> Result<StepLoss, TrainError> {
-        let burn_in = r2d2.burn_in;
-        let q = |model: &ActorCritic| -> candle_core::Result<Tensor> {
-            let out = model.unroll_after_burn_in(
-                &batch.obs,
-                &batch.episode_start,
-                batch.initial_state.as_ref(),
-                burn_in,
-            )?;
-            dueling_q(&out.policy_params, &out.values)
-        };
-        let online_q = q(&self.model.model)?;
-        let target_q = match &self.target {
-            Some(t) => q(t)?.detach(),
-            None => online_q.detach(),
-        };
-        let steps = online_q.dim(0)?;
-        let tail = |t: &Tensor| t.narrow(0, burn_in, steps);
-        let loss = r2d2_loss(&R2d2LossInputs {
-            online_q: &online_q,
-            target_q: &target_q,
-            actions: &tail(&batch.actions)?,
-            rewards: &tail(&batch.rewards)?,
-            terminated: &tail(&batch.terminated)?,
-            truncated: &tail(&batch.truncated)?,
-            weights: &batch.weights,
-            discount: f64::from(self.config.loss.discount),
-            reward_scale: self.config.loss.reward_scale,
-            n_step: r2d2.n_step,
-            priority_eta: r2d2.priority_eta,
-        })?;
-        let mut priorities_written = 0;
-        let mut priority_update = Duration::ZERO;
-        if let (true, Some(replay)) = (self.prioritized, &self.replay) {
-            // A refused update (wrong lengths) is a bug, not outside data;
-            // training goes on with the old priorities.
-            let started = Instant::now();
-            match replay.update_priorities(&batch.keys, &loss.priorities) {
-                Ok(applied) => priorities_written = applied,
-                Err(e) => warn!(error = %e, "priority write-back failed"),
-            }
-            priority_update = started.elapsed();
-        }
-        Ok(StepLoss {
-            total: loss.total,
-            pg_loss: 0.0,
-            value_loss: loss.td_loss,
-            entropy: 0.0,
-            priorities_written,
-            priority_update,
         })
     }
 }
@@ -417,7 +371,7 @@ pub fn spawn_training_thread(
 mod tests {
 
     /// R2D2's settings as `--algo r2d2` resolves them.
-    fn r2d2_defaults() -> crate::learn::algo::R2d2Config {
+    fn r2d2_defaults() -> crate::learn::r2d2::R2d2Config {
         let c = crate::app::settings::resolve_toml("[train]\nalgo = \"r2d2\"\n").unwrap();
         match c.train.expect("training").trainer.agent {
             Agent::R2d2(r) => r,
@@ -589,7 +543,7 @@ mod tests {
             )
             .unwrap(),
         );
-        let r2d2 = crate::learn::algo::R2d2Config {
+        let r2d2 = crate::learn::r2d2::R2d2Config {
             burn_in: 2,
             target_update_period: 2,
             ..r2d2_defaults()

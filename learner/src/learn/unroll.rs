@@ -58,7 +58,7 @@ use crate::infer::sink::{InferenceSink, InferredBatch, InferredRow, SampledActio
 use crate::infer::state_table::{EnvSlot, LeaseId};
 use crate::model::weights::PolicyVersion;
 use crate::model::ActionDistribution;
-use crate::replay::{InsertOutcome, UnrollStore};
+use crate::unroll_store::{InsertOutcome, UnrollStore};
 use seed_replay::{DType, FieldRef, ItemLayout, ReplayError, Values};
 
 /// Field names of an unroll in the replay buffer (and of the collated
@@ -532,7 +532,7 @@ impl UnrollAssembler {
     /// into the in-process buffer waits up to `insert_timeout` for room, in
     /// a full `Block` buffer or at the rate limiter (`None`: the writer
     /// policy's own timeout, so an overwriting buffer's limiter refuses at
-    /// once); a remote table's insert never waits (`crate::replay`).
+    /// once); a remote table's insert never waits (`crate::unroll_store`).
     pub fn new(
         spec: UnrollSpec,
         max_env_slots: usize,

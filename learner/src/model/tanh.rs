@@ -5,7 +5,7 @@
 //! half of the learner's CPU time (`perf`), more than both matmuls. This op
 //! evaluates the same function with straight-line f32 arithmetic that the
 //! compiler turns into SIMD code (measured in `benches/benches/model.rs`,
-//! `tanh_1024x64`: see the README's Performance section).
+//! `tanh_1024x64`: see docs/performance.md).
 //!
 //! Accuracy: within 2.5e-7 absolute of `f32::tanh` over the whole line
 //! (tested), odd, saturating to exactly ±1, NaN in gives NaN out. The

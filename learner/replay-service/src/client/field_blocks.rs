@@ -1,26 +1,47 @@
-//! Reading a reply's per-field blocks (`FieldBlock`: a name and
-//! little-endian bytes), shared by every reply type the client hands out
-//! (sampled batches, fetched groups, followed batches). Cost: a linear
+//! [`FieldBlocks`]: reading a received batch's per-field blocks
+//! (`FieldBlock`: a name and little-endian bytes), the same way for every
+//! batch the client hands out ([`SampledBatch`](crate::SampledBatch),
+//! [`FetchedGroup`](crate::FetchedGroup),
+//! [`FollowedBatch`](crate::client::FollowedBatch)).
+//!
+//! Why a trait: each of those types only says where its blocks are; the
+//! lookups and the typed readers are written once, here. Cost: a linear
 //! search over the few fields of a layout; the typed readers copy.
 use crate::pb::FieldBlock;
 
-/// The bytes of the field called `name`.
-pub(crate) fn field<'a>(fields: &'a [FieldBlock], name: &str) -> Option<&'a [u8]> {
-    fields.iter().find(|f| f.name == name).map(|f| &f.data[..])
-}
+/// A received batch with one `[rows, ...shape]` block per field of the
+/// table's layout.
+pub trait FieldBlocks {
+    /// Every field's block, in the table's layout order.
+    fn fields(&self) -> &[FieldBlock];
 
-/// Little-endian `f32`s (a trailing partial value is ignored).
-pub(crate) fn to_f32(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
+    /// The bytes of the field called `name`.
+    fn field(&self, name: &str) -> Option<&[u8]> {
+        self.fields()
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| &f.data[..])
+    }
 
-/// Little-endian `u64`s (a trailing partial value is ignored).
-pub(crate) fn to_u64(bytes: &[u8]) -> Vec<u64> {
-    bytes
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-        .collect()
+    /// The field as `f32`s (copied; a trailing partial value is ignored).
+    fn field_f32(&self, name: &str) -> Option<Vec<f32>> {
+        let bytes = self.field(name)?;
+        Some(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        )
+    }
+
+    /// The field as `u64`s (copied; a trailing partial value is ignored).
+    fn field_u64(&self, name: &str) -> Option<Vec<u64>> {
+        let bytes = self.field(name)?;
+        Some(
+            bytes
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect(),
+        )
+    }
 }

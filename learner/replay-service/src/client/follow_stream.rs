@@ -13,7 +13,7 @@
 //! received message.
 use std::ops::Range;
 
-use crate::client::field_blocks;
+use crate::client::field_blocks::FieldBlocks;
 use crate::client::replay_client::ReplayClient;
 use crate::error::ClientError;
 use crate::pb::{follow_reply, FieldBlock, FollowItems, FollowRequest};
@@ -73,17 +73,16 @@ impl FollowedBatch {
     pub fn policy_versions(&self) -> &[u64] {
         &self.items.policy_versions
     }
-    /// Every field's block, in the table's layout order.
-    pub fn fields(&self) -> &[FieldBlock] {
-        &self.items.fields
-    }
-    /// The bytes of the field called `name`.
-    pub fn field(&self, name: &str) -> Option<&[u8]> {
-        field_blocks::field(&self.items.fields, name)
-    }
     /// The message as received.
     pub fn into_items(self) -> FollowItems {
         self.items
+    }
+}
+
+/// Its fields' blocks: `field`, `field_f32`, `field_u64`.
+impl FieldBlocks for FollowedBatch {
+    fn fields(&self) -> &[FieldBlock] {
+        &self.items.fields
     }
 }
 

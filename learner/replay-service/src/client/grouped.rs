@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use seed_replay::DType;
 
-use crate::client::field_blocks;
+use crate::client::field_blocks::FieldBlocks;
 use crate::client::insert_batch::InsertBatch;
 use crate::client::replay_client::ReplayClient;
 use crate::error::ClientError;
@@ -224,25 +224,17 @@ impl FetchedGroup {
     pub fn policy_versions(&self) -> &[u64] {
         &self.reply.policy_versions
     }
-    /// Every field's block, in the table's layout order.
-    pub fn fields(&self) -> &[FieldBlock] {
-        &self.reply.fields
-    }
-    /// The bytes of the field called `name`.
-    pub fn field(&self, name: &str) -> Option<&[u8]> {
-        field_blocks::field(&self.reply.fields, name)
-    }
-    /// The field as `f32`s (copied).
-    pub fn field_f32(&self, name: &str) -> Option<Vec<f32>> {
-        self.field(name).map(field_blocks::to_f32)
-    }
-    /// The field as `u64`s (copied).
-    pub fn field_u64(&self, name: &str) -> Option<Vec<u64>> {
-        self.field(name).map(field_blocks::to_u64)
-    }
     /// The reply as received.
     pub fn into_reply(self) -> FetchGroupReply {
         self.reply
+    }
+}
+
+/// Its fields' blocks (`[steps, ...shape]`): `field`, `field_f32`,
+/// `field_u64`.
+impl FieldBlocks for FetchedGroup {
+    fn fields(&self) -> &[FieldBlock] {
+        &self.reply.fields
     }
 }
 

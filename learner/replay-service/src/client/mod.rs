@@ -2,7 +2,8 @@
 //! update priorities, set the policy version, info, checkpoint, follow), the
 //! [`InsertBatch`] it sends and the [`SampledBatch`] it receives; for
 //! grouped tables `submit_steps` ([`StepBatch`]), `complete_trajectory`
-//! and `fetch_group` ([`FetchedGroup`]).
+//! and `fetch_group` ([`FetchedGroup`]). Every received batch reads its
+//! field blocks through [`FieldBlocks`] (import it to call `field`).
 //!
 //! One `ReplayClient` is one HTTP/2 connection; clone it to share the
 //! connection between tasks (calls are multiplexed). For throughput, keep
@@ -16,6 +17,7 @@ mod insert_batch;
 mod replay_client;
 mod sampled_batch;
 
+pub use field_blocks::FieldBlocks;
 pub use follow_stream::{FollowEvent, FollowOptions, FollowStream, FollowedBatch};
 pub use grouped::{FetchedGroup, StepBatch, SubmitReport};
 pub use insert_batch::InsertBatch;

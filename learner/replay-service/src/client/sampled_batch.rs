@@ -1,9 +1,10 @@
 //! [`SampledBatch`]: one batch from a sample stream: per field one
 //! contiguous `[rows, ...shape]` block of little-endian bytes (ready for a
 //! single upload, e.g. candle's `Tensor::from_raw_buffer`), plus the keys,
-//! importance weights and policy versions of the rows. Cost: none beyond
-//! the received message; the typed readers copy.
-use crate::client::field_blocks;
+//! importance weights and policy versions of the rows; its blocks are
+//! read through [`FieldBlocks`]. Cost: none beyond the received message;
+//! the typed readers copy.
+use crate::client::field_blocks::FieldBlocks;
 use crate::pb::{FieldBlock, SampleReply};
 
 #[derive(Debug, Clone)]
@@ -29,24 +30,15 @@ impl SampledBatch {
     pub fn policy_versions(&self) -> &[u64] {
         &self.reply.policy_versions
     }
-    /// Every field's block, in the table's layout order.
-    pub fn fields(&self) -> &[FieldBlock] {
-        &self.reply.fields
-    }
-    /// The bytes of the field called `name`.
-    pub fn field(&self, name: &str) -> Option<&[u8]> {
-        field_blocks::field(&self.reply.fields, name)
-    }
-    /// The field as `f32`s (copied).
-    pub fn field_f32(&self, name: &str) -> Option<Vec<f32>> {
-        self.field(name).map(field_blocks::to_f32)
-    }
-    /// The field as `u64`s (copied).
-    pub fn field_u64(&self, name: &str) -> Option<Vec<u64>> {
-        self.field(name).map(field_blocks::to_u64)
-    }
     /// The reply as received.
     pub fn into_reply(self) -> SampleReply {
         self.reply
+    }
+}
+
+/// Its fields' blocks: `field`, `field_f32`, `field_u64`.
+impl FieldBlocks for SampledBatch {
+    fn fields(&self) -> &[FieldBlock] {
+        &self.reply.fields
     }
 }

@@ -2,11 +2,14 @@
 //! `*File` types mirror the JSON keys one to one (unknown keys refused).
 //! `config.rs` turns them into checked [`super::TableSpec`]s and
 //! `grouped_table_spec.rs` into grouped ones; both import this file, and it
-//! imports neither.
+//! imports neither. The two checks they make alike live here, on
+//! [`TableConfigFile`]: the table's name and its fields' dtypes.
 use std::path::PathBuf;
 
-use seed_replay::DType;
+use seed_replay::{ItemLayout, ItemLayoutBuilder};
 use serde::Deserialize;
+
+use crate::wire_dtype;
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -47,6 +50,37 @@ pub struct TableConfigFile {
     /// How long an insert waits for the rate limiter.
     #[serde(default)]
     pub insert_timeout_ms: Option<u64>,
+}
+
+impl TableConfigFile {
+    /// Whether the name is 1 to 128 of A-Z, a-z, 0-9, `_`, `-`.
+    pub(crate) fn has_valid_name(&self) -> bool {
+        !self.name.is_empty()
+            && self.name.len() <= 128
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    }
+
+    /// A layout builder holding the fields in file order, not yet built (a
+    /// plain table adds its policy-version field first). The error, for
+    /// the `fields` setting, names the field whose dtype is unknown.
+    pub(crate) fn layout_builder(&self) -> Result<ItemLayoutBuilder, String> {
+        let mut builder = ItemLayout::builder();
+        for f in &self.fields {
+            let dtype = wire_dtype::parse(&f.dtype).ok_or_else(|| {
+                format!(
+                    "field `{}`: dtype `{}` is not one of {}",
+                    f.name,
+                    f.dtype,
+                    wire_dtype::ALL.map(wire_dtype::name).join(", ")
+                )
+            })?;
+            builder = builder.field(&f.name, dtype, &f.shape);
+        }
+        Ok(builder)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -116,19 +150,4 @@ pub struct PolicyLagFile {
     /// The factor for `down_weight`.
     #[serde(default)]
     pub weight: Option<f32>,
-}
-
-/// The dtype a config names (`"f32"`, `"u8"`, ...).
-pub(crate) fn parse_dtype(s: &str) -> Option<DType> {
-    Some(match s {
-        "u8" => DType::U8,
-        "bool" => DType::Bool,
-        "u32" => DType::U32,
-        "i32" => DType::I32,
-        "f32" => DType::F32,
-        "u64" => DType::U64,
-        "i64" => DType::I64,
-        "f64" => DType::F64,
-        _ => return None,
-    })
 }

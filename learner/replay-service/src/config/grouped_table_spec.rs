@@ -28,7 +28,7 @@
 //! Cost: checked once at start-up.
 use seed_replay::ItemLayout;
 
-use crate::config::file_format::{parse_dtype, SamplerFile, TableConfigFile, WriterPolicyFile};
+use crate::config::file_format::{SamplerFile, TableConfigFile, WriterPolicyFile};
 use crate::error::ConfigError;
 
 /// One grouped table, checked.
@@ -54,12 +54,7 @@ impl GroupedTableSpec {
             setting,
             reason,
         };
-        let valid_name = !t.name.is_empty()
-            && t.name.len() <= 128
-            && t.name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !valid_name {
+        if !t.has_valid_name() {
             return Err(err(
                 "name",
                 "must be 1 to 128 of A-Z, a-z, 0-9, `_`, `-`".into(),
@@ -114,20 +109,11 @@ impl GroupedTableSpec {
                 ))
             }
         };
-        let mut builder = ItemLayout::builder();
-        for f in &t.fields {
-            let dtype = parse_dtype(&f.dtype).ok_or_else(|| {
-                err(
-                    "fields",
-                    format!(
-                        "field `{}`: dtype `{}` is not one of u8, bool, u32, i32, f32, u64, i64, f64",
-                        f.name, f.dtype
-                    ),
-                )
-            })?;
-            builder = builder.field(&f.name, dtype, &f.shape);
-        }
-        let layout = builder.build().map_err(|e| err("fields", e.to_string()))?;
+        let layout = t
+            .layout_builder()
+            .map_err(|e| err("fields", e))?
+            .build()
+            .map_err(|e| err("fields", e.to_string()))?;
         Ok(GroupedTableSpec {
             name: t.name,
             layout,

@@ -19,9 +19,10 @@ use tonic::Status;
 use crate::error::RequestError;
 use crate::pb::{
     CompleteTrajectoryReply, CompleteTrajectoryRequest, FetchGroupReply, FetchGroupRequest,
-    FieldBlock, FieldInfo, GroupedTableInfo, SubmitStepsReply, SubmitStepsRequest, TableInfo,
+    FieldBlock, GroupedTableInfo, SubmitStepsReply, SubmitStepsRequest, TableInfo,
 };
 use crate::server::grouped_table::{GroupedTable, ReleasedGroup};
+use crate::server::layout_info;
 use crate::server::step_request;
 use crate::wire_dtype;
 
@@ -139,16 +140,7 @@ pub(crate) fn table_info(table: &GroupedTable) -> TableInfo {
     TableInfo {
         name: table.name.clone(),
         sampler: "grouped".to_owned(),
-        fields: table
-            .layout()
-            .fields()
-            .iter()
-            .map(|f| FieldInfo {
-                name: f.name().to_owned(),
-                dtype: wire_dtype::to_wire(f.dtype()) as i32,
-                shape: f.shape().iter().map(|&d| d as u32).collect(),
-            })
-            .collect(),
+        fields: layout_info::field_infos(table.layout()),
         capacity: table.spec().capacity_steps as u64,
         stored: s.steps_pending,
         available: s.steps_ready,

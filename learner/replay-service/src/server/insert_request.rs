@@ -12,8 +12,8 @@ use seed_replay::{FieldRef, ItemKey, ReplayError, Values};
 
 use crate::error::RequestError;
 use crate::pb::{InsertReply, InsertRequest};
+use crate::server::block_check::{BlockCheck, RowKind};
 use crate::server::table::Table;
-use crate::wire_dtype;
 
 /// The blocks of a checked request in layout order, with their shapes
 /// (`[rows, ...shape]`), borrowing the request's bytes.
@@ -44,26 +44,13 @@ fn check<'a>(
             ),
         ));
     }
-    for (i, block) in req.fields.iter().enumerate() {
-        if layout.field(&block.name).is_none() {
-            let known: Vec<&str> = layout.fields().iter().map(|f| f.name()).collect();
-            return Err(RequestError::invalid(
-                format!("fields[{i}].name"),
-                format!(
-                    "table `{}` has no field `{}` (fields: {})",
-                    table.name,
-                    block.name,
-                    known.join(", ")
-                ),
-            ));
-        }
-        if req.fields[..i].iter().any(|b| b.name == block.name) {
-            return Err(RequestError::invalid(
-                format!("fields[\"{}\"]", block.name),
-                "given twice",
-            ));
-        }
-    }
+    let blocks = BlockCheck {
+        table: &table.name,
+        layout,
+        rows,
+        kind: RowKind::Item,
+    };
+    blocks.names(&req.fields)?;
     let pv_field = layout.policy_version_field();
     if !req.policy_versions.is_empty() {
         let Some(pv) = pv_field else {
@@ -116,57 +103,7 @@ fn check<'a>(
             checked.data.push(policy_bytes);
             continue;
         }
-        let Some(block) = req.fields.iter().find(|b| b.name == spec.name()) else {
-            return Err(RequestError::invalid(
-                format!("fields[\"{}\"]", spec.name()),
-                format!("missing: table `{}` stores it", table.name),
-            ));
-        };
-        let at = |what: &str| format!("fields[\"{}\"].{what}", spec.name());
-        match wire_dtype::from_wire(block.dtype) {
-            Some(d) if d == spec.dtype() => {}
-            _ => {
-                return Err(RequestError::invalid(
-                    at("dtype"),
-                    format!(
-                        "{}, table `{}` stores {}",
-                        wire_dtype::wire_name(block.dtype),
-                        table.name,
-                        wire_dtype::name(spec.dtype())
-                    ),
-                ))
-            }
-        }
-        if block.shape.len() != spec.shape().len()
-            || block
-                .shape
-                .iter()
-                .zip(spec.shape())
-                .any(|(&a, &b)| a as usize != b)
-        {
-            return Err(RequestError::invalid(
-                at("shape"),
-                format!(
-                    "{:?} per item, table `{}` stores {:?}",
-                    block.shape,
-                    table.name,
-                    spec.shape()
-                ),
-            ));
-        }
-        let expected = rows * spec.num_bytes();
-        if block.data.len() != expected {
-            return Err(RequestError::invalid(
-                at("data"),
-                format!(
-                    "{} bytes, {rows} rows of {:?} {} need {expected}",
-                    block.data.len(),
-                    spec.shape(),
-                    wire_dtype::name(spec.dtype())
-                ),
-            ));
-        }
-        checked.data.push(&block.data);
+        checked.data.push(blocks.block(spec, &req.fields)?);
     }
     Ok(checked)
 }

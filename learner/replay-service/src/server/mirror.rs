@@ -48,7 +48,7 @@ use seed_replay::{
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::client::{ClientOptions, FollowEvent, FollowedBatch, ReplayClient};
+use crate::client::{ClientOptions, FieldBlocks, FollowEvent, FollowedBatch, ReplayClient};
 use crate::config::{TableSpec, DEFAULT_INSERT_TIMEOUT_MS};
 use crate::error::{ClientError, ServeError};
 use crate::pb::TableInfo;

@@ -9,22 +9,25 @@
 //!
 //! Pieces, one per file: [`table`] (a served buffer and its counters),
 //! `closing` (the stop signal streams watch), `insert_request` (checks and
-//! stores one insert), `sample_stream` (the
+//! stores one insert), `block_check` (the field blocks of an insert or a
+//! submit checked against the layout), `sample_stream` (the
 //! producer of one sample stream, with its flow control), `sample_source`
 //! (what that producer reads: a table or loaded shards), [`sharded_table`]
 //! (mapped directories of other servers served as one read-only table),
-//! [`service`] (the RPCs), `crate::token` and [`tls`] (the learner's
-//! security options).
+//! [`service`] (the RPCs), `layout_info` (a layout as `Info` describes
+//! it), `crate::token` and [`tls`] (the learner's security options).
 //! Grouped tables: [`grouped_table`] (the trajectory pool), `step_request`
 //! (checks and stages one `SubmitSteps`), `group_calls` (their RPCs).
 //! [`running_server`]: binding, serving and stopping (used by `start` and
 //! the mirror). Mirrors: `follow_stream` (the producer of one `Follow` stream),
 //! [`mirror`] (a server copying another's tables through `Follow`).
+mod block_check;
 mod closing;
 mod follow_stream;
 mod group_calls;
 pub mod grouped_table;
 mod insert_request;
+mod layout_info;
 pub mod mirror;
 pub mod running_server;
 mod sample_source;

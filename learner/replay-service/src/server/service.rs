@@ -25,10 +25,9 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::error::RequestError;
 use crate::pb::replay_server::Replay;
 use crate::pb::{
-    CheckpointReply, CheckpointRequest, FieldInfo, FollowReply, FollowRequest, InfoReply,
-    InfoRequest, InsertReply, InsertRequest, RateLimiterInfo, SampleReply, SampleRequest,
-    SetPolicyVersionReply, SetPolicyVersionRequest, TableInfo, UpdatePrioritiesReply,
-    UpdatePrioritiesRequest,
+    CheckpointReply, CheckpointRequest, FollowReply, FollowRequest, InfoReply, InfoRequest,
+    InsertReply, InsertRequest, RateLimiterInfo, SampleReply, SampleRequest, SetPolicyVersionReply,
+    SetPolicyVersionRequest, TableInfo, UpdatePrioritiesReply, UpdatePrioritiesRequest,
 };
 use crate::pb::{
     CompleteTrajectoryReply, CompleteTrajectoryRequest, FetchGroupReply, FetchGroupRequest,
@@ -39,10 +38,10 @@ use crate::server::follow_stream;
 use crate::server::group_calls;
 use crate::server::grouped_table::GroupedTable;
 use crate::server::insert_request;
+use crate::server::layout_info;
 use crate::server::sample_stream;
 use crate::server::sharded_table::ShardedTable;
 use crate::server::table::Table;
-use crate::wire_dtype;
 
 /// Insert replies buffered per stream before the stream task waits for the
 /// client to read them.
@@ -576,19 +575,8 @@ fn table_info(t: &Table) -> TableInfo {
     TableInfo {
         name: t.name.clone(),
         sampler: sampler_name(&b.config().sampler).to_owned(),
-        fields: layout
-            .fields()
-            .iter()
-            .map(|f| FieldInfo {
-                name: f.name().to_owned(),
-                dtype: wire_dtype::to_wire(f.dtype()) as i32,
-                shape: f.shape().iter().map(|&d| d as u32).collect(),
-            })
-            .collect(),
-        policy_version_field: layout
-            .policy_version_field()
-            .map(|i| layout.fields()[i].name().to_owned())
-            .unwrap_or_default(),
+        fields: layout_info::field_infos(layout),
+        policy_version_field: layout_info::policy_version_field(layout),
         capacity: stats.capacity as u64,
         stored: stats.stored as u64,
         available: b.available() as u64,

@@ -63,9 +63,9 @@ use tracing::info;
 use crate::config::TableSpec;
 use crate::error::{RequestError, ServeError};
 use crate::pb::{
-    FieldBlock, FieldInfo, SampleReply, ShardInfo, TableInfo, UpdatePrioritiesReply,
-    UpdatePrioritiesRequest,
+    FieldBlock, SampleReply, ShardInfo, TableInfo, UpdatePrioritiesReply, UpdatePrioritiesRequest,
 };
+use crate::server::layout_info;
 use crate::server::sample_source::SampleSource;
 use crate::server::sample_stream::{self, SamplePlan};
 use crate::wire_dtype;
@@ -423,21 +423,8 @@ impl ShardedTable {
         let mut t = TableInfo {
             name: self.name.clone(),
             sampler: sampler.to_owned(),
-            fields: self
-                .layout
-                .fields()
-                .iter()
-                .map(|f| FieldInfo {
-                    name: f.name().to_owned(),
-                    dtype: wire_dtype::to_wire(f.dtype()) as i32,
-                    shape: f.shape().iter().map(|&d| d as u32).collect(),
-                })
-                .collect(),
-            policy_version_field: self
-                .layout
-                .policy_version_field()
-                .map(|i| self.layout.fields()[i].name().to_owned())
-                .unwrap_or_default(),
+            fields: layout_info::field_infos(&self.layout),
+            policy_version_field: layout_info::policy_version_field(&self.layout),
             // Relaxed: statistics.
             sample_streams: self.sample_streams.load(Ordering::Relaxed),
             sample_flow_control_waits: self.flow_control_waits.load(Ordering::Relaxed),

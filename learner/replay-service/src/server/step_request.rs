@@ -15,7 +15,7 @@ use seed_replay::ItemLayout;
 
 use crate::error::RequestError;
 use crate::pb::SubmitStepsRequest;
-use crate::wire_dtype;
+use crate::server::block_check::{BlockCheck, RowKind};
 
 /// The new steps of one trajectory in a request.
 #[derive(Debug)]
@@ -132,76 +132,18 @@ fn check_blocks<'a>(
     req: &'a SubmitStepsRequest,
     rows: usize,
 ) -> Result<Vec<&'a [u8]>, RequestError> {
-    for (i, block) in req.fields.iter().enumerate() {
-        if layout.field(&block.name).is_none() {
-            let known: Vec<&str> = layout.fields().iter().map(|f| f.name()).collect();
-            return Err(RequestError::invalid(
-                format!("fields[{i}].name"),
-                format!(
-                    "table `{table}` has no field `{}` (fields: {})",
-                    block.name,
-                    known.join(", ")
-                ),
-            ));
-        }
-        if req.fields[..i].iter().any(|b| b.name == block.name) {
-            return Err(RequestError::invalid(
-                format!("fields[\"{}\"]", block.name),
-                "given twice",
-            ));
-        }
-    }
-    let mut out = Vec::with_capacity(layout.fields().len());
-    for spec in layout.fields() {
-        let Some(block) = req.fields.iter().find(|b| b.name == spec.name()) else {
-            return Err(RequestError::invalid(
-                format!("fields[\"{}\"]", spec.name()),
-                format!("missing: table `{table}` stores it"),
-            ));
-        };
-        let at = |what: &str| format!("fields[\"{}\"].{what}", spec.name());
-        if wire_dtype::from_wire(block.dtype) != Some(spec.dtype()) {
-            return Err(RequestError::invalid(
-                at("dtype"),
-                format!(
-                    "{}, table `{table}` stores {}",
-                    wire_dtype::wire_name(block.dtype),
-                    wire_dtype::name(spec.dtype())
-                ),
-            ));
-        }
-        if block.shape.len() != spec.shape().len()
-            || block
-                .shape
-                .iter()
-                .zip(spec.shape())
-                .any(|(&a, &b)| a as usize != b)
-        {
-            return Err(RequestError::invalid(
-                at("shape"),
-                format!(
-                    "{:?} per step, table `{table}` stores {:?}",
-                    block.shape,
-                    spec.shape()
-                ),
-            ));
-        }
-        let expected = rows.checked_mul(spec.num_bytes());
-        if expected != Some(block.data.len()) {
-            return Err(RequestError::invalid(
-                at("data"),
-                format!(
-                    "{} bytes, {rows} steps of {:?} {} need {}",
-                    block.data.len(),
-                    spec.shape(),
-                    wire_dtype::name(spec.dtype()),
-                    rows.saturating_mul(spec.num_bytes())
-                ),
-            ));
-        }
-        out.push(&block.data[..]);
-    }
-    Ok(out)
+    let blocks = BlockCheck {
+        table,
+        layout,
+        rows,
+        kind: RowKind::Step,
+    };
+    blocks.names(&req.fields)?;
+    layout
+        .fields()
+        .iter()
+        .map(|spec| blocks.block(spec, &req.fields))
+        .collect()
 }
 
 #[cfg(test)]

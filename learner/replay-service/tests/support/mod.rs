@@ -4,7 +4,9 @@
 #![allow(dead_code)]
 
 use seed_replay_service::client::ClientOptions;
-use seed_replay_service::{InsertBatch, ReplayClient, RunningServer, ServerOptions, ServiceConfig};
+use seed_replay_service::{
+    FieldBlocks, InsertBatch, ReplayClient, RunningServer, ServerOptions, ServiceConfig,
+};
 
 /// One table called `name`: `obs` f32 [3, 4] and `tag` u64 [4] (writer,
 /// sequence number, checksum, policy version) and `extra` as more keys of

@@ -98,7 +98,7 @@ pub fn shared() -> Settings {
             ..Default::default()
         },
         remote_replay: RemoteReplaySection {
-            replay_insert_queue: Some(crate::replay::remote_config::DEFAULT_INSERT_QUEUE),
+            replay_insert_queue: Some(crate::unroll_store::remote::config::DEFAULT_INSERT_QUEUE),
             ..Default::default()
         },
         ..Default::default()

@@ -23,16 +23,17 @@ use crate::device::DeviceSpec;
 use crate::error::LearnerError;
 use crate::infer::batcher::BatcherConfig;
 use crate::infer::exploration::EpsilonSchedule;
-use crate::learn::algo::{Agent, ImpalaLossConfig, R2d2Config, VTraceClip};
+use crate::learn::algo::{Agent, ImpalaLossConfig, VTraceClip};
 use crate::learn::config::{
     CheckpointSettings, ReplaySampler, ReplaySettings, ReplayWriter, TrainConfig,
 };
 use crate::learn::optimizer::{AdamConfig, Algorithm, LrSchedule, OptimizerConfig, RmsPropConfig};
+use crate::learn::r2d2::R2d2Config;
 use crate::learn::train::TrainerConfig;
 use crate::model::ModelShape;
-use crate::replay::RemoteReplayConfig;
 use crate::serve::tls::ServerTls;
 use crate::serve::transport::ListenAddr;
+use crate::unroll_store::RemoteReplayConfig;
 
 /// R2D2's replay: prioritized sequences, 4096 of them, sampling from 256
 /// (what its CartPole figures were tuned with).
@@ -345,6 +346,9 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
         LrSchedule::Constant { lr: learning_rate }
     };
     let q = &s.r2d2;
+    // γ and the reward scale define the return both algorithms learn.
+    let discount = need(t.discount, "train.discount")? as f32;
+    let reward_scale = need(t.reward_scale, "train.reward_scale")? as f32;
     let agent = match algo {
         AlgoName::Vtrace => Agent::VTrace,
         AlgoName::R2d2 => Agent::R2d2(R2d2Config {
@@ -362,6 +366,8 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
                     max_env_slots
                 },
             },
+            discount,
+            reward_scale,
         }),
     };
     let clip = need(t.vtrace_clip, "train.vtrace_clip")? as f32;
@@ -374,10 +380,10 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
             trainer: TrainerConfig {
                 agent,
                 loss: ImpalaLossConfig {
-                    discount: need(t.discount, "train.discount")? as f32,
+                    discount,
                     baseline_cost: need(t.baseline_cost, "train.baseline_cost")? as f32,
                     entropy_cost: need(t.entropy_cost, "train.entropy_cost")? as f32,
-                    reward_scale: need(t.reward_scale, "train.reward_scale")? as f32,
+                    reward_scale,
                     clip: VTraceClip {
                         rho: clip,
                         c: clip,

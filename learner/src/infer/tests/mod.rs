@@ -1,22 +1,22 @@
 //! Model-checked tests (loom) of the inference hand-offs: the dynamic
 //! batcher's queue and sleep protocol, and the state table's claims, leases
 //! and recycling. Built only with `--cfg loom`, which the wrapper
-//! `loom-rustc.sh` here adds to `seed_learner` alone (a global
+//! `scripts/loom-rustc.sh` adds to `seed_learner` alone (a global
 //! `RUSTFLAGS="--cfg loom"` breaks tokio's dependents). From the workspace
 //! root:
 //!
 //! ```sh
-//! RUSTC_WRAPPER=$PWD/learner/src/infer/tests/loom-rustc.sh CARGO_TARGET_DIR=target/loom \
+//! LOOM_CRATE=seed_learner RUSTC_WRAPPER=$PWD/scripts/loom-rustc.sh \
 //!   cargo test -p seed-learner --release --lib infer::tests
 //! ```
 //!
-//! The separate target directory keeps these artifacts from invalidating the
-//! normal build; its first build compiles the dependency tree once.
+//! The build shares the release target dir: only loom and this crate are
+//! compiled again (under their own hashes, so the normal build stays
+//! fresh), not the dependency tree.
 //!
-//! Cost, measured on 2 cores: the first build of the target directory about
-//! 5.3 min (269 crates, 407 s of CPU; 23 min when other builds shared the
-//! cores), a rebuild after touching this crate about 35 s, the ten tests
-//! about 16-20 s (`--lib loom`, with the replay's six, about 17 s).
+//! Cost, measured on 2 cores: the build after a release build of the
+//! workspace about 4 min (this crate, in test mode with loom), the ten
+//! tests about 16-35 s.
 //!
 //! The bigger models (three threads, several operations each) run with a
 //! preemption bound (see `builder`); `LOOM_MAX_PREEMPTIONS` overrides it, e.g.

@@ -5,11 +5,13 @@
 //! (Kapturowski et al., 2019) is value-based: inference acts ε-greedily on a
 //! recurrent dueling Q-network, with one ε per env slot, and the trainer
 //! learns from prioritized, half-overlapping sequences with burn-in, n-step
-//! double-Q targets under value rescaling and a target network. Cost:
+//! double-Q targets under value rescaling and a target network (all of it
+//! in `learn/r2d2/`). Cost:
 //! none; a plain value read once where the stages are built.
 use serde::Serialize;
 
 use crate::infer::exploration::EpsilonSchedule;
+use crate::learn::r2d2::R2d2Config;
 
 /// The algorithm that trains.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -34,22 +36,4 @@ impl Agent {
     pub fn exploration(&self) -> Option<EpsilonSchedule> {
         self.r2d2().map(|c| c.exploration)
     }
-}
-
-/// R2D2's settings (defaults: `crate::app::settings`, the paper's values
-/// where they fit a 2-core learner).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct R2d2Config {
-    /// `--burn-in`: leading steps of each sequence that only refresh the
-    /// stored recurrent state (no loss, no gradient); below `T`.
-    pub burn_in: usize,
-    /// `--n-step`: steps of reward before the double-Q bootstrap.
-    pub n_step: usize,
-    /// `--target-update-period`: learner steps between target-network copies.
-    pub target_update_period: u64,
-    /// `--priority-eta`: η of the sequence priority
-    /// `η·max|δ| + (1 − η)·mean|δ|`.
-    pub priority_eta: f64,
-    /// Ape-X ε-greedy over env slots (`--epsilon`, `--epsilon-alpha`).
-    pub exploration: EpsilonSchedule,
 }

@@ -19,9 +19,9 @@ use tonic::Streaming;
 use tracing::warn;
 
 use crate::log_throttle::{LogThrottle, WARN_INTERVAL};
-use crate::replay::remote_stats::RemoteStats;
-use crate::replay::remote_table::RemoteTable;
-use crate::replay::sample_connection::{self, SampleConnection};
+use crate::unroll_store::remote::sample_connection::{self, SampleConnection};
+use crate::unroll_store::remote::stats::RemoteStats;
+use crate::unroll_store::remote::table::RemoteTable;
 
 /// Batches the server may prepare ahead of this thread.
 pub const MAX_IN_FLIGHT: u32 = 2;

@@ -4,7 +4,7 @@
 //! ([`RemoteTable`], `--replay-addr`).
 //!
 //! The unroll assembler inserts through it, each prefetch thread samples
-//! through its own `UnrollSampler` (`unroll_sampler.rs`), the trainer writes R2D2's priorities
+//! through its own `UnrollSampler` (`sampler.rs`), the trainer writes R2D2's priorities
 //! back and publishes its policy version through it, and the reports read
 //! its size. Why an enum and not a trait object: two kinds, known here, and
 //! the in-process path stays a direct call.
@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use seed_replay::{FieldRef, ItemKey, ReplayBuffer, ReplayError, SamplerConfig};
 
-use crate::replay::remote_stats::RemoteStats;
-use crate::replay::remote_table::RemoteTable;
+use crate::unroll_store::remote::stats::RemoteStats;
+use crate::unroll_store::remote::table::RemoteTable;
 
 /// Where unrolls go (see the module docs).
 #[derive(Debug, Clone)]

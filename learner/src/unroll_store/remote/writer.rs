@@ -41,7 +41,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, warn};
 
 use crate::log_throttle::{LogThrottle, WARN_INTERVAL};
-use crate::replay::remote_stats::RemoteStats;
+use crate::unroll_store::remote::stats::RemoteStats;
 
 /// Most unrolls in one insert batch.
 pub const MAX_BATCH_ROWS: usize = 64;
@@ -145,6 +145,29 @@ pub struct WriterSetup {
     pub connected: Arc<AtomicBool>,
 }
 
+/// The wait before reopening a failed insert stream: 100 ms, doubling up
+/// to 5 s; an acknowledged batch starts it over.
+struct RetryDelay(Duration);
+
+impl Default for RetryDelay {
+    fn default() -> Self {
+        RetryDelay(Duration::from_millis(100))
+    }
+}
+
+impl RetryDelay {
+    /// Waits out the delay and doubles it for the next failure; `false`
+    /// when `stop` is requested meanwhile.
+    async fn wait(&mut self, stop: &mut watch::Receiver<bool>) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(self.0) => {}
+            _ = stop_requested(stop) => return false,
+        }
+        self.0 = (self.0 * 2).min(Duration::from_secs(5));
+        true
+    }
+}
+
 /// The writer task (module docs) until `stop`, then a short flush.
 pub async fn run(
     setup: WriterSetup,
@@ -160,7 +183,7 @@ pub async fn run(
         connected,
     } = setup;
     let warnings = LogThrottle::new(WARN_INTERVAL);
-    let mut backoff = Duration::from_millis(100);
+    let mut retry = RetryDelay::default();
     let mut stopping = false;
     // False once every sender is gone (`recv` would return `None` at once).
     let mut queue_open = true;
@@ -176,14 +199,9 @@ pub async fn run(
                 if let Some(n) = warnings.hit() {
                     warn!(%table, occurrences = n, error = %e, "cannot open the replay insert stream; retrying");
                 }
-                if stopping {
+                if stopping || !retry.wait(&mut stop).await {
                     return;
                 }
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = stop_requested(&mut stop) => return,
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(5));
                 continue 'stream;
             }
         };
@@ -197,7 +215,7 @@ pub async fn run(
                     Ok(keys) => {
                         in_flight.pop_front();
                         RemoteStats::add(&stats.acked, u64::from(keys.count));
-                        backoff = Duration::from_millis(100);
+                        retry = RetryDelay::default();
                         None
                     }
                     Err(e) => Some(e.to_string()),
@@ -265,14 +283,9 @@ pub async fn run(
                     warn!(%table, occurrences = n, lost = unacked, error = %reason,
                         "the replay insert stream broke; reopening");
                 }
-                if stopping {
+                if stopping || !retry.wait(&mut stop).await {
                     return;
                 }
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = stop_requested(&mut stop) => return,
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(5));
                 continue 'stream;
             }
         }

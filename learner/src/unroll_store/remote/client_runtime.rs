@@ -13,7 +13,7 @@ use std::future::Future;
 
 use tokio::runtime::{Builder, Handle, Runtime};
 
-use crate::replay::error::RemoteReplayError;
+use crate::unroll_store::remote::error::RemoteReplayError;
 
 /// The replay client's runtime (see the module docs).
 #[derive(Debug)]

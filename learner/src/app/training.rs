@@ -1,6 +1,7 @@
-//! The learning side's lifecycle: model and weights handle, replay buffer,
-//! unroll assembly (the inference sink), prefetch threads, the training
-//! thread, periodic checkpoints; built from a [`TrainConfig`].
+//! The composition root's learning half: builds the model and weights
+//! handle, the unroll store, unroll assembly (the inference sink), prefetch
+//! threads, the training thread and periodic checkpoints from a
+//! [`TrainConfig`]; [`crate::app::Learner::start`] calls it.
 //!
 //! Order of life: [`TrainingSetup::new`] builds the model (restoring a
 //! checkpoint with `--resume`), the weights handle and the replay buffer,
@@ -31,7 +32,7 @@ use crate::learn::unroll::{UnrollAssembler, UnrollSpec};
 use crate::metrics::{Metrics, TrainingSnapshot};
 use crate::model::weights::{PolicyVersion, WeightsHandle};
 use crate::model::{ModelConfig, TrainableModel};
-use crate::replay::{RemoteTable, UnrollStore};
+use crate::unroll_store::{RemoteTable, UnrollStore};
 use seed_replay::ReplayBuffer;
 
 /// What the learning side is built for, besides its own settings.

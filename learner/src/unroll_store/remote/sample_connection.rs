@@ -18,7 +18,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::{Request, Status};
 
-use crate::replay::remote_config::RemoteReplayConfig;
+use crate::unroll_store::remote::config::RemoteReplayConfig;
 
 /// Sample batches the stream window holds.
 pub const WINDOW_BATCHES: u32 = 2;

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use seed_replay::{ReplayBuffer, ReplayError, SampleBatch};
 
-use crate::replay::remote_sampler::{RemoteSampleError, RemoteSampler};
-use crate::replay::sampled_unrolls::SampledUnrolls;
-use crate::replay::unroll_store::UnrollStore;
+use crate::unroll_store::remote::sampler::{RemoteSampleError, RemoteSampler};
+use crate::unroll_store::sampled_unrolls::SampledUnrolls;
+use crate::unroll_store::store::UnrollStore;
 
 /// Why [`UnrollSampler::next`] gave no batch.
 #[derive(Debug)]

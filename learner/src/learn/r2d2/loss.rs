@@ -6,7 +6,7 @@
 //! prioritized sampler's importance weights `w_b` and the validity masks:
 //!
 //! ```text
-//! y_t   = n-step double-Q target, rescaled (host math in `r2d2.rs`)
+//! y_t   = n-step double-Q target, rescaled (host math in `targets.rs`)
 //! δ_t   = Q(x_t, a_t) − y_t                        (no gradient through y)
 //! loss  = Σ_{t,b} w_b · valid_t · ½ δ_t² / max(1, Σ valid)
 //! p_b   = η · max_t |δ_t| + (1 − η) · mean_t |δ_t|  (valid t only)
@@ -19,7 +19,7 @@
 //! two `[S, B, A]` device-to-host copies, `O(S·B·n)` host work.
 use candle_core::{DType, Result, Tensor, D};
 
-use super::r2d2::{double_q_values, mixed_priority, n_step_targets, NStepInputs};
+use crate::learn::r2d2::targets::{double_q_values, mixed_priority, n_step_targets, NStepInputs};
 
 /// What [`r2d2_loss`] reads, time-major over the `S` trained steps.
 pub struct R2d2LossInputs<'a> {
@@ -133,7 +133,7 @@ pub fn r2d2_loss(x: &R2d2LossInputs<'_>) -> Result<R2d2Loss> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::learn::algo::r2d2::rescale;
+    use crate::learn::r2d2::targets::rescale;
     use candle_core::{Device, Var};
 
     /// Two sequences, three steps, two actions: the loss, its gradient and
@@ -179,7 +179,7 @@ mod tests {
         .unwrap();
         // t = 0, b = 0: Q = 2 (action 1); online argmax at step 1 is action 0
         // (3 > 1), target value 10 → y = h(1 + 0.5·h⁻¹(10)).
-        let inv = crate::learn::algo::r2d2::rescale_inverse;
+        let inv = crate::learn::r2d2::targets::rescale_inverse;
         let y00 = rescale(1.0 + 0.5 * inv(10.0)) as f32;
         // t = 0, b = 1: Q = 0.5 (action 0), terminal → y = h(2).
         let y01 = rescale(2.0) as f32;

@@ -9,18 +9,18 @@
 //! with the table's sampler (R2D2 writes priorities: it needs a prioritized
 //! table or, on a uniform one, simply writes none; V-trace refuses a
 //! prioritized table, whose priorities nobody would update).
-//! [`RemoteTable::start`] starts the writer task (`remote_writer`) and the
+//! [`RemoteTable::start`] starts the writer task (`writer`) and the
 //! table watcher below.
 //!
 //! # While training
 //! - inserts: inference queues encoded unrolls; one task streams them in
-//!   batches with several in flight (`remote_writer`). Inference never
+//!   batches with several in flight (`writer`). Inference never
 //!   makes a network call: it waits only for room in the queue, and only
 //!   while the server is connected and holding inserts back (backpressure,
 //!   as with the in-process buffer); otherwise a full queue drops the
 //!   unroll, counted;
 //! - samples: each prefetch thread keeps its own `Sample` stream
-//!   (`remote_sampler`), whose flow control lets the server prepare the
+//!   (`sampler`), whose flow control lets the server prepare the
 //!   next batches while the trainer works;
 //! - priorities (R2D2): [`RemoteTable::update_priorities`], one
 //!   `UpdatePriorities` call by key per training step, on the trainer's
@@ -45,12 +45,12 @@ use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::log_throttle::{LogThrottle, WARN_INTERVAL};
-use crate::replay::client_runtime::ClientRuntime;
-use crate::replay::error::RemoteReplayError;
-use crate::replay::remote_config::RemoteReplayConfig;
-use crate::replay::remote_stats::RemoteStats;
-use crate::replay::remote_writer::{self, stop_requested, EncodedUnroll};
-use crate::replay::table_layout::check_layout;
+use crate::unroll_store::remote::client_runtime::ClientRuntime;
+use crate::unroll_store::remote::config::RemoteReplayConfig;
+use crate::unroll_store::remote::error::RemoteReplayError;
+use crate::unroll_store::remote::stats::RemoteStats;
+use crate::unroll_store::remote::table_layout::check_layout;
+use crate::unroll_store::remote::writer::{self, stop_requested, EncodedUnroll};
 
 /// How often the watcher refreshes the cached `Info` counters.
 const INFO_EVERY: Duration = Duration::from_secs(1);
@@ -228,12 +228,12 @@ impl RemoteTable {
         self.item_bytes = layout.item_bytes();
         let (tx, rx) = mpsc::channel(self.config.insert_queue.max(1));
         self.queue = Some(tx);
-        self.runtime.handle().spawn(remote_writer::run(
-            remote_writer::WriterSetup {
+        self.runtime.handle().spawn(writer::run(
+            writer::WriterSetup {
                 client: self.client.clone(),
                 table: self.config.table.clone(),
                 layout: Arc::new(layout),
-                max_rows: remote_writer::max_batch_rows(&self.info),
+                max_rows: writer::max_batch_rows(&self.info),
                 stats: Arc::clone(&self.stats),
                 connected: Arc::clone(&self.connected),
             },

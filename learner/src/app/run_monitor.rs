@@ -1,0 +1,229 @@
+//! [`RunMonitor`]: what the `learner` run watches while it trains: the
+//! stop conditions (`--max-seconds`, `--max-env-steps`, solved with
+//! `--stop-when-solved`), the first time the target is reached and the
+//! lowest mean after it, the learning curve, the progress lines and
+//! `metrics.jsonl`; at the end, the summary and the curve's PNG.
+//!
+//! Cost: one metrics snapshot per stop check (every 50 ms); the curve and
+//! the progress line only when due.
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+
+use crate::app::config::LearnerConfig;
+use crate::app::learner::Learner;
+use crate::error::LearnerError;
+use crate::metrics::{Metrics, MetricsSnapshot, RETURN_WINDOW};
+use crate::report::learning_curve::{CurvePoint, LearningCurve};
+use crate::report::metrics_log::MetricsLog;
+use crate::report::progress::{interval_record, log_progress};
+use crate::report::summary::{RunSummary, TrainingSummary};
+
+/// How often the learning curve is sampled.
+const CURVE_EVERY: Duration = Duration::from_millis(500);
+
+/// The run's observer (see the module docs).
+pub struct RunMonitor {
+    metrics: Arc<Metrics>,
+    /// The run's one clock (see `run_until`).
+    t0: Instant,
+    deadline: Option<tokio::time::Instant>,
+    max_env_steps: Option<u64>,
+    target_return: f64,
+    stop_when_solved: bool,
+    /// Episodes a resumed run had already counted (the solved check needs
+    /// a full window of this run's own).
+    resumed_episodes: u64,
+    run_dir: Option<PathBuf>,
+    metrics_log: Option<MetricsLog>,
+    curve: LearningCurve,
+    /// Episode returns already on the curve (those of a resumed run's past
+    /// are not in memory: it starts from what is recorded at start).
+    returns_seen: u64,
+    new_returns: Vec<f32>,
+    next_curve: tokio::time::Instant,
+    /// Env steps and seconds when the target was first reached.
+    solved: Option<(u64, f64)>,
+    /// Lowest 100-episode mean after the first solve, sampled with the
+    /// progress lines (every --progress-secs, else every stop check).
+    min_after_solve: Option<f64>,
+    progress_every: Option<Duration>,
+    next_progress: Option<tokio::time::Instant>,
+    /// The snapshot of the last progress line (rates are per interval).
+    last: MetricsSnapshot,
+}
+
+impl RunMonitor {
+    /// Starts watching `learner`; opens `metrics.jsonl` in the run dir when
+    /// training.
+    pub fn new(
+        config: &LearnerConfig,
+        learner: &Learner,
+        t0: Instant,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<Self, LearnerError> {
+        let args = &config.run;
+        let metrics = Arc::clone(learner.metrics());
+        let run_dir = config.run_dir().cloned();
+        let metrics_log = match (&run_dir, config.train.is_some()) {
+            (Some(d), true) => Some(MetricsLog::open(d)?),
+            _ => None,
+        };
+        let progress_every = args.progress_every;
+        Ok(RunMonitor {
+            resumed_episodes: metrics.episodes.load(Ordering::Relaxed),
+            returns_seen: metrics.returns_since(u64::MAX, &mut Vec::new()),
+            last: metrics.snapshot(),
+            metrics,
+            t0,
+            deadline,
+            max_env_steps: args.max_env_steps,
+            target_return: args.target_return,
+            stop_when_solved: args.stop_when_solved,
+            run_dir,
+            metrics_log,
+            curve: LearningCurve::new(Some(args.target_return)),
+            new_returns: Vec::new(),
+            next_curve: tokio::time::Instant::now(),
+            solved: None,
+            min_after_solve: None,
+            progress_every,
+            next_progress: progress_every.map(|p| tokio::time::Instant::now() + p),
+        })
+    }
+
+    /// One stop check at `now`: the reason to stop, if any; otherwise
+    /// records what is due (solved, curve, progress line).
+    pub fn tick(&mut self, now: tokio::time::Instant) -> Option<&'static str> {
+        if self.deadline.is_some_and(|d| now >= d) {
+            return Some("--max-seconds reached");
+        }
+        if let Some(max) = self.max_env_steps {
+            if self.metrics.env_steps.load(Ordering::Relaxed) >= max {
+                return Some("--max-env-steps reached");
+            }
+        }
+        let snap = self.metrics.snapshot();
+        let seconds = self.t0.elapsed().as_secs_f64();
+        if self.check_solved(&snap, seconds) && self.stop_when_solved {
+            return Some("solved (--stop-when-solved)");
+        }
+        if now >= self.next_curve {
+            self.next_curve = now + CURVE_EVERY;
+            self.sample_curve(&snap, seconds);
+        }
+        let progress_due = self.next_progress.is_none_or(|at| now >= at);
+        if let (true, Some(m)) = (progress_due && self.solved.is_some(), self.min_after_solve) {
+            self.min_after_solve = Some(m.min(snap.mean_return_last_100));
+        }
+        if let (Some(at), Some(every)) = (self.next_progress, self.progress_every) {
+            if now >= at {
+                self.report_progress(snap, seconds);
+                self.next_progress = Some(at + every);
+            }
+        }
+        None
+    }
+
+    /// Records the first time the 100-episode mean reaches the target (over
+    /// a full window of this run's episodes); `true` exactly then.
+    fn check_solved(&mut self, snap: &MetricsSnapshot, seconds: f64) -> bool {
+        let episodes_here = snap.episodes.saturating_sub(self.resumed_episodes);
+        if self.solved.is_some()
+            || episodes_here < RETURN_WINDOW as u64
+            || snap.mean_return_last_100 < self.target_return
+        {
+            return false;
+        }
+        self.solved = Some((snap.env_steps, seconds));
+        self.min_after_solve = Some(snap.mean_return_last_100);
+        info!(
+            env_steps = snap.env_steps,
+            seconds = format!("{seconds:.1}"),
+            mean_return = format!("{:.1}", snap.mean_return_last_100),
+            "solved"
+        );
+        true
+    }
+
+    fn sample_curve(&mut self, snap: &MetricsSnapshot, seconds: f64) {
+        let point = CurvePoint {
+            env_steps: snap.env_steps,
+            seconds,
+            mean_return: snap.mean_return_last_100,
+            episodes: snap.episodes,
+        };
+        self.new_returns.clear();
+        self.returns_seen = self
+            .metrics
+            .returns_since(self.returns_seen, &mut self.new_returns);
+        self.curve.push_episodes(point, &self.new_returns);
+        self.curve.push(point);
+    }
+
+    /// The progress line, and its record in `metrics.jsonl`.
+    fn report_progress(&mut self, snap: MetricsSnapshot, seconds: f64) {
+        let t = snap.training;
+        log_progress(&snap, &self.last, t.as_ref());
+        if let (Some(log), Some(t)) = (self.metrics_log.as_mut(), t.as_ref()) {
+            if let Err(e) = log.append(&interval_record(&snap, &self.last, t, seconds)) {
+                warn!(error = %e, "metrics.jsonl");
+            }
+        }
+        self.last = snap;
+    }
+
+    /// The run's last snapshot and its wall time, taken before anything
+    /// stops; the last `metrics.jsonl` record is written from it.
+    pub fn final_snapshot(&mut self) -> (MetricsSnapshot, Duration) {
+        let wall = self.t0.elapsed();
+        let snap = self.metrics.snapshot();
+        if let (Some(log), Some(t)) = (self.metrics_log.as_mut(), snap.training.as_ref()) {
+            let record = interval_record(&snap, &self.last, t, self.t0.elapsed().as_secs_f64());
+            if let Err(e) = log.append(&record) {
+                warn!(error = %e, "metrics.jsonl");
+            }
+        }
+        (snap, wall)
+    }
+
+    /// The run's summary from the final snapshot (`train_secs`: how long
+    /// training ran); writes the learning curve into the run dir.
+    pub fn finish(
+        mut self,
+        snap: &MetricsSnapshot,
+        wall: Duration,
+        train_secs: f64,
+        failures: usize,
+        addr: String,
+    ) -> RunSummary {
+        let mut summary = RunSummary::new(snap, wall, failures, addr);
+        if let Some(t) = &snap.training {
+            summary.training = Some(TrainingSummary::new(
+                t,
+                train_secs,
+                self.target_return,
+                self.solved,
+                snap.mean_return_last_100,
+                self.min_after_solve,
+            ));
+        }
+        if let Some(dir) = &self.run_dir {
+            self.curve.push(CurvePoint {
+                env_steps: snap.env_steps,
+                seconds: self.t0.elapsed().as_secs_f64(),
+                mean_return: snap.mean_return_last_100,
+                episodes: snap.episodes,
+            });
+            let path = dir.join("learning_curve.png");
+            match self.curve.write_png(&path) {
+                Ok(()) => info!(path = %path.display(), "learning curve written"),
+                Err(e) => warn!(error = %e, "learning curve"),
+            }
+        }
+        summary
+    }
+}
