@@ -11,7 +11,7 @@
 //!    and until it trains again (learner steps rising).
 //!
 //! That no unroll mixes two runs under this churn is asserted by the test
-//! `learner/tests/soak.rs`, which can look inside the unrolls.
+//! `learner/tests/integration/soak.rs`, which can look inside the unrolls.
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};

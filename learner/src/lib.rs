@@ -32,7 +32,7 @@
 //! trainer publishes into the weights, which sit at the bottom with the
 //! model so inference and training both read them from below. Metrics are a
 //! leaf: stages push into its counters or attach probes (closures over their
-//! own state). `tests/layering.rs` fails on an import that breaks this table.
+//! own state). `tests/integration/layering.rs` fails on an import that breaks this table.
 pub mod app;
 pub mod device;
 pub mod error;

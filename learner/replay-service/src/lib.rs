@@ -28,7 +28,7 @@
 //! inside that very slot, and the uniform and recent samplers share no lock
 //! with writers (`learner/replay/src/README.md`). A restart reopens the
 //! directory with every acknowledged item under its key, the counters read
-//! back from the slots and the FIFO position (`tests/persistence.rs`);
+//! back from the slots and the FIFO position (`tests/integration/persistence.rs`);
 //! priorities restart at the maximum (checkpoints keep them).
 //!
 //! `load` (or `--load`) serves mapped directories written by other servers
@@ -115,7 +115,7 @@
 //! `client` (imports only the leaves, never `server`); `server` (tables,
 //! the service, TLS, start-up; its mirror follows the primary through the
 //! client); `cli` (the `replay-server` flags, here so the generated
-//! command-line reference renders them). `tests/layering.rs` checks both rules and fails for a
+//! command-line reference renders them). `tests/integration/layering.rs` checks both rules and fails for a
 //! top-level file it has no layer for; a folder's entry covers every file
 //! in it, so new files under `server/` or `client/` need none.
 //!

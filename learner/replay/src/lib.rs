@@ -39,7 +39,7 @@
 //!
 //! # Layering
 //! A file imports only files of its own layer or lower ones, and no files
-//! import each other in a loop (`tests/layering.rs` checks both, and fails
+//! import each other in a loop (`tests/integration/layering.rs` checks both, and fails
 //! for a file it has no layer for). Bottom first:
 //! 1. Leaves, importing nothing of the crate: `loom` (the atomics shim),
 //!    `dtype`, `item_key`, `group_id` (`NO_GROUP`), `counters`,

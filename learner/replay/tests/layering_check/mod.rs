@@ -38,7 +38,7 @@ pub fn check(src: &Path, layers: Layers, skip: &[&str]) -> Vec<String> {
         if rank_of(&ranks, name).is_none() {
             failures.push(format!(
                 "src/{}: module `{name}` has no layer: add it to the layers in the crate's \
-                 tests/layering.rs (and to the list in lib.rs)",
+                 tests/integration/layering.rs (and to the list in lib.rs)",
                 files[name].display()
             ));
         }

@@ -4,7 +4,7 @@
 //! from another CA, does not), a server certificate from an untrusted CA is
 //! refused, the token is still checked, and a plaintext actor against a TLS
 //! learner (or the reverse) fails with an error that says TLS, not a hang.
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;

@@ -13,7 +13,7 @@
 //! Asserted: no unroll jumps; slots return to the live count after every
 //! kill; the attached actors come back after the restart. The restart time
 //! is printed (the figure the liveness issue asks for), not asserted.
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! server's producer (it waits, counted in `sample_flow_control_waits`)
 //! before a consume-once table is drained into buffers, and every item
 //! still arrives, once, when the client reads again.
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

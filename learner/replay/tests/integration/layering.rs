@@ -11,6 +11,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+#[path = "../layering_check/mod.rs"]
 mod layering_check;
 
 use layering_check::Layers;

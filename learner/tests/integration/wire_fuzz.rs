@@ -4,7 +4,7 @@
 //! that names the offending field (or the message, for bytes that do not
 //! decode or are too large); the learner never panics, and a good actor
 //! beside them is served throughout.
-mod support;
+use crate::support;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

@@ -12,7 +12,7 @@ use std::thread;
 
 use seed_replay::*;
 
-mod checksummed;
+use crate::checksummed;
 use checksummed::{payload, WORDS as PAYLOAD_WORDS};
 
 /// The system allocator, noting the largest single request made by the

@@ -1,6 +1,6 @@
 //! The serving path end to end: exactly one action batch per step batch,
 //! slot release on disconnect, the sink hook, unix sockets, recurrent state.
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;

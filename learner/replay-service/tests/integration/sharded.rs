@@ -5,7 +5,7 @@
 //! proportion to their size, priorities route by key, a recent window stays
 //! inside each shard's window, and shards whose layouts disagree are
 //! refused with an error naming the shard and the field.
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! library), `docs/presets.md` the library's defaults file and every
 //! preset file. This test fails when either differs from what it would
 //! generate. After changing a flag, a default or a preset, regenerate with
-//! `UPDATE_CLI_DOC=1 cargo test --release -p seed-learner-cli --test cli_reference`.
+//! `UPDATE_CLI_DOC=1 cargo test --release -p seed-learner-cli --test integration cli_reference`.
 use std::path::PathBuf;
 
 use clap::{Args, Command, CommandFactory};
@@ -17,7 +17,7 @@ use seed_learner_cli::flags::Cli;
 const WIDTH: usize = 100;
 
 const REGENERATE: &str =
-    "`UPDATE_CLI_DOC=1 cargo test --release -p seed-learner-cli --test cli_reference`";
+    "`UPDATE_CLI_DOC=1 cargo test --release -p seed-learner-cli --test integration cli_reference`";
 
 /// What `--help` prints, at the fixed width: the long layout where a flag
 /// has a long doc, else the compact one (clap's own choice for `--help`).
@@ -53,7 +53,7 @@ fn cli_md() -> String {
     [
         format!(
             "# Command-line reference\n\n\
-             Generated from the flags' definitions by `learner/cli/tests/cli_reference.rs`\n\
+             Generated from the flags' definitions by `learner/cli/tests/integration/cli_reference.rs`\n\
              (regenerate with {REGENERATE}); a test fails when this page\n\
              differs. Every default shown is read from the library\n\
              (`learner/src/app/settings/defaults.toml`), where it is declared once; the\n\
@@ -97,7 +97,7 @@ fn cli_md() -> String {
 fn presets_md() -> String {
     let mut out = format!(
         "# Presets and defaults\n\n\
-         Generated from the files by `learner/cli/tests/cli_reference.rs` (regenerate\n\
+         Generated from the files by `learner/cli/tests/integration/cli_reference.rs` (regenerate\n\
          with {REGENERATE}).\n\n\
          A preset is an env recipe: a TOML file in `learner/presets/`, compiled into\n\
          the binary, that overrides only what differs from the defaults.\n\

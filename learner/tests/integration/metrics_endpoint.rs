@@ -3,7 +3,7 @@
 //! plain TCP socket, HTTP/1.1) then reports exactly what the `Status` RPC
 //! does, in well-formed exposition text. Other paths are 404; a busy port
 //! is an error naming it.
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 

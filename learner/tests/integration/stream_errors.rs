@@ -1,6 +1,6 @@
 //! Every bad input ends only its own stream, with the right gRPC code and a
 //! message naming the offending field, while a good actor keeps being served.
-mod support;
+use crate::support;
 
 use seed_shared::pb::{self, actor_message::Kind};
 use support::{hello, steps, GoodActor, RawBytesStream, RawStream};

@@ -4,7 +4,7 @@
 //! reopens with its items, and a server stopped while writers are still
 //! inserting into one comes back with every item it acknowledged, byte for
 //! byte, and its FIFO position.
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,6 @@
 //! Insert, sample and priority round trips over loopback for every sampler
 //! the service serves, plus info and the policy-version path.
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 

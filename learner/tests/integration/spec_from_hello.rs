@@ -2,7 +2,7 @@
 //! the env spec from the first actor's hello whose spec a network fits,
 //! builds its model for it, and refuses later actors that declare another
 //! spec with FAILED_PRECONDITION naming the field.
-mod support;
+use crate::support;
 
 use seed_learner::app::{BoundLearner, Learner, LearnerConfig};
 use seed_learner::serve::transport::ListenAddr;

@@ -4,7 +4,7 @@
 //! older than the oldest item gets a gap marker; a follower that stops
 //! reading holds the server back and then learns what it missed; writes on
 //! a mirror are refused with a status naming the table.
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@
 //! sockets open (support/proxy.rs), which is what a SIGSTOPped peer or a
 //! half-open connection looks like. Keepalive runs at 1 s / 1 s here; the
 //! tests wait for conditions (slots freed, pings answered), never for time.
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;

@@ -3,7 +3,7 @@
 //! ones its writer sent, and its key is the one the writer was given for
 //! it), and the consume-once table hands every acknowledged item out
 //! exactly once (none lost, none twice).
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

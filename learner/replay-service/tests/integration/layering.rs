@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-#[path = "../../replay/tests/layering_check/mod.rs"]
+#[path = "../../../replay/tests/layering_check/mod.rs"]
 mod layering_check;
 
 use layering_check::Layers;

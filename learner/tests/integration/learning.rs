@@ -12,7 +12,7 @@
 //! a fixed seed, mean return 150; its priority write-backs are counted.
 //!
 //! No timing is asserted: the run is bounded by env steps, not seconds.
-mod support;
+use crate::support;
 
 use support::cartpole_training::train;
 

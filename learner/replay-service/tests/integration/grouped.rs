@@ -3,7 +3,7 @@
 //! by completion, the lag cap and capacity dropping groups (counted in
 //! `Info`), and bad input refused by name while a good client goes on and
 //! nothing stored is lost.
-mod support;
+use crate::support;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

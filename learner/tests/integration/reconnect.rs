@@ -1,5 +1,5 @@
 //! An actor reconnects by itself after the learner restarts on the same port.
-mod support;
+use crate::support;
 
 use std::sync::atomic::Ordering;
 

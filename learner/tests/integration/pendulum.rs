@@ -17,7 +17,7 @@
 //! benchmark's target, takes about 0.93M steps.)
 //!
 //! No timing is asserted: the run is bounded by env steps, not seconds.
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

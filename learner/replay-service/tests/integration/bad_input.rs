@@ -2,7 +2,7 @@
 //! code and message name the field; the stream it came on ends, batches
 //! acknowledged before it stay stored, and a good client inserting and
 //! sampling all along notices nothing.
-mod support;
+use crate::support;
 
 use bytes::Bytes;
 use seed_replay_service::pb::replay_client::ReplayClient as RawClient;

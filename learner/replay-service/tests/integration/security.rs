@@ -1,6 +1,6 @@
 //! The learner's security options on the replay service: a shared token on
 //! every call, and TLS with a CA the client trusts.
-mod support;
+use crate::support;
 
 use seed_replay_service::client::ClientOptions;
 use seed_replay_service::server::ServerTls;

@@ -11,7 +11,7 @@
 //! layering_check/`), included by path so both crates share one.
 use std::path::Path;
 
-#[path = "../replay/tests/layering_check/mod.rs"]
+#[path = "../../replay/tests/layering_check/mod.rs"]
 mod layering_check;
 
 use layering_check::Layers;

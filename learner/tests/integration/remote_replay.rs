@@ -12,7 +12,7 @@
 //!   restoring (or checking) the checkpoint's in-process buffer.
 //!
 //! No timing is asserted.
-mod support;
+use crate::support;
 
 use support::cartpole_training::train;
 

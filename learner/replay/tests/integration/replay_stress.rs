@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use seed_replay::*;
 
-mod checksummed;
+use crate::checksummed;
 use checksummed::{payload, WORDS};
 
 fn layout() -> ItemLayout {
