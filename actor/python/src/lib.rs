@@ -7,8 +7,9 @@
 //! ([`seed_actor::run_actor_with_envs`]): the same stream, pipelined halves,
 //! reconnects and episode bookkeeping as the `actor` binary.
 //!
-//! The same module holds `ReplayClient` ([`replay`]): the replay
-//! service's Rust client with numpy arrays in and out.
+//! The same module holds the replay tables ([`replay`]): `ReplayBuffer`
+//! in process, `ReplayClient` and its table handles for a replay server,
+//! numpy arrays in and out.
 //!
 //! # Why the actor runs in Rust
 //!
@@ -46,5 +47,27 @@ mod _native {
     #[pymodule_export]
     use crate::replay::client::PySampleStream;
     #[pymodule_export]
+    use crate::replay::client::PyFollowStream;
+    #[pymodule_export]
+    use crate::replay::local_buffer::PyReplayBuffer;
+    #[pymodule_export]
+    use crate::replay::local_buffer::PyLocalSampleStream;
+    #[pymodule_export]
+    use crate::replay::table_handle::PyReplayTable;
+    #[pymodule_export]
     use crate::replay::error::ReplayError;
+    #[pymodule_export]
+    use crate::replay::arrays::call_floor;
+
+    use pyo3::prelude::*;
+
+    /// `ReplayArgumentError` (a `ReplayError` and a `ValueError`) is made
+    /// at run time: pyo3's exceptions take one base class.
+    #[pymodule_init]
+    fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add(
+            "ReplayArgumentError",
+            crate::replay::error::argument_error_type(m.py())?,
+        )
+    }
 }

@@ -14,6 +14,7 @@ What the learner serves is a parameter: ``learner_env_flags`` (default
 
 from __future__ import annotations
 
+import gc
 import os
 import pathlib
 import re
@@ -204,5 +205,10 @@ def start_replay_server(tmp_path):
         return server
 
     yield start
+    # Collect the test's garbage first: a client kept alive by a reference
+    # cycle (an exception's traceback holds the test's frame) keeps its
+    # connection open, and a stopping server waits for open connections
+    # (5 s) before it exits.
+    gc.collect()
     for server in started:
         server.stop()

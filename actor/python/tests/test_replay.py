@@ -128,9 +128,12 @@ def test_priorities_at_insert_and_update_steer_sampling(start_replay_server):
     _, sampled, _ = client.sample("p", 256)
     assert np.count_nonzero(sampled == keys[0]) >= 250
 
-    # A key that names no stored item is counted stale; a NaN priority invalid.
-    report = client.update_priorities("p", np.array([10_000, keys[1]], dtype=np.uint64), [1.0, np.nan])
-    assert report == {"applied": 0, "stale": 1, "invalid": 1}
+    # A key that names no stored item is counted stale; a NaN priority is
+    # refused before sending, naming `priorities`.
+    report = client.update_priorities("p", np.array([10_000, keys[1]], dtype=np.uint64), [1.0, 2.0])
+    assert report == {"applied": 1, "stale": 1, "invalid": 0}
+    with pytest.raises(ValueError, match=r"`priorities`: element 1 is NaN"):
+        client.update_priorities("p", keys[:2], [1.0, np.nan])
 
 
 def test_arrays_the_table_cannot_take_name_the_field(start_replay_server):
@@ -151,7 +154,7 @@ def test_arrays_the_table_cannot_take_name_the_field(start_replay_server):
         (bad(frame=good["frame"][:, :, ::2].repeat(2, axis=2)[:, :, :5][:, ::-1]), ValueError, r"field `frame`: not C-contiguous"),
         (bad(obsv=good["obs"]), ValueError, r"field `obsv`: table `t` has no such field \(its fields: obs, action, frame\)"),
         ({k: v for k, v in good.items() if k != "action"}, ValueError, r"field `action` is missing"),
-        (bad(action=list(good["action"])), TypeError, r"field `action`: expected a numpy array, got list"),
+        (bad(action=list(good["action"])), TypeError, r"field `action`: expected an array \(numpy, or anything with `__dlpack__` or the buffer protocol\), got list"),
     ]
     for fields, error, pattern in cases:
         with pytest.raises(error, match=pattern):

@@ -100,7 +100,8 @@ pub enum RequestError {
 }
 
 impl RequestError {
-    pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+    /// An `INVALID_ARGUMENT` refusal naming the request field at fault.
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
         RequestError::Invalid {
             field: field.into(),
             reason: reason.into(),

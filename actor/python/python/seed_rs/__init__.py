@@ -1,4 +1,4 @@
-"""seed_rs: Gymnasium envs as actors of a seed-rs learner, and the replay service's client.
+"""seed_rs: Gymnasium envs as actors of a seed-rs learner, and replay tables in process or on a server.
 
 The learner (the ``learner`` binary of seed-rs) holds the policy and infers
 actions centrally; an actor steps envs and streams their observations to
@@ -14,22 +14,29 @@ it. :class:`Actor` runs the Rust actor client over Python envs::
 
 From a shell: ``python -m seed_rs.actor --env CartPole-v1 --envs 32``.
 
-:class:`ReplayClient` is the client of a seed-rs replay server
-(``replay-server``), numpy arrays in and out::
+:class:`ReplayBuffer` is a replay table in this process, built from the
+same table object a replay server's config takes; ``ReplayClient(addr).table(name)``
+is a table on a replay server (``replay-server``) with the same methods, so
+moving a table out of the process is changing one constructor::
 
     import numpy as np
     import seed_rs
 
-    replay = seed_rs.ReplayClient("127.0.0.1:50061")
-    keys = replay.insert("experience", {"obs": np.zeros((32, 3, 4), np.float32)})
-    fields, keys, weights = replay.sample("experience", 128)
+    table = {"name": "experience", "capacity": 100_000, "sampler": {"kind": "uniform"},
+             "fields": [{"name": "obs", "dtype": "f32", "shape": [3, 4]}]}
+    replay = seed_rs.ReplayBuffer(table)
+    # replay = seed_rs.ReplayClient("127.0.0.1:50061").table("experience")
+    keys = replay.insert({"obs": np.zeros((32, 3, 4), np.float32)})
+    fields, keys, weights = replay.sample(128)
 
 Contents: :class:`Actor`; :mod:`seed_rs.spaces` (which spaces map to what,
 :class:`UnsupportedSpaceError`); :func:`make_env` (Gymnasium ids with the
 Atari and MinAtar preprocessing); :class:`ActorError`;
 :func:`enable_logging` (the Rust actor's log lines on stderr);
-:class:`ReplayClient` and :class:`ReplayError` (the replay service's client
-and the gRPC status of a refused call).
+:class:`ReplayBuffer` (a table in process), :class:`ReplayClient` and
+:class:`ReplayTable` (a replay server and one of its tables),
+:class:`ReplayError` (the gRPC status of a refused call) and
+:class:`ReplayArgumentError` (a refusal of bad input: also a ``ValueError``).
 """
 
 from typing import TYPE_CHECKING
@@ -38,7 +45,18 @@ from .make import env_factory, make_env
 from .spaces import EnvSpec, UnsupportedSpaceError, env_spec
 
 if TYPE_CHECKING:  # for type checkers; at run time they load on first use
-    from ._native import ActorError, ReplayClient, ReplayError, SampleStream, enable_logging
+    from ._native import (
+        ActorError,
+        FollowStream,
+        LocalSampleStream,
+        ReplayArgumentError,
+        ReplayBuffer,
+        ReplayClient,
+        ReplayError,
+        ReplayTable,
+        SampleStream,
+        enable_logging,
+    )
     from .gym_actor import DEFAULT_LEARNER, Actor
 
 # The compiled extension loads on first use, so the pure-Python modules
@@ -48,8 +66,13 @@ _NATIVE = {
     "DEFAULT_LEARNER": "gym_actor",
     "ActorError": "_native",
     "enable_logging": "_native",
+    "FollowStream": "_native",
+    "LocalSampleStream": "_native",
+    "ReplayArgumentError": "_native",
+    "ReplayBuffer": "_native",
     "ReplayClient": "_native",
     "ReplayError": "_native",
+    "ReplayTable": "_native",
     "SampleStream": "_native",
 }
 
@@ -73,8 +96,13 @@ __all__ = [
     "ActorError",
     "DEFAULT_LEARNER",
     "EnvSpec",
+    "FollowStream",
+    "LocalSampleStream",
+    "ReplayArgumentError",
+    "ReplayBuffer",
     "ReplayClient",
     "ReplayError",
+    "ReplayTable",
     "SampleStream",
     "UnsupportedSpaceError",
     "enable_logging",

@@ -1,30 +1,38 @@
-//! numpy arrays in and out of the replay service's field blocks.
+//! Arrays in and out of a table, shared by the in-process buffer and the
+//! remote handle so that both accept and refuse exactly the same input.
 //!
-//! In: a dict `{field: ndarray}` becomes an [`InsertBatch`], checked
-//! against the table's [`TableLayout`] before anything is sent: every
-//! field of the table present and no other, each a C-contiguous array of
-//! exactly the table's dtype (little-endian, no implicit casts) shaped
-//! `[rows, *field_shape]`, the same `rows` for all. A wrong one is a
-//! `ValueError` (`TypeError` for something that is not an array) that
-//! names the field. Out: each received block becomes an array of the
-//! table's dtype shaped `[rows, *field_shape]`, writable and owned by
-//! Python.
+//! In: a dict `{field: array}` is checked against the table's
+//! [`TableLayout`] before anything is stored or sent ([`check_fields`]):
+//! every field present and no other, each of exactly the table's dtype
+//! (native little-endian, no implicit casts), shaped `[rows, *field_shape]`
+//! with the same `rows` for all, C-contiguous. A wrong one is a
+//! `ValueError` naming the field; something that is not an array at all a
+//! `TypeError`. "Array" means a numpy array, or anything numpy can view
+//! without a copy: an object with `__dlpack__` (a torch tensor on the CPU,
+//! a JAX array) through `numpy.from_dlpack`, or one with the buffer
+//! protocol (`bytes`, `memoryview`, `array.array`) through a `memoryview`.
+//! The item bytes are then read in place ([`array_bytes`]): the in-process
+//! buffer copies them once, into its slots; the remote handle once, into
+//! the message.
 //!
-//! Cost: in, per field, one `tobytes()` (a memcpy into a `bytes`) and one
-//! copy into the message; out, per field, one copy into a `bytearray`
-//! that the array wraps (`numpy.frombuffer`, no further copy). Nothing is
-//! converted element by element. Why not the buffer protocol: it entered
-//! CPython's stable ABI in 3.11 and the wheel serves 3.9 onwards (the same
-//! reason the actor uses `tobytes()`); the extra memcpy is about a
-//! microsecond per 100 KB, next to tens of microseconds per call.
-
+//! Out: each field of a sampled batch becomes a new C-contiguous, writable
+//! numpy array that owns its memory (`PyArray::new`, then one memcpy),
+//! shaped `[rows, *field_shape]` of the table's dtype.
+//!
+//! Why numpy's C API (the `numpy` crate) rather than `numpy.frombuffer`:
+//! creating an array that way is a function call into numpy, not a Python
+//! call with argument parsing, and reading an input array's dtype, shape
+//! and data pointer is a struct read. Per sampled field that saves about a
+//! microsecond, which is most of what a small `sample` costs.
 use std::collections::HashSet;
 
 use bytes::Bytes;
+use numpy::prelude::*;
+use numpy::{Element, IxDyn, PyArray1, PyArrayDescr, PyArrayDyn, PyUntypedArray};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{IntoPyDict, PyByteArray, PyBytes, PyDict, PyTuple, PyType};
+use pyo3::types::{IntoPyDict, PyDict, PyTuple};
 use seed_replay::DType;
 use seed_replay_service::pb::{FieldBlock, SampleReply};
 use seed_replay_service::{wire_dtype, InsertBatch};
@@ -32,21 +40,34 @@ use seed_replay_service::{wire_dtype, InsertBatch};
 use crate::replay::error::protocol_error;
 use crate::replay::layout::{numpy_name, TableLayout};
 
-static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static FROMBUFFER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static FROM_DLPACK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static ASARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ASCONTIGUOUSARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-/// numpy's `dtype.str` of a buffer dtype: little-endian, as on the wire.
-pub fn numpy_dtype(d: DType) -> &'static str {
+fn numpy_function<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyAny>>,
+    name: &str,
+) -> PyResult<&'py Bound<'py, PyAny>> {
+    Ok(cell
+        .get_or_try_init(py, || {
+            PyResult::Ok(py.import("numpy")?.getattr(name)?.unbind())
+        })?
+        .bind(py))
+}
+
+/// numpy's dtype object for a buffer dtype (native byte order, which is
+/// little-endian on every platform the wheel is built for).
+fn numpy_dtype(py: Python<'_>, d: DType) -> Bound<'_, PyArrayDescr> {
     match d {
-        DType::U8 => "|u1",
-        DType::Bool => "|b1",
-        DType::U32 => "<u4",
-        DType::I32 => "<i4",
-        DType::F32 => "<f4",
-        DType::U64 => "<u8",
-        DType::I64 => "<i8",
-        DType::F64 => "<f8",
+        DType::U8 => numpy::dtype::<u8>(py),
+        DType::Bool => numpy::dtype::<bool>(py),
+        DType::U32 => numpy::dtype::<u32>(py),
+        DType::I32 => numpy::dtype::<i32>(py),
+        DType::F32 => numpy::dtype::<f32>(py),
+        DType::U64 => numpy::dtype::<u64>(py),
+        DType::I64 => numpy::dtype::<i64>(py),
+        DType::F64 => numpy::dtype::<f64>(py),
     }
 }
 
@@ -64,16 +85,83 @@ fn shape_text(dims: &[usize]) -> String {
     }
 }
 
-/// The batch of `fields` for `table`, checked against its `layout`.
-/// `policy_versions` (one per row) replace the table's policy-version
-/// field, which must then be left out.
-pub fn insert_batch(
+fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "an object".into())
+}
+
+/// `value` as a numpy array without copying it: itself, `numpy.from_dlpack`
+/// of a `__dlpack__` producer, or a view of a buffer-protocol object.
+/// Anything else is a `TypeError` naming `what`.
+pub fn as_array<'py>(value: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyUntypedArray>> {
+    if let Ok(array) = value.cast::<PyUntypedArray>() {
+        return Ok(array.clone());
+    }
+    let py = value.py();
+    let viewed = if value.hasattr("__dlpack__")? {
+        Some(numpy_function(py, &FROM_DLPACK, "from_dlpack")?.call1((value,))?)
+    } else if let Ok(view) = py
+        .import("builtins")?
+        .getattr("memoryview")?
+        .call1((value,))
+    {
+        Some(numpy_function(py, &ASARRAY, "asarray")?.call1((view,))?)
+    } else {
+        None
+    };
+    match viewed {
+        Some(array) => Ok(array.cast_into::<PyUntypedArray>()?),
+        None => Err(PyTypeError::new_err(format!(
+            "{what}: expected an array (numpy, or anything with `__dlpack__` or the buffer \
+             protocol), got {}",
+            type_name(value)
+        ))),
+    }
+}
+
+/// The bytes of a C-contiguous `array` (the caller checked that), read in
+/// place.
+pub fn array_bytes<'a>(array: &'a Bound<'_, PyUntypedArray>) -> &'a [u8] {
+    let len = array.len() * array.dtype().itemsize();
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY: the array is C-contiguous (checked by the callers, see
+    // `check_fields`), so its `len` bytes start at `data` and are
+    // initialised numpy memory. The slice borrows `array`, whose reference
+    // keeps the array (and its base, which owns the memory) alive, and
+    // numpy refuses to resize an array that has other references, so the
+    // memory is not freed or moved while the slice lives. Reads happen
+    // with the GIL held (every caller holds a `Bound`); another thread
+    // writing the same array between bytecodes could at worst change what
+    // is read, never where.
+    unsafe {
+        let data = (*array.as_array_ptr()).fields.data as *const u8;
+        std::slice::from_raw_parts(data, len)
+    }
+}
+
+/// A checked `fields` dict: the arrays in layout order (skipping the
+/// policy-version field when `policy_versions` replaces it) with the row
+/// count they share.
+pub struct CheckedFields<'py> {
+    pub rows: usize,
+    /// `(layout index, array)`.
+    pub arrays: Vec<(usize, Bound<'py, PyUntypedArray>)>,
+}
+
+/// Checks `fields` against `layout` (module docs). `pv_given`: the caller
+/// passes `policy_versions`, so the table's policy-version field must be
+/// left out.
+pub fn check_fields<'py>(
     table: &str,
     layout: &TableLayout,
-    fields: &Bound<'_, PyDict>,
-    priorities: Option<&Bound<'_, PyAny>>,
-    policy_versions: Option<&Bound<'_, PyAny>>,
-) -> PyResult<InsertBatch> {
+    fields: &Bound<'py, PyDict>,
+    pv_given: bool,
+) -> PyResult<CheckedFields<'py>> {
     let py = fields.py();
     let pv_field = layout.policy_version_field.as_deref();
     let mut given = HashSet::with_capacity(fields.len());
@@ -87,18 +175,17 @@ pub fn insert_batch(
                 layout.names()
             )));
         }
-        if policy_versions.is_some() && Some(name.as_str()) == pv_field {
+        if pv_given && Some(name.as_str()) == pv_field {
             return Err(PyValueError::new_err(format!(
                 "field `{name}`: leave the policy-version field out when `policy_versions` is given"
             )));
         }
         given.insert(name);
     }
-    let ndarray = NDARRAY.import(py, "numpy", "ndarray")?;
     let mut rows: Option<(usize, &str)> = None;
-    let mut blocks = Vec::with_capacity(layout.fields.len());
-    for spec in &layout.fields {
-        if policy_versions.is_some() && Some(spec.name.as_str()) == pv_field {
+    let mut arrays = Vec::with_capacity(layout.fields.len());
+    for (index, spec) in layout.fields.iter().enumerate() {
+        if pv_given && Some(spec.name.as_str()) == pv_field {
             continue;
         }
         let name = spec.name.as_str();
@@ -109,18 +196,13 @@ pub fn insert_batch(
             )));
         };
         let bad = |reason: String| PyValueError::new_err(format!("field `{name}`: {reason}"));
-        if !value.is_instance(ndarray)? {
-            return Err(PyTypeError::new_err(format!(
-                "field `{name}`: expected a numpy array, got {}",
-                type_name(&value)
-            )));
-        }
-        let dtype = value.getattr("dtype")?;
-        let dtype_str: String = dtype.getattr("str")?.extract()?;
-        if dtype_str != numpy_dtype(spec.dtype) {
+        let array = as_array(&value, &format!("field `{name}`"))?;
+        let dtype = array.dtype();
+        if !dtype.is_equiv_to(&numpy_dtype(py, spec.dtype)) {
             let got: String = dtype.getattr("name")?.extract()?;
             let got = if got == numpy_name(spec.dtype) {
-                format!("{got} ({dtype_str}, not little-endian)")
+                let text: String = dtype.getattr("str")?.extract()?;
+                format!("{got} ({text}, not little-endian)")
             } else {
                 got
             };
@@ -130,20 +212,17 @@ pub fn insert_batch(
                 numpy_name(spec.dtype)
             )));
         }
-        let shape: Vec<usize> = value.getattr("shape")?.extract()?;
-        let want = || {
-            let mut w = vec!["rows".to_owned()];
-            w.extend(spec.shape.iter().map(usize::to_string));
-            match w.len() {
-                1 => "(rows,)".to_owned(),
-                _ => format!("({})", w.join(", ")),
-            }
-        };
+        let shape = array.shape();
         if shape.len() != spec.shape.len() + 1 || shape[1..] != spec.shape[..] {
+            let mut want = vec!["rows".to_owned()];
+            want.extend(spec.shape.iter().map(usize::to_string));
+            let want = match want.len() {
+                1 => "(rows,)".to_owned(),
+                _ => format!("({})", want.join(", ")),
+            };
             return Err(bad(format!(
-                "shape {}, expected {} (one item is {})",
-                shape_text(&shape),
-                want(),
+                "shape {}, expected {want} (one item is {})",
+                shape_text(shape),
                 shape_text(&spec.shape)
             )));
         }
@@ -154,26 +233,43 @@ pub fn insert_batch(
             }
             Some(_) => {}
         }
-        let contiguous: bool = value.getattr("flags")?.getattr("c_contiguous")?.extract()?;
-        if !contiguous {
+        if !array.is_c_contiguous() {
             return Err(bad(
                 "not C-contiguous (numpy.ascontiguousarray makes a contiguous copy)".into(),
             ));
         }
-        let bytes = value.call_method0("tobytes")?;
-        let bytes = bytes.cast::<PyBytes>()?;
-        blocks.push((spec, Bytes::copy_from_slice(bytes.as_bytes())));
+        arrays.push((index, array));
     }
     let (rows, _) = rows.ok_or_else(|| PyValueError::new_err("no fields given"))?;
     if rows == 0 {
         return Err(PyValueError::new_err("the arrays have 0 rows"));
     }
-    let rows32 = u32::try_from(rows)
+    u32::try_from(rows)
         .map_err(|_| PyValueError::new_err(format!("{rows} rows exceed 4294967295")))?;
-    let mut batch = InsertBatch::new(rows32);
-    for (spec, data) in blocks {
+    Ok(CheckedFields { rows, arrays })
+}
+
+/// The remote handle's batch of checked `fields`: one copy of each
+/// field's bytes into the message.
+pub fn insert_batch(
+    table: &str,
+    layout: &TableLayout,
+    fields: &Bound<'_, PyDict>,
+    priorities: Option<&Bound<'_, PyAny>>,
+    policy_versions: Option<&Bound<'_, PyAny>>,
+) -> PyResult<InsertBatch> {
+    let checked = check_fields(table, layout, fields, policy_versions.is_some())?;
+    let rows = checked.rows;
+    let mut batch = InsertBatch::new(rows as u32);
+    for (index, array) in &checked.arrays {
+        let spec = &layout.fields[*index];
         batch = batch
-            .raw(&spec.name, spec.dtype, &spec.shape, data)
+            .raw(
+                &spec.name,
+                spec.dtype,
+                &spec.shape,
+                Bytes::copy_from_slice(array_bytes(array)),
+            )
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
     }
     if let Some(p) = priorities {
@@ -182,9 +278,8 @@ pub fn insert_batch(
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
     }
     if let Some(v) = policy_versions {
-        let values = u64s(&vector(v, "policy_versions", "<u8", rows)?);
         batch = batch
-            .policy_versions(values)
+            .policy_versions(self::policy_versions(v, rows)?)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
     }
     Ok(batch)
@@ -198,15 +293,40 @@ pub fn keys(value: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
             type_name(value)
         ))
     })?;
-    Ok(u64s(&vector(value, "keys", "<u8", n)?))
+    u64s(value, "keys", n)
 }
 
-/// `priorities` for `rows` keys as `f32`s.
+/// `policy_versions` for `rows` rows.
+pub fn policy_versions(value: &Bound<'_, PyAny>, rows: usize) -> PyResult<Vec<u64>> {
+    u64s(value, "policy_versions", rows)
+}
+
+/// `what` (one per row) as `u64`s.
+pub fn u64s(value: &Bound<'_, PyAny>, what: &str, rows: usize) -> PyResult<Vec<u64>> {
+    Ok(vector(value, what, "<u8", rows)?
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect())
+}
+
+/// `priorities` for `rows` items as `f32`s, each finite and not negative
+/// (else a `ValueError` naming `priorities` and the first bad element:
+/// the same on both sides, before anything is stored or sent).
 pub fn priorities(value: &Bound<'_, PyAny>, rows: usize) -> PyResult<Vec<f32>> {
-    Ok(vector(value, "priorities", "<f4", rows)?
+    let values: Vec<f32> = vector(value, "priorities", "<f4", rows)?
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect())
+        .collect();
+    if let Some((i, p)) = values
+        .iter()
+        .enumerate()
+        .find(|(_, p)| !(p.is_finite() && **p >= 0.0))
+    {
+        return Err(PyValueError::new_err(format!(
+            "`priorities`: element {i} is {p}; a priority must be finite and not negative"
+        )));
+    }
+    Ok(values)
 }
 
 /// The bytes of a one-dimensional `value` of `len` elements converted to
@@ -214,82 +334,61 @@ pub fn priorities(value: &Bound<'_, PyAny>, rows: usize) -> PyResult<Vec<f32>> {
 /// numpy argument; these are per-row numbers, not item data).
 fn vector(value: &Bound<'_, PyAny>, what: &str, dtype: &str, len: usize) -> PyResult<Vec<u8>> {
     let py = value.py();
-    let convert = ASCONTIGUOUSARRAY.get_or_try_init(py, || {
-        PyResult::Ok(py.import("numpy")?.getattr("ascontiguousarray")?.unbind())
-    })?;
-    let array = convert
-        .bind(py)
+    let array = numpy_function(py, &ASCONTIGUOUSARRAY, "ascontiguousarray")?
         .call((value,), Some(&[("dtype", dtype)].into_py_dict(py)?))
         .map_err(|e| PyValueError::new_err(format!("`{what}`: {e}")))?;
-    let shape: Vec<usize> = array.getattr("shape")?.extract()?;
-    if shape != [len] {
+    let array = array.cast_into::<PyUntypedArray>()?;
+    if array.shape() != [len] {
         return Err(PyValueError::new_err(format!(
             "`{what}`: shape {}, expected ({len},)",
-            shape_text(&shape)
+            shape_text(array.shape())
         )));
     }
-    let bytes = array.call_method0("tobytes")?;
-    Ok(bytes.cast::<PyBytes>()?.as_bytes().to_vec())
+    Ok(array_bytes(&array).to_vec())
 }
 
-fn u64s(bytes: &[u8]) -> Vec<u64> {
-    bytes
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-        .collect()
+fn filled<'py, T: Element>(py: Python<'py>, shape: &[usize], bytes: &[u8]) -> Bound<'py, PyAny> {
+    // SAFETY: `new` returns a C-contiguous array of `shape` whose memory
+    // is uninitialised; it is written whole right here (`bytes` is exactly
+    // its size, checked by the caller and asserted below) before any
+    // Python code can see it.
+    let array = unsafe { PyArrayDyn::<T>::new(py, IxDyn(shape), false) };
+    assert_eq!(array.len() * std::mem::size_of::<T>(), bytes.len());
+    // SAFETY: `data` points at the array's `bytes.len()` bytes (above),
+    // which do not overlap `bytes` (a fresh allocation).
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), array.data().cast::<u8>(), bytes.len());
+    }
+    array.into_any()
 }
 
-/// A new writable array of `dtype` shaped `shape` holding a copy of `data`
-/// (whose length the caller checked).
-pub fn array<'py>(
-    py: Python<'py>,
-    data: &[u8],
-    dtype: DType,
-    shape: &[usize],
-) -> PyResult<Bound<'py, PyAny>> {
-    let buffer = PyByteArray::new(py, data);
-    from_buffer(py, &buffer, dtype, shape)
+/// A new array of `dtype` shaped `shape` holding a copy of `bytes`, whose
+/// length must be the shape's (callers check it; a mismatch panics).
+pub fn array<'py>(py: Python<'py>, dtype: DType, shape: &[usize], bytes: &[u8]) -> Bound<'py, PyAny> {
+    match dtype {
+        DType::U8 => filled::<u8>(py, shape, bytes),
+        // Stored bools are numpy's (0 or 1 bytes): copied as they are.
+        DType::Bool => filled::<bool>(py, shape, bytes),
+        DType::U32 => filled::<u32>(py, shape, bytes),
+        DType::I32 => filled::<i32>(py, shape, bytes),
+        DType::F32 => filled::<f32>(py, shape, bytes),
+        DType::U64 => filled::<u64>(py, shape, bytes),
+        DType::I64 => filled::<i64>(py, shape, bytes),
+        DType::F64 => filled::<f64>(py, shape, bytes),
+    }
 }
 
 /// A `uint64` array of `values`.
-pub fn u64_array<'py>(py: Python<'py>, values: &[u64]) -> PyResult<Bound<'py, PyAny>> {
-    let buffer = PyByteArray::new_with(py, values.len() * 8, |buf| {
-        for (chunk, v) in buf.chunks_exact_mut(8).zip(values) {
-            chunk.copy_from_slice(&v.to_le_bytes());
-        }
-        Ok(())
-    })?;
-    from_buffer(py, &buffer, DType::U64, &[values.len()])
+pub fn u64_array<'py>(py: Python<'py>, values: &[u64]) -> Bound<'py, PyAny> {
+    PyArray1::from_slice(py, values).into_any()
 }
 
 /// A `float32` array of `values`.
-pub fn f32_array<'py>(py: Python<'py>, values: &[f32]) -> PyResult<Bound<'py, PyAny>> {
-    let buffer = PyByteArray::new_with(py, values.len() * 4, |buf| {
-        for (chunk, v) in buf.chunks_exact_mut(4).zip(values) {
-            chunk.copy_from_slice(&v.to_le_bytes());
-        }
-        Ok(())
-    })?;
-    from_buffer(py, &buffer, DType::F32, &[values.len()])
+pub fn f32_array<'py>(py: Python<'py>, values: &[f32]) -> Bound<'py, PyAny> {
+    PyArray1::from_slice(py, values).into_any()
 }
 
-fn from_buffer<'py>(
-    py: Python<'py>,
-    buffer: &Bound<'py, PyByteArray>,
-    dtype: DType,
-    shape: &[usize],
-) -> PyResult<Bound<'py, PyAny>> {
-    let frombuffer = FROMBUFFER.get_or_try_init(py, || {
-        PyResult::Ok(py.import("numpy")?.getattr("frombuffer")?.unbind())
-    })?;
-    let flat = frombuffer.bind(py).call1((buffer, numpy_dtype(dtype)))?;
-    if shape.len() == 1 {
-        return Ok(flat);
-    }
-    flat.call_method1("reshape", (PyTuple::new(py, shape)?,))
-}
-
-/// A sample reply as `(fields, keys, weights)`.
+/// A remote sample reply as `(fields, keys, weights)`.
 pub fn sampled_tuple<'py>(py: Python<'py>, reply: &SampleReply) -> PyResult<Bound<'py, PyTuple>> {
     let rows = reply.rows as usize;
     if reply.keys.len() != rows || reply.weights.len() != rows {
@@ -303,12 +402,12 @@ pub fn sampled_tuple<'py>(py: Python<'py>, reply: &SampleReply) -> PyResult<Boun
         ));
     }
     let fields = fields_dict(py, rows, &reply.fields)?;
-    let keys = u64_array(py, &reply.keys)?;
-    let weights = f32_array(py, &reply.weights)?;
+    let keys = u64_array(py, &reply.keys);
+    let weights = f32_array(py, &reply.weights);
     PyTuple::new(py, [fields.into_any(), keys, weights])
 }
 
-/// A sampled batch's fields as `{name: array [rows, *shape]}`.
+/// Received field blocks as `{name: array [rows, *shape]}`.
 pub fn fields_dict<'py>(
     py: Python<'py>,
     rows: usize,
@@ -344,15 +443,22 @@ pub fn fields_dict<'py>(
                 ),
             ));
         }
-        dict.set_item(&block.name, array(py, &block.data, dtype, &shape)?)?;
+        dict.set_item(&block.name, array(py, dtype, &shape, &block.data))?;
     }
     Ok(dict)
 }
 
-fn type_name(value: &Bound<'_, PyAny>) -> String {
-    value
-        .get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "an object".into())
+/// Zeros for [`call_floor`].
+static ZEROS: [u8; 1 << 16] = [0; 1 << 16];
+
+/// `call_floor(floats)`: a new `float32` array of `floats` zeros (at most
+/// 16384), made the way `sample` makes its arrays. For benchmarks: the
+/// cost floor of a Python call into this extension that returns one array
+/// (`benches/python/replay_bench.py` reports it beside `sample`).
+#[pyfunction]
+pub fn call_floor(py: Python<'_>, floats: usize) -> PyResult<Bound<'_, PyAny>> {
+    let bytes = ZEROS
+        .get(..floats.saturating_mul(4))
+        .ok_or_else(|| PyValueError::new_err(format!("floats {floats} exceeds 16384")))?;
+    Ok(array(py, DType::F32, &[floats], bytes))
 }

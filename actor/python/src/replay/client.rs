@@ -30,19 +30,26 @@ use std::time::Duration;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use seed_replay_service::client::{ClientOptions, SampleOptions, SampleStream};
+use seed_replay_service::client::{
+    ClientOptions, FollowEvent, FollowOptions, FollowStream, SampleOptions, SampleStream,
+};
 use seed_replay_service::{ClientError, ReplayClient as RustClient};
 
 use crate::interrupt::InterruptWatch;
 use crate::replay::arrays;
 use crate::replay::error::{protocol_error, to_py_err};
+use crate::replay::grouped;
 use crate::replay::layout::{info_dict, TableLayout};
+use crate::replay::process_guard::ProcessGuard;
+use crate::replay::table_handle::PyReplayTable;
 
 /// The runtime and the connection, shared by a client and anything that
 /// outlives one call (a stream object would hold an `Arc` of it).
 pub struct Connection {
     runtime: tokio::runtime::Runtime,
     client: RustClient,
+    /// The runtime and connection do not survive `fork`.
+    guard: ProcessGuard,
 }
 
 impl Connection {
@@ -55,6 +62,7 @@ impl Connection {
         F: FnOnce(RustClient) -> Fut + Send,
         Fut: Future<Output = Result<T, ClientError>> + Send,
     {
+        self.guard.check("ReplayClient")?;
         let client = self.client.clone();
         self.run(py, call(client))
     }
@@ -68,6 +76,7 @@ impl Connection {
         T: Send,
         Fut: Future<Output = Result<T, ClientError>> + Send,
     {
+        self.guard.check("ReplayClient")?;
         let watch = InterruptWatch::default();
         let triggered = watch.clone().triggered();
         let result = py.detach(|| {
@@ -96,8 +105,12 @@ impl Connection {
 /// `token` with every call. Raises `ReplayError` when the server cannot be
 /// reached, `ValueError` for an unusable address or TLS file.
 ///
-/// Methods: `insert`, `sample`, `sample_stream`, `update_priorities`,
-/// `info`, `checkpoint`.
+/// `table(name)` is a handle bound to one table with exactly the methods
+/// of the in-process `ReplayBuffer` (switching between the two is changing
+/// one constructor). The client's own methods take the table's name first:
+/// `insert`, `sample`, `sample_stream`, `update_priorities`,
+/// `set_policy_version`, `info`, `checkpoint`, `follow`, and for grouped
+/// tables `submit_steps`, `complete_trajectory`, `fetch_group`.
 /// Item data travels as numpy arrays shaped `[rows, *field_shape]` of the
 /// table's dtypes. The server's refusals raise `ReplayError` with the
 /// gRPC `code` and the server's `message`. One client may be used from
@@ -182,15 +195,25 @@ impl PyReplayClient {
         let client = connect.map_err(|e| to_py_err(py, e))?;
         Ok(PyReplayClient {
             addr,
-            connection: Arc::new(Connection { runtime, client }),
+            connection: Arc::new(Connection {
+                runtime,
+                client,
+                guard: ProcessGuard::new(),
+            }),
             layouts: Mutex::new(HashMap::new()),
         })
     }
 
     /// The address this client connected to.
     #[getter]
-    fn addr(&self) -> &str {
+    pub fn addr(&self) -> &str {
         &self.addr
+    }
+
+    /// A handle bound to `table` (it shares this client's connection):
+    /// the methods of `ReplayBuffer`, run by the server.
+    fn table(slf: &Bound<'_, Self>, name: String) -> PyReplayTable {
+        PyReplayTable::new(slf.clone().unbind(), name)
     }
 
     /// Inserts one batch into `table` and returns its keys (a `uint64`
@@ -203,7 +226,7 @@ impl PyReplayClient {
     /// one value per row; with `policy_versions`, leave the table's
     /// policy-version field out.
     #[pyo3(signature = (table, fields, priorities=None, policy_versions=None))]
-    fn insert<'py>(
+    pub fn insert<'py>(
         &self,
         py: Python<'py>,
         table: String,
@@ -219,7 +242,130 @@ impl PyReplayClient {
                 move |mut c| async move { c.insert(&table, batch).await },
             )?;
         let keys: Vec<u64> = keys.iter().collect();
-        arrays::u64_array(py, &keys)
+        Ok(arrays::u64_array(py, &keys))
+    }
+
+    /// Tells `table` the learner's current policy version (its lag cap
+    /// measures items against it).
+    pub fn set_policy_version(&self, py: Python<'_>, table: String, version: u64) -> PyResult<()> {
+        self.connection.call(py, move |mut c| async move {
+            c.set_policy_version(&table, version).await
+        })
+    }
+
+    /// Grouped tables: appends steps to their trajectories. One row per
+    /// step: `trajectory_ids[i]`, `group_ids[i]`, the row of every field
+    /// of `fields` (as for `insert`, one step's layout),
+    /// `policy_versions[i]` (default 0) and `is_last[i]` (default false:
+    /// the trajectory goes on). Returns `{"groups_completed",
+    /// "groups_dropped_over_capacity"}`.
+    #[pyo3(signature = (table, trajectory_ids, group_ids, fields, policy_versions=None, is_last=None))]
+    #[allow(clippy::too_many_arguments)]
+    pub fn submit_steps<'py>(
+        &self,
+        py: Python<'py>,
+        table: String,
+        trajectory_ids: &Bound<'py, PyAny>,
+        group_ids: &Bound<'py, PyAny>,
+        fields: &Bound<'py, PyDict>,
+        policy_versions: Option<&Bound<'py, PyAny>>,
+        is_last: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let layout = self.layout(py, &table)?;
+        let batch = grouped::step_batch(
+            &table,
+            &layout,
+            trajectory_ids,
+            group_ids,
+            fields,
+            policy_versions,
+            is_last,
+        )?;
+        let report = self.connection.call(py, move |mut c| async move {
+            c.submit_steps(&table, batch).await
+        })?;
+        grouped::submit_dict(
+            py,
+            &seed_replay_service::pb::SubmitStepsReply {
+                groups_completed: report.groups_completed,
+                groups_dropped_over_capacity: report.groups_dropped_over_capacity,
+            },
+        )
+    }
+
+    /// Grouped tables: ends trajectory `trajectory_id` without a last
+    /// step; returns whether that completed its group.
+    pub fn complete_trajectory(
+        &self,
+        py: Python<'_>,
+        table: String,
+        trajectory_id: u64,
+    ) -> PyResult<bool> {
+        self.connection.call(py, move |mut c| async move {
+            c.complete_trajectory(&table, trajectory_id).await
+        })
+    }
+
+    /// Grouped tables: the oldest complete group of `table`, whole, taken
+    /// out of it: `{"group_id", "trajectory_ids", "lengths", "fields",
+    /// "policy_versions"}`, each field one array of all its trajectories'
+    /// steps one after another (`lengths` splits them). Waits up to
+    /// `timeout` seconds (`None`: for ever; 0: not at all); `None` when no
+    /// group was ready in time.
+    #[pyo3(signature = (table, timeout=None))]
+    pub fn fetch_group<'py>(
+        &self,
+        py: Python<'py>,
+        table: String,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let wait = match timeout {
+            None => Duration::MAX,
+            Some(t) if t.is_finite() && t >= 0.0 => Duration::from_secs_f64(t),
+            Some(t) => {
+                return Err(PyValueError::new_err(format!(
+                    "timeout must be a number of seconds >= 0, is {t}"
+                )))
+            }
+        };
+        let group = self.connection.call(py, move |mut c| async move {
+            c.fetch_group(&table, wait).await
+        })?;
+        match group {
+            None => Ok(None),
+            Some(g) => grouped::group_dict(py, &g.into_reply()),
+        }
+    }
+
+    /// Every item inserted into `table` from key `cursor` on (0: every
+    /// item still stored), in key order, as the server publishes them: an
+    /// iterator of dicts, `{"keys", "fields", "policy_versions",
+    /// "next_key", "head_key", "replaced"}` for items, or `{"gap":
+    /// (requested, oldest)}` when the keys from `requested` to `oldest`
+    /// were overwritten before they could be read. It never ends by
+    /// itself; `close()` ends it. `max_batch` and `max_in_flight`: the
+    /// server's defaults when 0.
+    #[pyo3(signature = (table, cursor=0, *, max_batch=0, max_in_flight=0))]
+    pub fn follow(
+        &self,
+        py: Python<'_>,
+        table: String,
+        cursor: u64,
+        max_batch: u32,
+        max_in_flight: u32,
+    ) -> PyResult<PyFollowStream> {
+        let options = FollowOptions {
+            cursor,
+            max_batch,
+            max_in_flight,
+        };
+        let stream = self.connection.call(py, move |mut c| async move {
+            c.follow_with(&table, options).await
+        })?;
+        Ok(PyFollowStream {
+            connection: self.connection.clone(),
+            stream: Mutex::new(Some(stream)),
+        })
     }
 
     /// Samples `batch_size` items from `table`: returns `(fields, keys,
@@ -230,7 +376,7 @@ impl PyReplayClient {
     /// Waits for enough items (the rate limiter's minimum included) for
     /// ever, or `timeout` seconds (then `ReplayError` `DEADLINE_EXCEEDED`).
     #[pyo3(signature = (table, batch_size, timeout=None))]
-    fn sample<'py>(
+    pub fn sample<'py>(
         &self,
         py: Python<'py>,
         table: String,
@@ -262,7 +408,7 @@ impl PyReplayClient {
     /// next batch usually costs no round trip; it stops after
     /// `max_batches` (0: never; iterate as long as you like).
     #[pyo3(signature = (table, batch_size, *, max_batches=0, max_in_flight=0, timeout=None))]
-    fn sample_stream(
+    pub fn sample_stream(
         &self,
         py: Python<'_>,
         table: String,
@@ -288,7 +434,7 @@ impl PyReplayClient {
     /// priority per key). Returns `{"applied", "stale", "invalid"}`:
     /// `stale` counts keys that name no stored item (overwritten since),
     /// `invalid` priorities that are not finite (left unchanged).
-    fn update_priorities<'py>(
+    pub fn update_priorities<'py>(
         &self,
         py: Python<'py>,
         table: String,
@@ -311,7 +457,7 @@ impl PyReplayClient {
     /// table, `info(table)` that table's info dict (its fields, sampler,
     /// capacity, sizes, counters, rate limiter and storage).
     #[pyo3(signature = (table=None))]
-    fn info<'py>(&self, py: Python<'py>, table: Option<String>) -> PyResult<Bound<'py, PyDict>> {
+    pub fn info<'py>(&self, py: Python<'py>, table: Option<String>) -> PyResult<Bound<'py, PyDict>> {
         let asked = table.clone();
         let tables =
             self.connection.call(
@@ -336,7 +482,7 @@ impl PyReplayClient {
     /// checkpoint directory (the buffer's non-blocking checkpoint; inserts
     /// and samples go on). Returns `{"path", "items", "bytes"}` once the
     /// file is complete; `path` is on the server's file system.
-    fn checkpoint<'py>(&self, py: Python<'py>, table: String) -> PyResult<Bound<'py, PyDict>> {
+    pub fn checkpoint<'py>(&self, py: Python<'py>, table: String) -> PyResult<Bound<'py, PyDict>> {
         let reply = self
             .connection
             .call(py, move |mut c| async move { c.checkpoint(&table).await })?;
@@ -345,6 +491,10 @@ impl PyReplayClient {
         d.set_item("items", reply.items)?;
         d.set_item("bytes", reply.bytes)?;
         Ok(d)
+    }
+
+    fn __reduce__(&self) -> PyResult<()> {
+        ProcessGuard::refuse_pickle("ReplayClient")
     }
 
     fn __repr__(&self) -> String {
@@ -433,6 +583,69 @@ impl PySampleStream {
     fn close(&self) -> PyResult<()> {
         let mut guard = self.stream.try_lock().map_err(|_| {
             PyRuntimeError::new_err("this sample stream is being read by another thread")
+        })?;
+        *guard = None;
+        Ok(())
+    }
+}
+
+/// `ReplayClient.follow`: an iterator over a table's inserts (see there).
+#[pyclass(module = "seed_rs._native", name = "FollowStream", frozen)]
+pub struct PyFollowStream {
+    connection: Arc<Connection>,
+    /// `None` once ended; a mutex as for `SampleStream`.
+    stream: Mutex<Option<FollowStream>>,
+}
+
+#[pymethods]
+impl PyFollowStream {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let mut guard = self.stream.try_lock().map_err(|_| {
+            PyRuntimeError::new_err("this follow stream is being read by another thread")
+        })?;
+        let Some(stream) = guard.as_mut() else {
+            return Ok(None);
+        };
+        let event = match self.connection.run(py, stream.next()) {
+            Ok(Some(event)) => event,
+            Ok(None) => {
+                *guard = None;
+                return Ok(None);
+            }
+            Err(e) => {
+                *guard = None;
+                return Err(e);
+            }
+        };
+        let d = PyDict::new(py);
+        match event {
+            FollowEvent::Gap { requested, oldest } => d.set_item("gap", (requested, oldest))?,
+            FollowEvent::Items(batch) => {
+                let keys: Vec<u64> = batch.keys().collect();
+                d.set_item("keys", arrays::u64_array(py, &keys))?;
+                d.set_item("policy_versions", arrays::u64_array(py, batch.policy_versions()))?;
+                d.set_item("next_key", batch.next_key())?;
+                d.set_item("head_key", batch.head_key())?;
+                let replaced = batch.replaced();
+                d.set_item("replaced", (replaced.start, replaced.end))?;
+                let items = batch.into_items();
+                d.set_item(
+                    "fields",
+                    arrays::fields_dict(py, items.rows as usize, &items.fields)?,
+                )?;
+            }
+        }
+        Ok(Some(d))
+    }
+
+    /// Ends the stream (same rule as `SampleStream.close`).
+    fn close(&self) -> PyResult<()> {
+        let mut guard = self.stream.try_lock().map_err(|_| {
+            PyRuntimeError::new_err("this follow stream is being read by another thread")
         })?;
         *guard = None;
         Ok(())

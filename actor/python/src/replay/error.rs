@@ -6,14 +6,23 @@
 //! `grpc.StatusCode` spells them) and `message` the server's message, which
 //! names the field at fault. Failing to connect, a stream that ended early
 //! or a reply that breaks the protocol are `ReplayError`s too, with `code`
-//! `None`. Input the client refuses before sending (a wrong dtype or shape,
-//! an address or TLS file it cannot use) is a `ValueError`.
+//! `None`. Input refused before anything is stored or sent (a wrong dtype
+//! or shape, an address or TLS file that cannot be used) is a `ValueError`;
+//! a refusal with status `INVALID_ARGUMENT` is a `ReplayArgumentError`,
+//! both a `ReplayError` and a `ValueError`, so `except ValueError` catches
+//! bad input whether it was found here or by the table.
+//!
+//! The in-process buffer's refusals go through the same functions
+//! ([`status_to_py_err`]): its table calls return the `tonic::Status` a
+//! server would have sent.
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyTuple, PyType};
 use seed_replay_service::ClientError;
-use tonic::Code;
+use tonic::{Code, Status};
 
 create_exception!(
     seed_rs,
@@ -25,6 +34,48 @@ create_exception!(
      connected, the stream broke); `message` is the server's message, which \
      names the field at fault."
 );
+
+/// `ReplayArgumentError(ReplayError, ValueError)`, made once per process
+/// (pyo3's `create_exception!` takes one base).
+static ARGUMENT_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// The class of `INVALID_ARGUMENT` refusals (module docs).
+pub fn argument_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    Ok(ARGUMENT_ERROR
+        .get_or_try_init(py, || {
+            let bases = PyTuple::new(
+                py,
+                [
+                    py.get_type::<ReplayError>().into_any(),
+                    py.get_type::<PyValueError>().into_any(),
+                ],
+            )?;
+            let namespace = pyo3::types::PyDict::new(py);
+            namespace.set_item("__module__", "seed_rs")?;
+            namespace.set_item(
+                "__doc__",
+                "A table refused bad input (gRPC status INVALID_ARGUMENT): both a \
+                 ReplayError and a ValueError; `message` names the field.",
+            )?;
+            let class = py
+                .get_type::<PyType>()
+                .call1(("ReplayArgumentError", bases, namespace))?;
+            PyResult::Ok(class.cast_into::<PyType>()?.unbind())
+        })?
+        .bind(py))
+}
+
+/// The Python exception for a status a table sent (or, in process,
+/// returned).
+pub fn status_to_py_err(py: Python<'_>, status: Status) -> PyErr {
+    to_py_err(
+        py,
+        ClientError::Status {
+            code: status.code(),
+            message: status.message().to_owned(),
+        },
+    )
+}
 
 /// The Python exception for a failed call.
 pub fn to_py_err(py: Python<'_>, e: ClientError) -> PyErr {
@@ -55,7 +106,10 @@ fn replay_error(
     text: String,
     message: String,
 ) -> PyErr {
-    let err = ReplayError::new_err(text);
+    let err = match (code, argument_error_type(py)) {
+        (Some("INVALID_ARGUMENT"), Ok(class)) => PyErr::from_type(class.clone(), text),
+        _ => ReplayError::new_err(text),
+    };
     let value = err.value(py);
     // Setting attributes on a fresh exception instance fails only without
     // memory; the exception is still the right type then.

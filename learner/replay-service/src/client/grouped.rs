@@ -140,7 +140,9 @@ impl StepBatch {
         Ok(())
     }
 
-    fn into_request(self, table: &str) -> pb::SubmitStepsRequest {
+    /// The request that submits these steps to `table` (also what an
+    /// in-process grouped table takes: `server::in_process::submit_steps`).
+    pub fn into_request(self, table: &str) -> pb::SubmitStepsRequest {
         let blocks = self.fields.into_request(table);
         pb::SubmitStepsRequest {
             table: blocks.table,

@@ -32,7 +32,7 @@ fn refuse(table: &GroupedTable, e: RequestError) -> Status {
     e.into()
 }
 
-pub(crate) fn submit_steps(
+pub fn submit_steps(
     table: &GroupedTable,
     req: &SubmitStepsRequest,
 ) -> Result<SubmitStepsReply, Status> {
@@ -45,7 +45,7 @@ pub(crate) fn submit_steps(
     })
 }
 
-pub(crate) fn complete_trajectory(
+pub fn complete_trajectory(
     table: &GroupedTable,
     req: &CompleteTrajectoryRequest,
 ) -> Result<CompleteTrajectoryReply, Status> {
@@ -55,7 +55,7 @@ pub(crate) fn complete_trajectory(
     Ok(CompleteTrajectoryReply { group_completed })
 }
 
-pub(crate) async fn fetch_group(
+pub async fn fetch_group(
     table: Arc<GroupedTable>,
     req: &FetchGroupRequest,
     mut closing: watch::Receiver<bool>,
@@ -135,7 +135,7 @@ pub(crate) fn grouped_info(table: &GroupedTable) -> GroupedTableInfo {
 /// The `TableInfo` of a grouped table: `capacity` in steps, `stored` the
 /// steps held, `available` the steps of ready groups, `inserted` and
 /// `sampled` the steps submitted and released.
-pub(crate) fn table_info(table: &GroupedTable) -> TableInfo {
+pub fn table_info(table: &GroupedTable) -> TableInfo {
     let s = table.stats();
     TableInfo {
         name: table.name.clone(),

@@ -18,6 +18,8 @@
 //! it), `crate::token` and [`tls`] (the learner's security options).
 //! Grouped tables: [`grouped_table`] (the trajectory pool), `step_request`
 //! (checks and stages one `SubmitSteps`), `group_calls` (their RPCs).
+//! [`in_process`]: the table calls without the network, for
+//! `seed_rs.ReplayBuffer` (the Python package's in-process buffer).
 //! [`running_server`]: binding, serving and stopping (used by `start` and
 //! the mirror). Mirrors: `follow_stream` (the producer of one `Follow` stream),
 //! [`mirror`] (a server copying another's tables through `Follow`).
@@ -26,6 +28,7 @@ mod closing;
 mod follow_stream;
 mod group_calls;
 pub mod grouped_table;
+pub mod in_process;
 mod insert_request;
 mod layout_info;
 pub mod mirror;

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use seed_replay::{ItemKey, SamplerConfig};
+use seed_replay::SamplerConfig;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -372,40 +372,9 @@ impl Replay for ReplayService {
         }
         let table = self.lookup(&req.table)?;
         self.writable(&table, "UpdatePriorities")?;
-        if !matches!(table.buffer.config().sampler, SamplerConfig::Prioritized(_)) {
-            let e = RequestError::Precondition {
-                reason: format!(
-                    "table `{}` is not prioritized (sampler {}): it has no priorities to update",
-                    table.name,
-                    sampler_name(&table.buffer.config().sampler)
-                ),
-            };
-            return Err(refuse(&table, e));
-        }
-        if req.keys.len() != req.priorities.len() {
-            let e = RequestError::invalid(
-                "priorities",
-                format!(
-                    "{} values for {} keys",
-                    req.priorities.len(),
-                    req.keys.len()
-                ),
-            );
-            return Err(refuse(&table, e));
-        }
-        let keys: Vec<ItemKey> = req.keys.iter().map(|&k| ItemKey(k)).collect();
         let report = table
-            .buffer
-            .update_priorities(&keys, &req.priorities)
-            .map_err(|source| {
-                refuse(
-                    &table,
-                    RequestError::Replay {
-                        table: table.name.clone(),
-                        source,
-                    },
-                )
-            })?;
+            .update_priorities(&req.keys, &req.priorities)
+            .map_err(|e| refuse(&table, e))?;
         Ok(Response::new(UpdatePrioritiesReply {
             applied: report.applied as u32,
             stale: report.stale as u32,
@@ -467,50 +436,16 @@ impl Replay for ReplayService {
     ) -> Result<Response<CheckpointReply>, Status> {
         let req = request.into_inner();
         let table = self.lookup(&req.table)?;
-        let Some(path) = table.checkpoint_path.clone() else {
-            let e = RequestError::Precondition {
-                reason: "this server has no checkpoint directory (`checkpoint_dir` in its config)"
-                    .into(),
-            };
-            return Err(refuse(&table, e));
-        };
-        // Acquire: a checkpoint that finished before is visible whole.
-        if table.checkpointing.swap(true, Ordering::Acquire) {
-            let e = RequestError::Precondition {
-                reason: format!(
-                    "a checkpoint of table `{}` is already being written",
-                    table.name
-                ),
-            };
-            return Err(refuse(&table, e));
-        }
         // The buffer's checkpoint copies slot by slot without a lock:
         // writers and samplers go on; the blocking thread keeps the async
         // workers free.
         let t = Arc::clone(&table);
-        let written = tokio::task::spawn_blocking(move || {
-            let r = t.buffer.checkpoint(&path);
-            // Release: pairs with the Acquire swap above.
-            t.checkpointing.store(false, Ordering::Release);
-            r.map(|info| (info, path))
-        })
-        .await
-        .map_err(|e| Status::internal(format!("checkpoint failed: {e}")))?;
-        let (info, path) = written.map_err(|source| {
-            refuse(
-                &table,
-                RequestError::Replay {
-                    table: table.name.clone(),
-                    source,
-                },
-            )
-        })?;
-        tracing::info!(table = %table.name, path = %path.display(), items = info.items, bytes = info.bytes, "checkpoint written");
-        Ok(Response::new(CheckpointReply {
-            path: path.display().to_string(),
-            items: info.items,
-            bytes: info.bytes,
-        }))
+        let written = tokio::task::spawn_blocking(move || t.checkpoint())
+            .await
+            .map_err(|e| Status::internal(format!("checkpoint failed: {e}")))?;
+        written
+            .map(Response::new)
+            .map_err(|e| refuse(&table, e))
     }
 
     async fn submit_steps(
@@ -555,7 +490,9 @@ pub(crate) fn sampler_name(s: &SamplerConfig) -> &'static str {
     }
 }
 
-fn table_info(t: &Table) -> TableInfo {
+/// A plain table's `Info` (also what `seed_rs.ReplayBuffer.info()` reads
+/// in process).
+pub fn table_info(t: &Table) -> TableInfo {
     let b = &t.buffer;
     let stats = b.stats();
     let layout = b.layout();

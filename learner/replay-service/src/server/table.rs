@@ -9,11 +9,14 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use seed_replay::{ReplayBuffer, ReplayError, StorageKind, WriterPolicy};
+use seed_replay::{
+    ItemKey, PriorityUpdate, ReplayBuffer, ReplayError, SamplerConfig, StorageKind, WriterPolicy,
+};
 use tracing::info;
 
 use crate::config::TableSpec;
-use crate::error::ServeError;
+use crate::error::{RequestError, ServeError};
+use crate::pb::CheckpointReply;
 
 /// A served table.
 #[derive(Debug)]
@@ -129,6 +132,82 @@ impl Table {
             StorageKind::Memory => None,
             StorageKind::Mapped(d) => Some(d),
         }
+    }
+
+    /// How long an insert may wait for room (writer policy `Block` or the
+    /// rate limiter), and whether it can wait at all.
+    pub fn insert_wait(&self) -> Option<Duration> {
+        self.inserts_may_wait.then_some(self.insert_timeout)
+    }
+
+    /// Sets the priorities of `keys` (one per key). Refused
+    /// (`FAILED_PRECONDITION`) for a table that is not prioritized;
+    /// overwritten keys and non-finite priorities are counted, not refused.
+    pub fn update_priorities(
+        &self,
+        keys: &[u64],
+        priorities: &[f32],
+    ) -> Result<PriorityUpdate, RequestError> {
+        if !matches!(self.buffer.config().sampler, SamplerConfig::Prioritized(_)) {
+            return Err(RequestError::Precondition {
+                reason: format!(
+                    "table `{}` is not prioritized (sampler {}): it has no priorities to update",
+                    self.name,
+                    crate::server::service::sampler_name(&self.buffer.config().sampler)
+                ),
+            });
+        }
+        if keys.len() != priorities.len() {
+            return Err(RequestError::invalid(
+                "priorities",
+                format!("{} values for {} keys", priorities.len(), keys.len()),
+            ));
+        }
+        let keys: Vec<ItemKey> = keys.iter().map(|&k| ItemKey(k)).collect();
+        self.buffer
+            .update_priorities(&keys, priorities)
+            .map_err(|source| RequestError::Replay {
+                table: self.name.clone(),
+                source,
+            })
+    }
+
+    /// Writes the table's checkpoint to `<checkpoint_dir>/<name>.seedrpl`,
+    /// blocking until the file is complete (the buffer copies slot by slot
+    /// without a lock: inserts and samples go on meanwhile). Refused
+    /// (`FAILED_PRECONDITION`) without a checkpoint directory or while
+    /// another checkpoint of the table is being written.
+    pub fn checkpoint(&self) -> Result<CheckpointReply, RequestError> {
+        let Some(path) = self.checkpoint_path.clone() else {
+            return Err(RequestError::Precondition {
+                reason: format!(
+                    "table `{}` has no checkpoint directory (`checkpoint_dir` in its config)",
+                    self.name
+                ),
+            });
+        };
+        // Acquire: a checkpoint that finished before is visible whole.
+        if self.checkpointing.swap(true, Ordering::Acquire) {
+            return Err(RequestError::Precondition {
+                reason: format!(
+                    "a checkpoint of table `{}` is already being written",
+                    self.name
+                ),
+            });
+        }
+        let written = self.buffer.checkpoint(&path);
+        // Release: pairs with the Acquire swap above.
+        self.checkpointing.store(false, Ordering::Release);
+        let info = written.map_err(|source| RequestError::Replay {
+            table: self.name.clone(),
+            source,
+        })?;
+        info!(table = %self.name, path = %path.display(), items = info.items, bytes = info.bytes, "checkpoint written");
+        Ok(CheckpointReply {
+            path: path.display().to_string(),
+            items: info.items,
+            bytes: info.bytes,
+        })
     }
 
     pub(crate) fn count_rejected(&self) {

@@ -1,0 +1,560 @@
+"""One table API, two constructors: ``seed_rs.ReplayBuffer(table)`` in process
+and ``seed_rs.ReplayClient(addr).table(name)`` on a real ``replay-server``
+(see conftest.py). Every test marked ``both`` runs its one body through each.
+
+What breaks these: a sampler or writer policy that behaves differently in
+process, torn or lost rows under concurrent writers and samplers, a sample
+that holds the GIL while it waits, a memory-mapped table that loses an
+acknowledged item when its process is killed, checkpoints that do not come
+back, priorities applied to overwritten keys, a grouped table that hands
+out part of a group or groups out of completion order, an input copy where
+none is needed, sampled arrays that alias the buffer, bad input that is not
+a ValueError or that leaves the table unusable, and a buffer that hangs
+after fork instead of refusing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import tracemalloc
+import zlib
+
+import numpy as np
+import pytest
+
+import seed_rs
+
+FIELDS = [
+    {"name": "obs", "dtype": "f32", "shape": [3, 4]},
+    {"name": "id", "dtype": "i64", "shape": []},
+]
+
+
+def table(name="t", sampler=None, capacity=64, fields=None, **extra):
+    return {
+        "name": name,
+        "capacity": capacity,
+        "fields": fields or FIELDS,
+        "sampler": sampler or {"kind": "uniform"},
+        **extra,
+    }
+
+
+def items(ids):
+    """Items whose obs encode their id, so any row can be checked alone."""
+    ids = np.asarray(ids, dtype=np.int64)
+    obs = (ids[:, None, None] * 1000 + np.arange(12, dtype=np.float32).reshape(1, 3, 4)).astype(np.float32)
+    return {"obs": obs, "id": ids}
+
+
+def assert_whole(fields):
+    """Every sampled row is the item its id says (no torn or foreign row)."""
+    expected = items(fields["id"])["obs"]
+    np.testing.assert_array_equal(fields["obs"], expected)
+
+
+@pytest.fixture(params=["in_process", "remote"])
+def make_table(request, start_replay_server):
+    """``make_table(table_obj, checkpoint_dir=None)``: the same table through
+    ``ReplayBuffer`` or through a server's table handle."""
+    opened = []
+
+    def make(obj, checkpoint_dir=None):
+        if request.param == "in_process":
+            t = seed_rs.ReplayBuffer(obj, checkpoint_dir=checkpoint_dir)
+        else:
+            server = start_replay_server([obj], checkpoint_dir=checkpoint_dir)
+            t = seed_rs.ReplayClient(server.addr).table(obj["name"])
+        opened.append(t)
+        return t
+
+    make.kind = request.param
+    yield make
+    for t in opened:
+        t.close()
+    # Drop the handles (and with them their connections) before the
+    # servers stop: a server waits for open connections.
+    opened.clear()
+
+
+# --- samplers and writer policies --------------------------------------------
+
+
+def test_fifo_hands_out_each_item_once_in_order(make_table):
+    t = make_table(table(sampler={"kind": "fifo"}))
+    keys = t.insert(items(range(6)))
+    fields, sampled, weights = t.sample(4)
+    assert list(sampled) == list(keys[:4]) and list(fields["id"]) == [0, 1, 2, 3]
+    assert list(weights) == [1.0] * 4
+    fields, sampled, _ = t.sample(2)
+    assert list(fields["id"]) == [4, 5]
+    with pytest.raises(seed_rs.ReplayError) as e:
+        t.sample(1, timeout=0.05)
+    assert e.value.code == "DEADLINE_EXCEEDED"
+
+
+def test_max_times_sampled_retires_an_item_after_its_count(make_table):
+    t = make_table(table(sampler={"kind": "max_times_sampled", "max_times": 2}))
+    t.insert(items(range(3)))
+    seen = []
+    for _ in range(6):
+        fields, _, _ = t.sample(1)
+        seen.extend(fields["id"].tolist())
+    assert sorted(seen) == [0, 0, 1, 1, 2, 2]
+    with pytest.raises(seed_rs.ReplayError):
+        t.sample(1, timeout=0.05)
+
+
+def test_uniform_samples_whole_stored_items_with_replacement(make_table):
+    t = make_table(table(capacity=100))
+    t.insert(items(range(10)))
+    fields, _, _ = t.sample(64)
+    assert set(fields["id"].tolist()) <= set(range(10))
+    assert len(fields["id"]) == 64
+    assert_whole(fields)
+
+
+def test_uniform_without_replacement_is_a_permutation_per_pass(make_table):
+    t = make_table(table(sampler={"kind": "uniform_without_replacement"}, capacity=16))
+    t.insert(items(range(8)))
+    fields, _, _ = t.sample(8)
+    assert sorted(fields["id"].tolist()) == list(range(8))
+
+
+def test_recent_samples_only_the_window(make_table):
+    t = make_table(table(sampler={"kind": "recent", "window": 3}, capacity=32))
+    t.insert(items(range(10)))
+    fields, _, _ = t.sample(50)
+    assert set(fields["id"].tolist()) <= {7, 8, 9}
+
+
+def test_prioritized_follows_priorities_and_updates_by_key(make_table):
+    t = make_table(table(sampler={"kind": "prioritized", "alpha": 1.0, "beta": 1.0}, capacity=4, seed=3))
+    keys = t.insert(items(range(4)), priorities=[0.0, 0.0, 5.0, 0.0])
+    fields, sampled, weights = t.sample(32)
+    assert set(sampled.tolist()) == {int(keys[2])} and weights.dtype == np.float32
+    # Two more items overwrite keys 0 and 1: updates to those are stale.
+    more = t.insert(items([4, 5]), priorities=[0.0, 0.0])
+    report = t.update_priorities(np.array([keys[0], keys[3]], dtype=np.uint64), [9.0, 7.0])
+    assert report == {"applied": 1, "stale": 1, "invalid": 0}
+    fields, sampled, _ = t.sample(64)
+    assert set(fields["id"].tolist()) <= {2, 3} and 3 in fields["id"].tolist()
+    assert int(more[0]) not in sampled.tolist()
+    assert t.info()["stale_priority_updates"] == 1
+
+
+def test_overwrite_oldest_keeps_the_newest(make_table):
+    t = make_table(table(sampler={"kind": "fifo"}, capacity=4, writer_policy={"kind": "overwrite_oldest"}))
+    t.insert(items(range(3)))
+    t.insert(items(range(3, 6)))
+    fields, _, _ = t.sample(4)
+    assert list(fields["id"]) == [2, 3, 4, 5]
+
+
+def test_drop_oldest_drops_the_oldest_unconsumed(make_table):
+    t = make_table(table(sampler={"kind": "fifo"}, capacity=4, writer_policy={"kind": "drop_oldest"}))
+    t.insert(items(range(3)))
+    t.insert(items(range(3, 6)))
+    fields, _, _ = t.sample(4)
+    assert list(fields["id"]) == [2, 3, 4, 5]
+    assert t.info()["evicted_unconsumed"] == 2
+
+
+def test_block_waits_for_room_then_times_out(make_table):
+    t = make_table(table(sampler={"kind": "fifo"}, capacity=2, writer_policy={"kind": "block", "timeout_ms": 50}))
+    t.insert(items([0, 1]))
+    with pytest.raises(seed_rs.ReplayError) as e:
+        t.insert(items([2]))
+    assert e.value.code == "DEADLINE_EXCEEDED"
+    t.sample(1)
+    t.insert(items([2]))
+    fields, _, _ = t.sample(2)
+    assert list(fields["id"]) == [1, 2]
+
+
+def test_a_rate_limited_sample_waits_for_the_minimum(make_table):
+    t = make_table(table(rate_limiter={"min_size_to_sample": 3}))
+    t.insert(items([0, 1]))
+    with pytest.raises(seed_rs.ReplayError) as e:
+        t.sample(1, timeout=0.05)
+    assert e.value.code == "DEADLINE_EXCEEDED"
+    t.insert(items([2]))
+    assert len(t.sample(2)[1]) == 2
+
+
+def test_sample_stream_yields_batches_and_ends(make_table):
+    t = make_table(table())
+    t.insert(items(range(8)))
+    batches = list(t.sample_stream(4, max_batches=3))
+    assert [len(b[1]) for b in batches] == [4, 4, 4]
+    for fields, _, _ in batches:
+        assert_whole(fields)
+    endless = t.sample_stream(2)
+    assert len(next(endless)[1]) == 2
+    endless.close()
+    assert next(endless, None) is None
+
+
+# --- concurrency --------------------------------------------------------------
+
+
+def checksummed(writer, n):
+    ids = np.arange(n, dtype=np.int64) + writer * 1_000_000
+    data = {"payload": np.repeat(ids[:, None], 16, axis=1).astype(np.int64), "id": ids}
+    data["crc"] = np.array([zlib.crc32(row.tobytes()) for row in data["payload"]], dtype=np.int64)
+    return data
+
+
+CHECKSUMMED = [
+    {"name": "payload", "dtype": "i64", "shape": [16]},
+    {"name": "id", "dtype": "i64", "shape": []},
+    {"name": "crc", "dtype": "i64", "shape": []},
+]
+
+
+def test_four_writers_and_two_samplers_never_see_a_torn_lost_or_foreign_row(make_table):
+    t = make_table(table(fields=CHECKSUMMED, capacity=100_000))
+    per_writer, batch = 400, 8
+    errors, sampled_rows = [], []
+    written = {}
+
+    def write(w):
+        try:
+            data = checksummed(w, per_writer)
+            for start in range(0, per_writer, batch):
+                part = {k: np.ascontiguousarray(v[start:start + batch]) for k, v in data.items()}
+                keys = t.insert(part)
+                for k, i in zip(keys.tolist(), part["id"].tolist()):
+                    written[k] = i
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    def sample():
+        try:
+            for _ in range(100):
+                fields, keys, _ = t.sample(16)
+                for row in range(len(keys)):
+                    payload = fields["payload"][row]
+                    assert zlib.crc32(payload.tobytes()) == fields["crc"][row], "torn row"
+                    assert (payload == fields["id"][row]).all(), "foreign row"
+                sampled_rows.append((keys.tolist(), fields["id"].tolist()))
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    t.insert({k: v[:1] for k, v in checksummed(9, 1).items()})
+    written[0] = 9_000_000
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    threads += [threading.Thread(target=sample) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    total = 4 * per_writer + 1
+    # Nothing lost: keys 0..total, each acknowledged once, all stored.
+    assert sorted(written) == list(range(total))
+    info = t.info()
+    assert info["inserted"] == total and info["stored"] == total
+    # Every sampled key is one that was written, with the id written under it.
+    assert sum(len(keys) for keys, _ in sampled_rows) == 2 * 100 * 16
+    for keys, ids in sampled_rows:
+        for k, i in zip(keys, ids):
+            assert written[k] == i
+
+
+def test_a_blocked_sample_releases_the_gil(make_table):
+    t = make_table(table(sampler={"kind": "fifo"}))
+    entered, result = threading.Event(), []
+
+    def sampler():
+        entered.set()
+        result.append(t.sample(1, timeout=30.0))
+
+    th = threading.Thread(target=sampler)
+    th.start()
+    assert entered.wait(30)
+    # Python runs on this thread while the other one waits inside sample.
+    progressed = sum(i for i in range(200_000))
+    assert progressed > 0 and th.is_alive() and result == []
+    t.insert(items([7]))
+    th.join(30)
+    assert not th.is_alive()
+    assert result[0][0]["id"].tolist() == [7]
+
+
+# --- arrays in and out --------------------------------------------------------
+
+
+class DLPackOnly:
+    """A producer with only the DLPack protocol (as a torch tensor has)."""
+
+    def __init__(self, array):
+        self._array = array
+
+    def __dlpack__(self, **kwargs):
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+
+def test_dlpack_input_is_read_without_a_copy(make_table):
+    big = [{"name": "x", "dtype": "f32", "shape": [256, 256]}]
+    t = make_table(table(fields=big, capacity=8, sampler={"kind": "fifo"}))
+    x = np.random.default_rng(0).standard_normal((4, 256, 256)).astype(np.float32)  # 1 MiB
+    t.insert({"x": DLPackOnly(x)})  # warm-up: imports and caches
+    tracemalloc.start()
+    try:
+        t.insert({"x": DLPackOnly(x)})
+        t.insert({"x": x})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # numpy reports its allocations to tracemalloc: a copy of x (1 MiB)
+    # on the way in would show here.
+    assert peak < x.nbytes // 4, peak
+    fields, _, _ = t.sample(4)
+    np.testing.assert_array_equal(fields["x"], x)
+
+
+def test_buffer_protocol_input_is_accepted(make_table):
+    raw = [{"name": "b", "dtype": "u8", "shape": [4]}]
+    t = make_table(table(fields=raw, sampler={"kind": "fifo"}))
+    t.insert({"b": memoryview(bytearray(b"abcdefgh")).cast("B", (2, 4))})
+    fields, _, _ = t.sample(2)
+    assert fields["b"].tobytes() == b"abcdefgh"
+
+
+def test_sampled_arrays_are_contiguous_writable_and_their_own(make_table):
+    t = make_table(table(sampler={"kind": "uniform"}, capacity=4))
+    t.insert(items([1]))
+    fields, keys, weights = t.sample(2)
+    for a in (fields["obs"], fields["id"], keys, weights):
+        assert a.flags.c_contiguous and a.flags.writeable and a.flags.owndata
+    fields["obs"][:] = -1.0
+    again, _, _ = t.sample(2)
+    assert_whole(again)
+
+
+def test_bad_input_is_a_value_error_and_the_table_goes_on(make_table):
+    t = make_table(table(sampler={"kind": "prioritized"}, capacity=8))
+    good = items([1, 2])
+    cases = [
+        ({**good, "obs": good["obs"].astype(np.float64)}, None, r"field `obs`: dtype float64"),
+        ({**good, "obs": good["obs"].reshape(2, 4, 3)}, None, r"field `obs`: shape \(2, 4, 3\)"),
+        ({**good, "nope": good["id"]}, None, r"field `nope`: table `t` has no such field"),
+        (good, [1.0, float("nan")], r"`priorities`: element 1 is NaN"),
+        (good, [1.0, -1.0], r"`priorities`: element 1 is -1"),
+    ]
+    for fields, priorities, pattern in cases:
+        with pytest.raises(ValueError, match=pattern):
+            t.insert(fields, priorities=priorities)
+    with pytest.raises(TypeError, match=r"field `id`: expected an array"):
+        t.insert({**good, "id": [1, 2]})
+    keys = t.insert(good, priorities=[1.0, 1.0])
+    with pytest.raises(ValueError, match=r"`priorities`: element 0 is NaN"):
+        t.update_priorities(keys, [float("nan"), 1.0])
+    with pytest.raises(ValueError):
+        t.sample(0)
+    assert t.info()["inserted"] == 2
+    fields, _, _ = t.sample(4)
+    assert_whole(fields)
+
+
+# --- storage ------------------------------------------------------------------
+
+
+def test_checkpoint_and_restore(make_table, tmp_path):
+    obj = table(sampler={"kind": "prioritized"}, capacity=16)
+    t = make_table(obj, checkpoint_dir=tmp_path)
+    t.insert(items(range(5)), priorities=[1, 2, 3, 4, 5])
+    written = t.checkpoint()
+    assert written["items"] == 5 and os.path.exists(written["path"])
+    # The file restores in process, whichever side wrote it.
+    restored = seed_rs.ReplayBuffer.restore(obj, checkpoint_dir=tmp_path)
+    info = restored.info()
+    assert (info["stored"], info["inserted"]) == (5, 5)
+    fields, _, _ = restored.sample(32)
+    assert set(fields["id"].tolist()) <= set(range(5))
+    assert_whole(fields)
+    restored.close()
+
+
+def test_restore_without_a_checkpoint_names_the_file(tmp_path):
+    with pytest.raises(ValueError, match=r"no checkpoint of table `t`"):
+        seed_rs.ReplayBuffer.restore(table(), checkpoint_dir=tmp_path)
+
+
+WRITER = r"""
+import sys, json, zlib
+import numpy as np
+import seed_rs
+t = seed_rs.ReplayBuffer(json.loads(sys.argv[1]))
+i = 0
+while True:
+    payload = np.full((1, 16), i, dtype=np.int64)
+    crc = np.array([zlib.crc32(payload.tobytes())], dtype=np.int64)
+    key = t.insert({"payload": payload, "id": np.array([i], dtype=np.int64), "crc": crc})
+    print(int(key[0]), i, flush=True)
+    i += 1
+"""
+
+
+def test_a_mapped_table_keeps_every_acknowledged_item_after_sigkill(tmp_path):
+    obj = table(fields=CHECKSUMMED, capacity=100_000, sampler={"kind": "fifo"}, storage_dir=str(tmp_path / "t"))
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, json.dumps(obj)], stdout=subprocess.PIPE, text=True)
+    acknowledged = {}
+    for line in proc.stdout:
+        key, i = map(int, line.split())
+        acknowledged[key] = i
+        if len(acknowledged) == 2000:
+            break
+    proc.send_signal(signal.SIGKILL)  # mid-insert: the writer never stops by itself
+    proc.wait(30)
+    t = seed_rs.ReplayBuffer(obj)
+    stored = t.info()["available"]
+    assert stored >= len(acknowledged)
+    fields, keys, _ = t.sample(stored)
+    back = dict(zip(keys.tolist(), range(len(keys))))
+    for key, i in acknowledged.items():
+        row = back[key]
+        assert fields["id"][row] == i
+        assert (fields["payload"][row] == i).all()
+        assert zlib.crc32(fields["payload"][row].tobytes()) == fields["crc"][row]
+    t.close()
+
+
+# --- grouped tables -----------------------------------------------------------
+
+
+GROUPED_FIELDS = [{"name": "x", "dtype": "f32", "shape": [2]}]
+
+
+def steps(n, value):
+    return {"x": np.full((n, 2), value, dtype=np.float32)}
+
+
+def test_grouped_tables_hand_out_whole_groups_in_completion_order(make_table):
+    t = make_table(table("pool", fields=GROUPED_FIELDS, capacity=1000, sampler={"kind": "grouped", "group_size": 2}))
+    # Group 1: trajectories 10 and 11; group 2: trajectories 20 and 21.
+    t.submit_steps([10, 10], [1, 1], steps(2, 1.0), policy_versions=[3, 3])
+    t.submit_steps([20, 20, 20], [2, 2, 2], steps(3, 2.0), is_last=[0, 0, 1])
+    assert t.fetch_group(timeout=0) is None
+    t.submit_steps([21], [2], steps(1, 2.5), is_last=[1])  # group 2 complete first
+    t.submit_steps([11], [1], steps(1, 1.5), is_last=[1])
+    assert t.complete_trajectory(10) is True  # completes group 1
+    first = t.fetch_group(timeout=0)
+    assert first["group_id"] == 2
+    assert first["trajectory_ids"].tolist() == [20, 21] and first["lengths"].tolist() == [3, 1]
+    assert first["fields"]["x"].shape == (4, 2)
+    assert first["fields"]["x"][:, 0].tolist() == [2.0, 2.0, 2.0, 2.5]
+    second = t.fetch_group(timeout=0)
+    assert second["group_id"] == 1 and second["lengths"].tolist() == [2, 1]
+    assert second["policy_versions"].tolist() == [3, 3, 0]
+    assert t.fetch_group(timeout=0) is None
+    info = t.info()
+    assert info["sampler"] == "grouped" and info["sampled"] == 7
+    with pytest.raises(ValueError):
+        t.submit_steps([1], [1], {"x": np.zeros((1, 3), np.float32)})
+
+
+def test_fetch_group_waits_without_the_gil(make_table):
+    t = make_table(table("pool", fields=GROUPED_FIELDS, capacity=100, sampler={"kind": "grouped", "group_size": 1}))
+    entered, result = threading.Event(), []
+
+    def fetch():
+        entered.set()
+        result.append(t.fetch_group(timeout=30.0))
+
+    th = threading.Thread(target=fetch)
+    th.start()
+    assert entered.wait(30)
+    assert sum(range(100_000)) > 0 and th.is_alive()
+    t.submit_steps([5, 5], [9, 9], steps(2, 4.0), is_last=[0, 1])
+    th.join(30)
+    assert result[0]["group_id"] == 9
+
+
+def test_follow_yields_every_insert_in_key_order(start_replay_server):
+    server = start_replay_server([table(capacity=100)])
+    t = seed_rs.ReplayClient(server.addr).table("t")
+    t.insert(items(range(5)))
+    stream = t.follow(0)
+    seen = []
+    while len(seen) < 5:
+        event = next(stream)
+        assert "gap" not in event
+        seen.extend(event["keys"].tolist())
+        assert_whole(event["fields"])
+    assert seen == list(range(5))
+    t.insert(items([5]))
+    event = next(stream)
+    assert event["keys"].tolist() == [5] and event["fields"]["id"].tolist() == [5]
+    stream.close()
+
+
+# --- constructors, processes ---------------------------------------------------
+
+
+def test_the_table_argument_takes_every_config_form(tmp_path):
+    obj = table(capacity=8)
+    whole = {"checkpoint_dir": str(tmp_path), "tables": [obj, table("other")]}
+    path = tmp_path / "tables.json"
+    path.write_text(json.dumps(whole))
+    for arg, kwargs in [(obj, {}), (json.dumps(obj), {}), (whole, {"name": "t"}), (str(path), {"name": "t"}), (path, {"name": "t"})]:
+        with seed_rs.ReplayBuffer(arg, **kwargs) as t:
+            assert t.name == "t" and t.info()["capacity"] == 8
+    with pytest.raises(ValueError, match="2 tables: say which with `name=`"):
+        seed_rs.ReplayBuffer(whole)
+    with pytest.raises(ValueError, match="unknown field `capacty`"):
+        seed_rs.ReplayBuffer({**obj, "capacty": 3})
+    with seed_rs.ReplayBuffer(whole, name="t") as t:
+        t.insert(items([1]))
+        assert t.checkpoint()["path"].startswith(str(tmp_path))
+
+
+def test_the_learners_printed_table_config_builds_a_buffer():
+    from conftest import LEARNER_BIN
+
+    printed = subprocess.run(
+        [str(LEARNER_BIN), "--env", "cartpole", "--print-replay-table-config"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout
+    with seed_rs.ReplayBuffer(printed) as t:
+        info = t.info()
+        assert info["name"] == "unrolls" and info["capacity"] > 0
+        assert "obs" in [f["name"] for f in info["fields"]]
+
+
+def test_a_closed_buffer_refuses_and_wakes_waiters():
+    t = seed_rs.ReplayBuffer(table(sampler={"kind": "fifo"}))
+    t.close()
+    with pytest.raises(seed_rs.ReplayError) as e:
+        t.sample(1, timeout=1.0)
+    assert e.value.code == "UNAVAILABLE"
+
+
+def test_pickling_and_fork_give_a_clear_error(start_replay_server):
+    server = start_replay_server([table()])
+    for t in (seed_rs.ReplayBuffer(table()), seed_rs.ReplayClient(server.addr).table("t")):
+        with pytest.raises(TypeError, match="replay server"):
+            pickle.dumps(t)
+        t.info()
+        pid = os.fork()
+        if pid == 0:  # the child: the call must raise, not hang
+            try:
+                t.info()
+                os._exit(1)
+            except RuntimeError as e:
+                os._exit(0 if "fork" in str(e) and "replay server" in str(e) else 2)
+            except BaseException:
+                os._exit(3)
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0
+        t.info()  # the parent goes on
