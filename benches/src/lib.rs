@@ -29,4 +29,7 @@ pub mod soak;
 pub mod sweep;
 pub mod transport;
 
+#[cfg(test)]
+mod echo_tests;
+
 pub use error::HarnessError;

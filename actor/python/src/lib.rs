@@ -43,21 +43,21 @@ mod _native {
     #[pymodule_export]
     use crate::native_actor::{check_spec, enable_logging, NativeActor};
     #[pymodule_export]
+    use crate::replay::arrays::call_floor;
+    #[pymodule_export]
+    use crate::replay::client::PyFollowStream;
+    #[pymodule_export]
     use crate::replay::client::PyReplayClient;
     #[pymodule_export]
     use crate::replay::client::PySampleStream;
     #[pymodule_export]
-    use crate::replay::client::PyFollowStream;
-    #[pymodule_export]
-    use crate::replay::local_buffer::PyReplayBuffer;
+    use crate::replay::error::ReplayError;
     #[pymodule_export]
     use crate::replay::local_buffer::PyLocalSampleStream;
     #[pymodule_export]
+    use crate::replay::local_buffer::PyReplayBuffer;
+    #[pymodule_export]
     use crate::replay::table_handle::PyReplayTable;
-    #[pymodule_export]
-    use crate::replay::error::ReplayError;
-    #[pymodule_export]
-    use crate::replay::arrays::call_floor;
 
     use pyo3::prelude::*;
 

@@ -96,7 +96,10 @@ fn type_name(value: &Bound<'_, PyAny>) -> String {
 /// `value` as a numpy array without copying it: itself, `numpy.from_dlpack`
 /// of a `__dlpack__` producer, or a view of a buffer-protocol object.
 /// Anything else is a `TypeError` naming `what`.
-pub fn as_array<'py>(value: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyUntypedArray>> {
+pub fn as_array<'py>(
+    value: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
     if let Ok(array) = value.cast::<PyUntypedArray>() {
         return Ok(array.clone());
     }
@@ -364,7 +367,12 @@ fn filled<'py, T: Element>(py: Python<'py>, shape: &[usize], bytes: &[u8]) -> Bo
 
 /// A new array of `dtype` shaped `shape` holding a copy of `bytes`, whose
 /// length must be the shape's (callers check it; a mismatch panics).
-pub fn array<'py>(py: Python<'py>, dtype: DType, shape: &[usize], bytes: &[u8]) -> Bound<'py, PyAny> {
+pub fn array<'py>(
+    py: Python<'py>,
+    dtype: DType,
+    shape: &[usize],
+    bytes: &[u8],
+) -> Bound<'py, PyAny> {
     match dtype {
         DType::U8 => filled::<u8>(py, shape, bytes),
         // Stored bools are numpy's (0 or 1 bytes): copied as they are.

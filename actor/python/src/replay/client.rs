@@ -328,9 +328,11 @@ impl PyReplayClient {
                 )))
             }
         };
-        let group = self.connection.call(py, move |mut c| async move {
-            c.fetch_group(&table, wait).await
-        })?;
+        let group =
+            self.connection.call(
+                py,
+                move |mut c| async move { c.fetch_group(&table, wait).await },
+            )?;
         match group {
             None => Ok(None),
             Some(g) => grouped::group_dict(py, &g.into_reply()),
@@ -457,7 +459,11 @@ impl PyReplayClient {
     /// table, `info(table)` that table's info dict (its fields, sampler,
     /// capacity, sizes, counters, rate limiter and storage).
     #[pyo3(signature = (table=None))]
-    pub fn info<'py>(&self, py: Python<'py>, table: Option<String>) -> PyResult<Bound<'py, PyDict>> {
+    pub fn info<'py>(
+        &self,
+        py: Python<'py>,
+        table: Option<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let asked = table.clone();
         let tables =
             self.connection.call(
@@ -627,7 +633,10 @@ impl PyFollowStream {
             FollowEvent::Items(batch) => {
                 let keys: Vec<u64> = batch.keys().collect();
                 d.set_item("keys", arrays::u64_array(py, &keys))?;
-                d.set_item("policy_versions", arrays::u64_array(py, batch.policy_versions()))?;
+                d.set_item(
+                    "policy_versions",
+                    arrays::u64_array(py, batch.policy_versions()),
+                )?;
                 d.set_item("next_key", batch.next_key())?;
                 d.set_item("head_key", batch.head_key())?;
                 let replaced = batch.replaced();

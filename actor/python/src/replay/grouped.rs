@@ -79,7 +79,10 @@ pub fn submit_dict<'py>(py: Python<'py>, reply: &SubmitStepsReply) -> PyResult<B
 }
 
 /// A fetched group as a dict (module docs), `None` when none was found.
-pub fn group_dict<'py>(py: Python<'py>, reply: &FetchGroupReply) -> PyResult<Option<Bound<'py, PyDict>>> {
+pub fn group_dict<'py>(
+    py: Python<'py>,
+    reply: &FetchGroupReply,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
     if !reply.found {
         return Ok(None);
     }
@@ -97,10 +100,16 @@ pub fn group_dict<'py>(py: Python<'py>, reply: &FetchGroupReply) -> PyResult<Opt
     }
     let d = PyDict::new(py);
     d.set_item("group_id", reply.group_id)?;
-    d.set_item("trajectory_ids", arrays::u64_array(py, &reply.trajectory_ids))?;
+    d.set_item(
+        "trajectory_ids",
+        arrays::u64_array(py, &reply.trajectory_ids),
+    )?;
     let lengths: Vec<u64> = reply.lengths.iter().map(|&l| u64::from(l)).collect();
     d.set_item("lengths", arrays::u64_array(py, &lengths))?;
     d.set_item("fields", arrays::fields_dict(py, steps, &reply.fields)?)?;
-    d.set_item("policy_versions", arrays::u64_array(py, &reply.policy_versions))?;
+    d.set_item(
+        "policy_versions",
+        arrays::u64_array(py, &reply.policy_versions),
+    )?;
     Ok(Some(d))
 }

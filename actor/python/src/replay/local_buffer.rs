@@ -321,7 +321,8 @@ impl PyReplayBuffer {
         let checked = arrays::check_fields(&self.name, layout, fields, policy_versions.is_some())?;
         let rows = checked.rows;
         let buffer = table.buffer();
-        let invalid = |field: &str, reason: String| request_err(py, RequestError::invalid(field, reason));
+        let invalid =
+            |field: &str, reason: String| request_err(py, RequestError::invalid(field, reason));
         if rows > buffer.capacity() {
             return Err(invalid(
                 "rows",
@@ -662,16 +663,15 @@ impl PyReplayBuffer {
         match &self.table {
             LocalTable::Plain(t) => {
                 t.buffer().close();
-                py.detach(|| t.buffer().flush())
-                    .map_err(|source| {
-                        request_err(
-                            py,
-                            RequestError::Replay {
-                                table: self.name.clone(),
-                                source,
-                            },
-                        )
-                    })?;
+                py.detach(|| t.buffer().flush()).map_err(|source| {
+                    request_err(
+                        py,
+                        RequestError::Replay {
+                            table: self.name.clone(),
+                            source,
+                        },
+                    )
+                })?;
             }
             LocalTable::Grouped(g) => {
                 g.table.close();

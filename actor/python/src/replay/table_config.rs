@@ -71,35 +71,43 @@ pub fn parse(
 }
 
 fn read(path: PathBuf) -> PyResult<String> {
-    std::fs::read_to_string(&path).map_err(|e| {
-        PyValueError::new_err(format!("`table`: cannot read {}: {e}", path.display()))
-    })
+    std::fs::read_to_string(&path)
+        .map_err(|e| PyValueError::new_err(format!("`table`: cannot read {}: {e}", path.display())))
 }
 
-fn from_json(text: &str, name: Option<&str>, checkpoint_dir: Option<PathBuf>) -> PyResult<TableConfig> {
+fn from_json(
+    text: &str,
+    name: Option<&str>,
+    checkpoint_dir: Option<PathBuf>,
+) -> PyResult<TableConfig> {
     let bad = |reason: String| PyValueError::new_err(format!("`table`: {reason}"));
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
     let mut file: ServiceConfigFile = if value.get("tables").is_some() {
         serde_json::from_value(value).map_err(|e| bad(e.to_string()))?
     } else {
-        let table: TableConfigFile = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+        let table: TableConfigFile =
+            serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
         ServiceConfigFile {
             checkpoint_dir: None,
             tables: vec![table],
         }
     };
     let chosen = match name {
-        Some(n) => file.tables.iter().position(|t| t.name == n).ok_or_else(|| {
-            bad(format!(
-                "no table `{n}` (tables: {})",
-                file.tables
-                    .iter()
-                    .map(|t| t.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })?,
+        Some(n) => file
+            .tables
+            .iter()
+            .position(|t| t.name == n)
+            .ok_or_else(|| {
+                bad(format!(
+                    "no table `{n}` (tables: {})",
+                    file.tables
+                        .iter()
+                        .map(|t| t.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?,
         None if file.tables.len() == 1 => 0,
         None => {
             return Err(bad(format!(
@@ -123,7 +131,10 @@ fn from_json(text: &str, name: Option<&str>, checkpoint_dir: Option<PathBuf>) ->
     }
     .check()
     .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let kind = match (checked.tables.into_iter().next(), checked.grouped.into_iter().next()) {
+    let kind = match (
+        checked.tables.into_iter().next(),
+        checked.grouped.into_iter().next(),
+    ) {
         (Some(spec), _) => TableKind::Plain(spec),
         (None, Some(spec)) => TableKind::Grouped(spec),
         (None, None) => return Err(bad("no table".into())),

@@ -78,7 +78,8 @@ impl PyReplayTable {
         batch_size: u32,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        self.client()?.sample(py, self.name.clone(), batch_size, timeout)
+        self.client()?
+            .sample(py, self.name.clone(), batch_size, timeout)
     }
 
     /// See `ReplayBuffer.sample_stream`; here the server prepares up to
@@ -202,6 +203,10 @@ impl PyReplayTable {
     }
 
     fn __repr__(&self) -> String {
-        format!("ReplayTable({:?}, {:?})", self.client.get().addr(), self.name)
+        format!(
+            "ReplayTable({:?}, {:?})",
+            self.client.get().addr(),
+            self.name
+        )
     }
 }

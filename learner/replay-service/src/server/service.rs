@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use seed_replay::SamplerConfig;
+use crate::config::sampler_name;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -443,9 +443,7 @@ impl Replay for ReplayService {
         let written = tokio::task::spawn_blocking(move || t.checkpoint())
             .await
             .map_err(|e| Status::internal(format!("checkpoint failed: {e}")))?;
-        written
-            .map(Response::new)
-            .map_err(|e| refuse(&table, e))
+        written.map(Response::new).map_err(|e| refuse(&table, e))
     }
 
     async fn submit_steps(
@@ -475,18 +473,6 @@ impl Replay for ReplayService {
         group_calls::fetch_group(table, &req, self.closing.subscribe())
             .await
             .map(Response::new)
-    }
-}
-
-pub(crate) fn sampler_name(s: &SamplerConfig) -> &'static str {
-    match s {
-        SamplerConfig::Fifo => "fifo",
-        SamplerConfig::MaxTimesSampled { .. } => "max_times_sampled",
-        SamplerConfig::Uniform => "uniform",
-        SamplerConfig::UniformWithoutReplacement => "uniform_without_replacement",
-        SamplerConfig::Recent { .. } => "recent",
-        SamplerConfig::Prioritized(_) => "prioritized",
-        SamplerConfig::Grouped => "grouped",
     }
 }
 

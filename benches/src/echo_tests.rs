@@ -1,11 +1,15 @@
 //! The echo floor speaks the learner's contract: the real actor runs against
 //! it, and the echo client's round trips add up to the rows it sent.
+//!
+//! Unit tests of the library rather than an integration test: a package
+//! with integration tests has all its binaries built by `cargo test`
+//! (ten here, most linking candle), which cost CI about two minutes.
 use std::time::Duration;
 
+use crate::echo_client::{run_echo_clients, EchoLoad};
+use crate::echo_server::bind_echo;
+use crate::transport::Transport;
 use seed_actor::{run_actor, ActorConfig};
-use seed_benches::echo_client::{run_echo_clients, EchoLoad};
-use seed_benches::echo_server::bind_echo;
-use seed_benches::transport::Transport;
 use seed_env::{EnvConfig, SyntheticConfig};
 use seed_shared::ObsDType;
 use tokio::sync::oneshot;
