@@ -22,7 +22,7 @@ cp "$tmp/ws.all" "$tmp/ws.host"
 
 failed=0
 # package, edges of its CI build (dev: it is a test build)
-for build in "seed-rs-python normal,build" "seed-replay normal,build,dev"; do
+for build in "seed-rs-python normal,build" "seed-replay normal,build,dev" "seed-learner normal,build,dev"; do
   set -- $build
   pkg=$1 edges=$2
   tree -p "$pkg" -e "${edges/,build/},no-proc-macro" >"$tmp/p.target"

@@ -2,7 +2,7 @@
 //!
 //! It asks for the third-party features the whole workspace enables, so a
 //! build of one package (`maturin` building `seed-rs-python`, the loom
-//! check of `seed-replay`) resolves the same feature sets as
-//! `cargo test --workspace` and reuses its artifacts instead of compiling
-//! the dependency tree again. `scripts/check-feature-union.sh` keeps the
-//! list exact.
+//! checks of `seed-replay` and `seed-learner`) resolves the same feature
+//! sets as `cargo test --workspace` and reuses its artifacts instead of
+//! compiling the dependency tree again. `scripts/check-feature-union.sh`
+//! keeps the list exact.
