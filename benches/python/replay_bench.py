@@ -15,10 +15,11 @@ Rows (each a per-call time; lower is better):
 - ``prioritized_1m``: on 1M stored items, ``sample(128)`` followed by
   ``update_priorities`` of those 128 keys (one iteration of a PER learner).
 - ``insert_1``, ``insert_100``, ``insert_1000``: adding a batch of that many
-  3x4 float32 items (TorchRL ``extend``, rlox ``push`` per item or its batch
-  call where it has one, ours ``insert``), per call.
+  3x4 float32 items (TorchRL ``extend``, rlox ``push_batch`` of its six
+  columns, ours ``insert``), per call.
 - ``memmap_sample_128``: ``sample(128)`` of 100k 3x4 float32 items in a
-  memory-mapped store (TorchRL ``LazyMemmapStorage``, ours ``storage_dir``).
+  memory-mapped store (TorchRL ``LazyMemmapStorage``, rlox
+  ``MmapReplayBuffer`` with 1% hot, ours ``storage_dir``).
 
 Method: every system builds each workload once; then ``--rounds`` rounds
 run, each timing every (row, system) pair in a rotating order (so the
@@ -196,45 +197,61 @@ def torchrl_rows(rng, tmp: pathlib.Path) -> Dict[str, Callable[[], object]]:
 
 
 def rlox_rows(rng, tmp: pathlib.Path) -> Dict[str, Callable[[], object]]:
+    import itertools
+
     import rlox
 
     obs_dim = OBS[0] * OBS[1]
     rows: Dict[str, Callable[[], object]] = {}
     rows["floor"] = lambda: np.empty(1536, np.float32)
+    # Its sample takes a seed per call; a fixed one would sample the same
+    # rows every call (warm caches), so each call gets the next seed.
+    seeds = itertools.count(1)
 
-    def filled(buffer_class, capacity, **kwargs):
-        buffer = buffer_class(capacity, obs_dim, 1, **kwargs)
-        obs = rng.standard_normal((10_000, obs_dim), dtype=np.float32)
-        actions = rng.standard_normal((10_000, 1), dtype=np.float32)
-        rewards = rng.standard_normal(10_000, dtype=np.float32)
-        dones = np.zeros(10_000, dtype=np.float32)
-        for _ in range(capacity // 10_000):
-            buffer.push_batch(obs, actions, rewards, dones, dones, obs)
-        return buffer
+    def columns(n, flags=np.uint8):
+        """push_batch's flat arrays: obs, next_obs, actions, rewards,
+        terminated, truncated (act_dim 1; the flags are uint8, float32 for
+        MmapReplayBuffer)."""
+        obs = rng.standard_normal(n * obs_dim, dtype=np.float32)
+        return (obs, obs, rng.standard_normal(n, dtype=np.float32),
+                rng.standard_normal(n, dtype=np.float32), np.zeros(n, flags), np.zeros(n, flags))
 
-    small = filled(rlox.ReplayBuffer, N_SMALL)
-    rows["sample_128"] = lambda: small.sample(BATCH, 0)
+    small = rlox.ReplayBuffer(N_SMALL, obs_dim, 1)
+    chunk = columns(10_000)
+    for _ in range(N_SMALL // 10_000):
+        small.push_batch(*chunk)
+    rows["sample_128"] = lambda: small.sample(BATCH, next(seeds))
     # Its sample already returns a dict of six arrays (obs, next_obs,
     # actions, rewards, terminated, truncated): the dict case is the same
     # call.
-    rows["sample_dict_128"] = lambda: small.sample(BATCH, 0)
+    rows["sample_dict_128"] = lambda: small.sample(BATCH, next(seeds))
 
-    prio = filled(rlox.PrioritizedReplayBuffer, N_LARGE, alpha=0.6, beta=0.4)
-    new_priorities = (rng.random(BATCH) + 0.01).astype(np.float64)
+    # No batch push here: one push per item, with its priority.
+    prio = rlox.PrioritizedReplayBuffer(N_LARGE, obs_dim, 1, alpha=0.6, beta=0.4)
+    obs = rng.standard_normal((1000, obs_dim), dtype=np.float32)
+    action = np.zeros(1, np.float32)
+    priorities = rng.random(N_LARGE) + 0.01
+    for i in range(N_LARGE):
+        prio.push(obs[i % 1000], action, 0.0, False, False, priority=float(priorities[i]))
+    new_priorities = rng.random(BATCH) + 0.01
 
     def prioritized():
-        batch = prio.sample(BATCH, 0)
+        batch = prio.sample(BATCH, next(seeds))
         prio.update_priorities(batch["indices"], new_priorities)
 
     rows["prioritized_1m"] = prioritized
 
-    sink = filled(rlox.ReplayBuffer, 10_000)
+    sink = rlox.ReplayBuffer(N_SMALL, obs_dim, 1)
+    sink.push_batch(*columns(1000))
     for n in (1, 100, 1000):
-        obs = rng.standard_normal((n, obs_dim), dtype=np.float32)
-        actions = rng.standard_normal((n, 1), dtype=np.float32)
-        rewards = rng.standard_normal(n, dtype=np.float32)
-        dones = np.zeros(n, dtype=np.float32)
-        rows[f"insert_{n}"] = (lambda o, a, r, d: lambda: sink.push_batch(o, a, r, d, d, o))(obs, actions, rewards, dones)
+        rows[f"insert_{n}"] = (lambda c: lambda: sink.push_batch(*c))(columns(n))
+
+    # Memory-mapped: 1% of the items in memory, the rest in its cold file.
+    mapped = rlox.MmapReplayBuffer(1000, N_SMALL, obs_dim, 1, str(tmp / "rlox_mapped"))
+    mapped_chunk = columns(10_000, np.float32)
+    for _ in range(N_SMALL // 10_000):
+        mapped.push_batch(*mapped_chunk)
+    rows["memmap_sample_128"] = lambda: mapped.sample(BATCH, next(seeds))
     return rows
 
 
