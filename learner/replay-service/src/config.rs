@@ -65,19 +65,6 @@ use self::grouped_table_spec::GroupedTableSpec;
 /// with `DEADLINE_EXCEEDED`, unless the table says otherwise.
 pub const DEFAULT_INSERT_TIMEOUT_MS: u64 = 60_000;
 
-/// A sampler's `kind` as the config file spells it (and `Info` reports it).
-pub fn sampler_name(s: &SamplerConfig) -> &'static str {
-    match s {
-        SamplerConfig::Fifo => "fifo",
-        SamplerConfig::MaxTimesSampled { .. } => "max_times_sampled",
-        SamplerConfig::Uniform => "uniform",
-        SamplerConfig::UniformWithoutReplacement => "uniform_without_replacement",
-        SamplerConfig::Recent { .. } => "recent",
-        SamplerConfig::Prioritized(_) => "prioritized",
-        SamplerConfig::Grouped => "grouped",
-    }
-}
-
 /// The service's checked configuration.
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {

@@ -189,6 +189,17 @@ impl PyReplayBuffer {
         }
     }
 
+    /// A refusal of the buffer, raised as a server would send it.
+    fn replay_err(&self, py: Python<'_>, source: ReplayError) -> PyErr {
+        request_err(
+            py,
+            RequestError::Replay {
+                table: self.name.clone(),
+                source,
+            },
+        )
+    }
+
     fn info_reply(&self) -> TableInfo {
         match &self.table {
             LocalTable::Plain(t) => in_process::table_info(t),
@@ -416,15 +427,7 @@ impl PyReplayBuffer {
                 )?
             }
         };
-        let keys = stored.map_err(|source| {
-            request_err(
-                py,
-                RequestError::Replay {
-                    table: self.name.clone(),
-                    source,
-                },
-            )
-        })?;
+        let keys = stored.map_err(|source| self.replay_err(py, source))?;
         let keys: Vec<u64> = keys.iter().map(|k| k.0).collect();
         if let Some(p) = priorities {
             table
@@ -473,15 +476,7 @@ impl PyReplayBuffer {
             }
             other => other,
         };
-        sampled.map_err(|source| {
-            request_err(
-                py,
-                RequestError::Replay {
-                    table: self.name.clone(),
-                    source,
-                },
-            )
-        })?;
+        sampled.map_err(|source| self.replay_err(py, source))?;
         sampled_tuple(py, &self.layout, &batch)
     }
 
@@ -663,15 +658,8 @@ impl PyReplayBuffer {
         match &self.table {
             LocalTable::Plain(t) => {
                 t.buffer().close();
-                py.detach(|| t.buffer().flush()).map_err(|source| {
-                    request_err(
-                        py,
-                        RequestError::Replay {
-                            table: self.name.clone(),
-                            source,
-                        },
-                    )
-                })?;
+                py.detach(|| t.buffer().flush())
+                    .map_err(|source| self.replay_err(py, source))?;
             }
             LocalTable::Grouped(g) => {
                 g.table.close();

@@ -16,7 +16,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::sampler_name;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -408,7 +407,7 @@ impl Replay for ReplayService {
             }));
         }
         if let Some(t) = self.sharded_table(&req.table) {
-            let info = t.info(sampler_name(&t.sampler_config()));
+            let info = t.info(t.sampler_config().kind());
             return Ok(Response::new(InfoReply { tables: vec![info] }));
         }
         let mut tables: Vec<Arc<Table>> = if req.table.is_empty() {
@@ -423,7 +422,7 @@ impl Replay for ReplayService {
             infos.extend(
                 self.sharded
                     .values()
-                    .map(|t| t.info(sampler_name(&t.sampler_config()))),
+                    .map(|t| t.info(t.sampler_config().kind())),
             );
             infos.sort_by(|a, b| a.name.cmp(&b.name));
         }
@@ -497,7 +496,7 @@ pub fn table_info(t: &Table) -> TableInfo {
     });
     TableInfo {
         name: t.name.clone(),
-        sampler: sampler_name(&b.config().sampler).to_owned(),
+        sampler: b.config().sampler.kind().to_owned(),
         fields: layout_info::field_infos(layout),
         policy_version_field: layout_info::policy_version_field(layout),
         capacity: stats.capacity as u64,

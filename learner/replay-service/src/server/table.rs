@@ -153,7 +153,7 @@ impl Table {
                 reason: format!(
                     "table `{}` is not prioritized (sampler {}): it has no priorities to update",
                     self.name,
-                    crate::config::sampler_name(&self.buffer.config().sampler)
+                    self.buffer.config().sampler.kind()
                 ),
             });
         }

@@ -138,7 +138,9 @@ impl SamplerConfig {
         }
     }
 
-    pub(crate) fn kind(&self) -> &'static str {
+    /// The sampler's `kind` as a replay server's config file spells it
+    /// (and its `Info` reports it).
+    pub fn kind(&self) -> &'static str {
         match self {
             SamplerConfig::Fifo => "fifo",
             SamplerConfig::MaxTimesSampled { .. } => "max_times_sampled",
