@@ -169,6 +169,7 @@ class ReplayBuffer(_TableMethods):
     def __exit__(self, *args: Any) -> bool: ...
 
 class ReplayTable(_TableMethods):
+    def __init__(self, client: ReplayClient, name: str) -> None: ...
     def sample_stream(
         self,
         batch_size: int,

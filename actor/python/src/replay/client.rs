@@ -41,7 +41,6 @@ use crate::replay::error::{protocol_error, to_py_err};
 use crate::replay::grouped;
 use crate::replay::layout::{info_dict, TableLayout};
 use crate::replay::process_guard::ProcessGuard;
-use crate::replay::table_handle::PyReplayTable;
 
 /// The runtime and the connection, shared by a client and anything that
 /// outlives one call (a stream object would hold an `Arc` of it).
@@ -212,8 +211,14 @@ impl PyReplayClient {
 
     /// A handle bound to `table` (it shares this client's connection):
     /// the methods of `ReplayBuffer`, run by the server.
-    fn table(slf: &Bound<'_, Self>, name: String) -> PyReplayTable {
-        PyReplayTable::new(slf.clone().unbind(), name)
+    ///
+    /// Made through the `ReplayTable` class (`ReplayTable(client, name)`),
+    /// which imports this file; this file does not import it.
+    fn table<'py>(slf: &Bound<'py, Self>, name: String) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import("seed_rs._native")?
+            .getattr("ReplayTable")?
+            .call1((slf, name))
     }
 
     /// Inserts one batch into `table` and returns its keys (a `uint64`

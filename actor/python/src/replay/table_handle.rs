@@ -29,14 +29,6 @@ pub struct PyReplayTable {
 }
 
 impl PyReplayTable {
-    pub fn new(client: Py<PyReplayClient>, name: String) -> Self {
-        PyReplayTable {
-            client,
-            name,
-            closed: AtomicBool::new(false),
-        }
-    }
-
     fn client(&self) -> PyResult<&PyReplayClient> {
         // Relaxed: module docs.
         if self.closed.load(Ordering::Relaxed) {
@@ -51,6 +43,16 @@ impl PyReplayTable {
 
 #[pymethods]
 impl PyReplayTable {
+    /// `ReplayTable(client, name)`, the same as `client.table(name)`.
+    #[new]
+    fn new(client: Py<PyReplayClient>, name: String) -> Self {
+        PyReplayTable {
+            client,
+            name,
+            closed: AtomicBool::new(false),
+        }
+    }
+
     /// The table's name.
     #[getter]
     fn name(&self) -> &str {
