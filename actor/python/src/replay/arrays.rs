@@ -24,8 +24,6 @@
 //! call with argument parsing, and reading an input array's dtype, shape
 //! and data pointer is a struct read. Per sampled field that saves about a
 //! microsecond, which is most of what a small `sample` costs.
-use std::collections::HashSet;
-
 use bytes::Bytes;
 use numpy::prelude::*;
 use numpy::{Element, IxDyn, PyArray1, PyArrayDescr, PyArrayDyn, PyUntypedArray};
@@ -167,7 +165,6 @@ pub fn check_fields<'py>(
 ) -> PyResult<CheckedFields<'py>> {
     let py = fields.py();
     let pv_field = layout.policy_version_field.as_deref();
-    let mut given = HashSet::with_capacity(fields.len());
     for key in fields.keys() {
         let name: String = key.extract().map_err(|_| {
             PyTypeError::new_err(format!("field names must be str, got {}", type_name(&key)))
@@ -183,7 +180,6 @@ pub fn check_fields<'py>(
                 "field `{name}`: leave the policy-version field out when `policy_versions` is given"
             )));
         }
-        given.insert(name);
     }
     let mut rows: Option<(usize, &str)> = None;
     let mut arrays = Vec::with_capacity(layout.fields.len());
