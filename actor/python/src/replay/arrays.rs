@@ -96,7 +96,7 @@ fn type_name(value: &Bound<'_, PyAny>) -> String {
 /// Anything else is a `TypeError` naming `what`.
 pub fn as_array<'py>(
     value: &Bound<'py, PyAny>,
-    what: &str,
+    what: impl FnOnce() -> String,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     if let Ok(array) = value.cast::<PyUntypedArray>() {
         return Ok(array.clone());
@@ -116,8 +116,9 @@ pub fn as_array<'py>(
     match viewed {
         Some(array) => Ok(array.cast_into::<PyUntypedArray>()?),
         None => Err(PyTypeError::new_err(format!(
-            "{what}: expected an array (numpy, or anything with `__dlpack__` or the buffer \
+            "{}: expected an array (numpy, or anything with `__dlpack__` or the buffer \
              protocol), got {}",
+            what(),
             type_name(value)
         ))),
     }
@@ -154,16 +155,15 @@ pub struct CheckedFields<'py> {
     pub arrays: Vec<(usize, Bound<'py, PyUntypedArray>)>,
 }
 
-/// Checks `fields` against `layout` (module docs). `pv_given`: the caller
-/// passes `policy_versions`, so the table's policy-version field must be
-/// left out.
-pub fn check_fields<'py>(
+/// Each key of `fields` names a field of `layout` (and not the
+/// policy-version field when `policy_versions` replaces it), else the
+/// `ValueError` or `TypeError` naming the first that does not.
+fn check_keys(
     table: &str,
     layout: &TableLayout,
-    fields: &Bound<'py, PyDict>,
+    fields: &Bound<'_, PyDict>,
     pv_given: bool,
-) -> PyResult<CheckedFields<'py>> {
-    let py = fields.py();
+) -> PyResult<()> {
     let pv_field = layout.policy_version_field.as_deref();
     for key in fields.keys() {
         let name: String = key.extract().map_err(|_| {
@@ -181,6 +181,28 @@ pub fn check_fields<'py>(
             )));
         }
     }
+    Ok(())
+}
+
+/// Checks `fields` against `layout` (module docs). `pv_given`: the caller
+/// passes `policy_versions`, so the table's policy-version field must be
+/// left out.
+pub fn check_fields<'py>(
+    table: &str,
+    layout: &TableLayout,
+    fields: &Bound<'py, PyDict>,
+    pv_given: bool,
+) -> PyResult<CheckedFields<'py>> {
+    let py = fields.py();
+    let pv_field = layout.policy_version_field.as_deref();
+    let expected = layout.fields.len() - usize::from(pv_given && pv_field.is_some());
+    // The usual case costs one lookup per field: with exactly as many keys
+    // as expected fields and each expected one found below, there is no
+    // other. Otherwise the keys are named one by one first, so an unknown
+    // or misplaced field is reported as such rather than as a missing one.
+    if fields.len() != expected {
+        check_keys(table, layout, fields, pv_given)?;
+    }
     let mut rows: Option<(usize, &str)> = None;
     let mut arrays = Vec::with_capacity(layout.fields.len());
     for (index, spec) in layout.fields.iter().enumerate() {
@@ -188,14 +210,15 @@ pub fn check_fields<'py>(
             continue;
         }
         let name = spec.name.as_str();
-        let Some(value) = fields.get_item(name)? else {
+        let Some(value) = fields.get_item(layout.py_names(py)[index].bind(py))? else {
+            check_keys(table, layout, fields, pv_given)?;
             return Err(PyValueError::new_err(format!(
                 "field `{name}` is missing (table `{table}` needs {})",
                 layout.names()
             )));
         };
         let bad = |reason: String| PyValueError::new_err(format!("field `{name}`: {reason}"));
-        let array = as_array(&value, &format!("field `{name}`"))?;
+        let array = as_array(&value, || format!("field `{name}`"))?;
         let dtype = array.dtype();
         if !dtype.is_equiv_to(&numpy_dtype(py, spec.dtype)) {
             let got: String = dtype.getattr("name")?.extract()?;
@@ -380,6 +403,11 @@ pub fn array<'py>(
         DType::I64 => filled::<i64>(py, shape, bytes),
         DType::F64 => filled::<f64>(py, shape, bytes),
     }
+}
+
+/// A `uint64` array of the keys `first..first + count`.
+pub fn key_range_array(py: Python<'_>, first: u64, count: usize) -> Bound<'_, PyAny> {
+    PyArray1::from_iter(py, first..first + count as u64).into_any()
 }
 
 /// A `uint64` array of `values`.

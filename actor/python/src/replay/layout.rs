@@ -11,7 +11,8 @@
 //! insert.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyString};
 use seed_replay::DType;
 use seed_replay_service::pb::TableInfo;
 use seed_replay_service::wire_dtype;
@@ -25,11 +26,14 @@ pub struct FieldLayout {
 }
 
 /// A table's fields, in the table's order.
-#[derive(Debug, Clone)]
 pub struct TableLayout {
     pub fields: Vec<FieldLayout>,
     /// The field that holds each item's policy version, if any.
     pub policy_version_field: Option<String>,
+    /// The field names as Python strings, made once: looking a field up in
+    /// the caller's dict with a new string per call cost an allocation and
+    /// a hash per field per insert.
+    py_names: PyOnceLock<Vec<Py<PyString>>>,
 }
 
 impl TableLayout {
@@ -56,6 +60,17 @@ impl TableLayout {
         Ok(TableLayout {
             fields,
             policy_version_field: Some(info.policy_version_field.clone()).filter(|f| !f.is_empty()),
+            py_names: PyOnceLock::new(),
+        })
+    }
+
+    /// The field names as Python strings, in layout order.
+    pub fn py_names<'a>(&'a self, py: Python<'_>) -> &'a [Py<PyString>] {
+        self.py_names.get_or_init(py, || {
+            self.fields
+                .iter()
+                .map(|f| PyString::new(py, &f.name).unbind())
+                .collect()
         })
     }
 

@@ -428,13 +428,13 @@ impl PyReplayBuffer {
             }
         };
         let keys = stored.map_err(|source| self.replay_err(py, source))?;
-        let keys: Vec<u64> = keys.iter().map(|k| k.0).collect();
         if let Some(p) = priorities {
+            let keys: Vec<u64> = keys.iter().map(|k| k.0).collect();
             table
                 .update_priorities(&keys, &p)
                 .map_err(|e| request_err(py, e))?;
         }
-        Ok(arrays::u64_array(py, &keys))
+        Ok(arrays::key_range_array(py, keys.first.0, keys.count))
     }
 
     /// Samples `batch_size` items: returns `(fields, keys, weights)`,
