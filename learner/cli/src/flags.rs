@@ -254,6 +254,10 @@ pub struct TrainArgs {
     /// Write a JSON summary of the run here at exit [default: none].
     #[arg(help_heading = RUN, long)]
     pub summary_json: Option<PathBuf>,
+    /// Write TensorBoard event files (scalars, histograms of returns and
+    /// policy lag, the config) into DIR while training; `''` turns them off.
+    #[arg(help_heading = RUN, long, value_name = "DIR", value_parser = path_or_empty)]
+    pub tensorboard: Option<PathBuf>,
     /// Serve live Prometheus metrics at `GET http://ADDR/metrics` (OpenMetrics
     /// text); ADDR is `IP:PORT`, e.g. `127.0.0.1:9100` (`0.0.0.0:9100` for a
     /// remote Prometheus); port 0 picks a free port, logged at start [default: off].
@@ -684,6 +688,12 @@ impl TrainArgs {
     pub fn to_config(&self) -> Result<LearnerConfig, LearnerError> {
         Ok(self.resolve()?.config)
     }
+}
+
+/// A path where `''` is a value of its own ("off"), which clap's path
+/// parser refuses.
+fn path_or_empty(text: &str) -> Result<PathBuf, std::convert::Infallible> {
+    Ok(PathBuf::from(text))
 }
 
 /// Every section's keys, for tests and docs: (section, key).

@@ -111,6 +111,13 @@ pub struct RunConfig {
     pub progress_every: Option<Duration>,
     /// `--summary-json`.
     pub summary_json: Option<PathBuf>,
+    /// `--tensorboard`: the directory of TensorBoard's event files
+    /// (resolved: `RUN_DIR/tensorboard` by default); `None`: none written.
+    pub tensorboard: Option<PathBuf>,
+    /// The resolved settings as a config file (`--print-config`'s text),
+    /// for the run's records (TensorBoard's `run/config`); empty when the
+    /// config was built without settings.
+    pub settings_toml: String,
     /// `--target-return`: the mean return (last 100 episodes) that counts as solved.
     pub target_return: f64,
     /// `--stop-when-solved`.

@@ -2,28 +2,78 @@
 //! stop conditions (`--max-seconds`, `--max-env-steps`, solved with
 //! `--stop-when-solved`), the first time the target is reached and the
 //! lowest mean after it, the learning curve, the progress lines and
-//! `metrics.jsonl`; at the end, the summary and the curve's PNG.
+//! `metrics.jsonl`, TensorBoard's event files; at the end, the summary and
+//! the curve's PNG.
 //!
 //! Cost: one metrics snapshot per stop check (every 50 ms); the curve and
-//! the progress line only when due.
+//! the progress line only when due. TensorBoard's points are queued for
+//! its writer thread, never written here (`report::tensorboard`).
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::app::config::LearnerConfig;
 use crate::app::learner::Learner;
 use crate::error::LearnerError;
-use crate::metrics::{Metrics, MetricsSnapshot, RETURN_WINDOW};
+use crate::metrics::{Episode, Metrics, MetricsSnapshot, RETURN_WINDOW};
 use crate::report::learning_curve::{CurvePoint, LearningCurve};
 use crate::report::metrics_log::MetricsLog;
 use crate::report::progress::{interval_record, log_progress};
 use crate::report::summary::{RunSummary, TrainingSummary};
+use crate::report::tensorboard::event_file::wall_time_now;
+use crate::report::tensorboard::{Point, PointKind, TensorBoard};
 
 /// How often the learning curve is sampled.
 const CURVE_EVERY: Duration = Duration::from_millis(500);
+
+/// TensorBoard's first points of a run: the restart marker at the run's
+/// first step (a resumed run's curve joins the earlier one's, see
+/// `report::tensorboard`) and the resolved config.
+fn start_points(snap: &MetricsSnapshot, settings_toml: &str) -> Vec<Point> {
+    let at = |kind| Point {
+        step: snap.env_steps,
+        wall_time: wall_time_now(),
+        kind,
+    };
+    vec![
+        at(PointKind::Start),
+        at(PointKind::Text {
+            tag: "run/config".into(),
+            text: code_block(settings_toml),
+        }),
+    ]
+}
+
+/// Each episode's return and length, at `env_steps`.
+fn episode_points(env_steps: u64, episodes: &[Episode]) -> Vec<Point> {
+    let wall_time = wall_time_now();
+    episodes
+        .iter()
+        .flat_map(|e| {
+            [
+                ("env/episode_return", f64::from(e.episode_return)),
+                ("env/episode_length", f64::from(e.length)),
+            ]
+        })
+        .map(|(tag, value)| Point {
+            step: env_steps,
+            wall_time,
+            kind: PointKind::Scalar {
+                tag: tag.into(),
+                value,
+            },
+        })
+        .collect()
+}
+
+/// `text` as a Markdown code block (TensorBoard's text plugin renders
+/// Markdown): every line indented by four spaces.
+fn code_block(text: &str) -> String {
+    text.lines().map(|l| format!("    {l}\n")).collect()
+}
 
 /// The run's observer (see the module docs).
 pub struct RunMonitor {
@@ -40,10 +90,14 @@ pub struct RunMonitor {
     run_dir: Option<PathBuf>,
     metrics_log: Option<MetricsLog>,
     curve: LearningCurve,
-    /// Episode returns already on the curve (those of a resumed run's past
-    /// are not in memory: it starts from what is recorded at start).
-    returns_seen: u64,
-    new_returns: Vec<f32>,
+    /// Episodes already on the curve (those of a resumed run's past are
+    /// not in memory: it starts from what is recorded at start).
+    episodes_seen: u64,
+    new_episodes: Vec<Episode>,
+    /// TensorBoard's writer, when training with a directory for it.
+    tensorboard: Option<TensorBoard>,
+    /// Returns of the progress interval so far (TensorBoard's histogram).
+    interval_returns: Vec<f64>,
     next_curve: tokio::time::Instant,
     /// Env steps and seconds when the target was first reached.
     solved: Option<(u64, f64)>,
@@ -73,10 +127,26 @@ impl RunMonitor {
             _ => None,
         };
         let progress_every = args.progress_every;
+        let last = metrics.snapshot();
+        let tensorboard = match (&args.tensorboard, config.train.is_some()) {
+            (Some(dir), true) => match TensorBoard::start(dir) {
+                Ok(tb) => {
+                    tb.send(start_points(&last, &args.settings_toml));
+                    Some(tb)
+                }
+                Err(e) => {
+                    error!(error = %e, "no TensorBoard events this run; training goes on");
+                    None
+                }
+            },
+            _ => None,
+        };
         Ok(RunMonitor {
             resumed_episodes: metrics.episodes.load(Ordering::Relaxed),
-            returns_seen: metrics.returns_since(u64::MAX, &mut Vec::new()),
-            last: metrics.snapshot(),
+            episodes_seen: metrics.episodes_since(u64::MAX, &mut Vec::new()),
+            last,
+            tensorboard,
+            interval_returns: Vec::new(),
             metrics,
             t0,
             deadline,
@@ -86,7 +156,7 @@ impl RunMonitor {
             run_dir,
             metrics_log,
             curve: LearningCurve::new(Some(args.target_return)),
-            new_returns: Vec::new(),
+            new_episodes: Vec::new(),
             next_curve: tokio::time::Instant::now(),
             solved: None,
             min_after_solve: None,
@@ -156,22 +226,76 @@ impl RunMonitor {
             mean_return: snap.mean_return_last_100,
             episodes: snap.episodes,
         };
-        self.new_returns.clear();
-        self.returns_seen = self
+        self.new_episodes.clear();
+        self.episodes_seen = self
             .metrics
-            .returns_since(self.returns_seen, &mut self.new_returns);
-        self.curve.push_episodes(point, &self.new_returns);
+            .episodes_since(self.episodes_seen, &mut self.new_episodes);
+        let returns: Vec<f32> = self.new_episodes.iter().map(|e| e.episode_return).collect();
+        self.curve.push_episodes(point, &returns);
         self.curve.push(point);
+        if let Some(tb) = &self.tensorboard {
+            self.interval_returns
+                .extend(returns.iter().map(|&r| f64::from(r)));
+            tb.send(episode_points(snap.env_steps, &self.new_episodes));
+        }
+    }
+
+    /// The interval's record, its histograms and what is left of its
+    /// episodes to TensorBoard.
+    fn tensorboard_interval(&mut self, record: &serde_json::Value, snap: &MetricsSnapshot) {
+        if self.tensorboard.is_none() {
+            return;
+        }
+        // The episodes since the curve's last sample, into this interval.
+        self.sample_curve(snap, self.t0.elapsed().as_secs_f64());
+        let at = |kind| Point {
+            step: snap.env_steps,
+            wall_time: wall_time_now(),
+            kind,
+        };
+        let mut points: Vec<Point> = record
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(tag, v)| {
+                v.as_f64().map(|value| {
+                    at(PointKind::Scalar {
+                        tag: tag.clone(),
+                        value,
+                    })
+                })
+            })
+            .collect();
+        points.push(at(PointKind::Values {
+            tag: "env/episode_returns".into(),
+            values: std::mem::take(&mut self.interval_returns),
+        }));
+        if let (Some(now), last) = (&snap.training, &self.last.training) {
+            let earlier = last
+                .as_ref()
+                .map(|t| t.policy_lags.clone())
+                .unwrap_or_default();
+            points.push(at(PointKind::Buckets {
+                tag: "train/policy_lag".into(),
+                snapshot: now.policy_lags.since(&earlier),
+            }));
+        }
+        if let Some(tb) = &self.tensorboard {
+            tb.send(points);
+        }
     }
 
     /// The progress line, and its record in `metrics.jsonl`.
     fn report_progress(&mut self, snap: MetricsSnapshot, seconds: f64) {
-        let t = snap.training;
-        log_progress(&snap, &self.last, t.as_ref());
-        if let (Some(log), Some(t)) = (self.metrics_log.as_mut(), t.as_ref()) {
-            if let Err(e) = log.append(&interval_record(&snap, &self.last, t, seconds)) {
-                warn!(error = %e, "metrics.jsonl");
+        log_progress(&snap, &self.last, snap.training.as_ref());
+        if let Some(t) = snap.training.as_ref() {
+            let record = interval_record(&snap, &self.last, t, seconds);
+            if let Some(log) = self.metrics_log.as_mut() {
+                if let Err(e) = log.append(&record) {
+                    warn!(error = %e, "metrics.jsonl");
+                }
             }
+            self.tensorboard_interval(&record, &snap);
         }
         self.last = snap;
     }
@@ -181,11 +305,14 @@ impl RunMonitor {
     pub fn final_snapshot(&mut self) -> (MetricsSnapshot, Duration) {
         let wall = self.t0.elapsed();
         let snap = self.metrics.snapshot();
-        if let (Some(log), Some(t)) = (self.metrics_log.as_mut(), snap.training.as_ref()) {
+        if let Some(t) = snap.training.as_ref() {
             let record = interval_record(&snap, &self.last, t, self.t0.elapsed().as_secs_f64());
-            if let Err(e) = log.append(&record) {
-                warn!(error = %e, "metrics.jsonl");
+            if let Some(log) = self.metrics_log.as_mut() {
+                if let Err(e) = log.append(&record) {
+                    warn!(error = %e, "metrics.jsonl");
+                }
             }
+            self.tensorboard_interval(&record, &snap);
         }
         (snap, wall)
     }
@@ -223,6 +350,19 @@ impl RunMonitor {
                 Ok(()) => info!(path = %path.display(), "learning curve written"),
                 Err(e) => warn!(error = %e, "learning curve"),
             }
+        }
+        if let Some(tb) = self.tensorboard.take() {
+            if let Ok(json) = serde_json::to_string_pretty(&summary) {
+                tb.send(vec![Point {
+                    step: snap.env_steps,
+                    wall_time: wall_time_now(),
+                    kind: PointKind::Text {
+                        tag: "run/summary".into(),
+                        text: code_block(&json),
+                    },
+                }]);
+            }
+            tb.finish();
         }
         summary
     }

@@ -371,6 +371,7 @@ impl TrainingProbe {
             learning_rate: s.learning_rate.get(),
             mean_policy_lag: s.policy_lag_sum.load(r) as f64 / unrolls.max(1) as f64,
             max_policy_lag: s.policy_lag_max.load(r),
+            policy_lags: s.policy_lags.snapshot(),
             trainer_wait_seconds: self.prefetcher.stats.trainer_wait_us.load(r) as f64 * 1e-6,
             trainer_busy_seconds: s.busy_us.load(r) as f64 * 1e-6,
             replay_stored: self.replay.stored(),

@@ -36,6 +36,7 @@ use crate::learn::algo::{impala_loss, Agent, ImpalaLossConfig, ImpalaLossInputs}
 use crate::learn::optimizer::{Optimizer, OptimizerConfig, OptimizerError};
 use crate::learn::prefetch::{NextBatchError, Prefetcher, TrainBatch};
 use crate::log_throttle::{LogThrottle, WARN_INTERVAL};
+use crate::metrics::log_histogram::LogHistogram;
 use crate::model::weights::{PolicyVersion, WeightsHandle};
 use crate::model::{ActorCritic, TrainableModel};
 use crate::unroll_store::UnrollStore;
@@ -79,7 +80,7 @@ impl From<TrainError> for LearnerError {
 }
 
 /// The figures of one step (`train/<name>`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TrainStep {
     pub total_loss: f32,
     pub pg_loss: f32,
@@ -88,9 +89,10 @@ pub struct TrainStep {
     /// Gradient norm before clipping.
     pub grad_norm: f32,
     pub learning_rate: f64,
-    /// Mean and max policy lag of the batch's unrolls.
+    /// Mean and max policy lag of the batch's unrolls, and each one's.
     pub mean_policy_lag: f64,
     pub max_policy_lag: u64,
+    pub policy_lags: Vec<u64>,
     /// The version published after the step (unchanged when skipped).
     pub version: PolicyVersion,
     /// `true` when the gradients were not finite and no update was applied.
@@ -146,10 +148,12 @@ impl Trainer {
     pub fn step(&mut self, batch: &TrainBatch) -> Result<TrainStep, TrainError> {
         let current = self.weights.version();
         let (mut lag_sum, mut lag_max) = (0u64, 0u64);
+        let mut policy_lags = Vec::with_capacity(batch.policy_versions.len());
         for &v in &batch.policy_versions {
             let lag = current.0.saturating_sub(v);
             lag_sum += lag;
             lag_max = lag_max.max(lag);
+            policy_lags.push(lag);
         }
         let mean_policy_lag = lag_sum as f64 / batch.len().max(1) as f64;
 
@@ -190,6 +194,7 @@ impl Trainer {
             learning_rate,
             mean_policy_lag,
             max_policy_lag: lag_max,
+            policy_lags,
             version,
             skipped,
             priorities_written: loss.priorities_written,
@@ -266,6 +271,8 @@ pub struct TrainerStats {
     pub policy_lag_sum: AtomicU64,
     /// Largest policy lag seen so far.
     pub policy_lag_max: AtomicU64,
+    /// Each trained unroll's policy lag (TensorBoard's histogram).
+    pub policy_lags: LogHistogram,
     /// Microseconds spent computing steps (not waiting).
     pub busy_us: AtomicU64,
     pub total_loss: F32Gauge,
@@ -303,6 +310,9 @@ impl TrainerStats {
         );
         self.policy_lag_max
             .fetch_max(step.max_policy_lag, Ordering::Relaxed);
+        for &lag in &step.policy_lags {
+            self.policy_lags.record(lag);
+        }
         self.total_loss.set(step.total_loss);
         self.pg_loss.set(step.pg_loss);
         self.value_loss.set(step.value_loss);

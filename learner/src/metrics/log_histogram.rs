@@ -77,6 +77,7 @@ fn bucket_mid(b: usize) -> f64 {
 }
 
 /// Concurrent histogram; see the module docs.
+#[derive(Debug)]
 pub struct LogHistogram {
     buckets: Box<[AtomicU64]>,
     sum: AtomicU64,
@@ -154,6 +155,15 @@ impl HistogramSnapshot {
             .take_while(|&(b, _)| bucket_upper(b) <= le)
             .map(|(_, &c)| c)
             .sum()
+    }
+
+    /// `(upper bound, count)` of every bucket, lowest first (the last
+    /// bucket's bound is `u64::MAX`).
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .map(|(b, &c)| (bucket_upper(b), c))
     }
 
     /// Values recorded after `earlier` was taken.

@@ -3,8 +3,10 @@
 //! so that reports never import the trainer.
 use serde::Serialize;
 
+use super::log_histogram::HistogramSnapshot;
+
 /// A moment's view of the training side (progress line, metrics file, summary).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct TrainingSnapshot {
     pub learner_steps: u64,
     /// Steps skipped for non-finite gradients (not in `learner_steps`).
@@ -19,6 +21,10 @@ pub struct TrainingSnapshot {
     /// Mean policy lag over all trained unrolls so far, and the largest.
     pub mean_policy_lag: f64,
     pub max_policy_lag: u64,
+    /// Every trained unroll's policy lag so far (subtract two snapshots
+    /// for an interval's).
+    #[serde(skip)]
+    pub policy_lags: HistogramSnapshot,
     /// Seconds the trainer waited for batches / computed, so far.
     pub trainer_wait_seconds: f64,
     pub trainer_busy_seconds: f64,

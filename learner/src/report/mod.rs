@@ -11,3 +11,4 @@ pub mod plot_font;
 pub mod progress;
 pub mod prometheus;
 pub mod summary;
+pub mod tensorboard;

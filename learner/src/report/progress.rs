@@ -12,6 +12,14 @@ pub fn interval_record(
     seconds: f64,
 ) -> serde_json::Value {
     let i = now.since(last);
+    let per_second = |now: u64, earlier: u64| {
+        if i.seconds > 0.0 {
+            now.saturating_sub(earlier) as f64 / i.seconds
+        } else {
+            0.0
+        }
+    };
+    let before = last.training.clone().unwrap_or_default();
     serde_json::json!({
         "time/seconds": seconds,
         "env/steps": now.env_steps,
@@ -36,6 +44,8 @@ pub fn interval_record(
         "train/wait_fraction": t.wait_fraction(),
         "replay/stored": t.replay_stored,
         "replay/inserts": t.unrolls_inserted,
+        "replay/inserts_per_second": per_second(t.unrolls_inserted, before.unrolls_inserted),
+        "replay/samples_per_second": per_second(t.unrolls_trained, before.unrolls_trained),
         "replay/dropped_full": t.unrolls_dropped_full,
         "replay/insert_wait_seconds": t.insert_wait_seconds,
         "replay/priority_updates": t.priority_updates,

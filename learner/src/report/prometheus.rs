@@ -371,8 +371,8 @@ mod tests {
         m.connected_actors.store(4, Ordering::Relaxed);
         m.policy_version.store(9, Ordering::Relaxed);
         m.learner_steps.store(11, Ordering::Relaxed);
-        m.record_episode(10.0);
-        m.record_episode(20.0);
+        m.record_episode(10.0, 10);
+        m.record_episode(20.0, 20);
         for us in [3, 900, 1000, 5_000_000] {
             m.step_latency.record(us);
         }

@@ -92,7 +92,7 @@ impl Learner for ActorService {
 /// The `Status` reply: every figure of `m` (the `/metrics` endpoint renders
 /// the same snapshot type).
 pub fn status_reply(m: &MetricsSnapshot) -> pb::StatusReply {
-    let t = m.training.unwrap_or_default();
+    let t = m.training.clone().unwrap_or_default();
     pb::StatusReply {
         uptime_seconds: m.uptime.as_secs_f64(),
         connected_actors: m.connected_actors,

@@ -176,7 +176,7 @@ impl StreamTask {
             let metrics = &self.ctx.metrics;
             for ep in &batch.episodes {
                 if ep.episode_return.is_finite() {
-                    metrics.record_episode(ep.episode_return);
+                    metrics.record_episode(ep.episode_return, ep.episode_length);
                 }
             }
             metrics.step_batches.fetch_add(1, Ordering::Relaxed);

@@ -55,6 +55,9 @@ const LOCAL_REPLAY_KEYS: &[&str] = &[
 /// What a key without a value in `defaults.toml` defaults to, as help text
 /// says it: the rules [`apply_rules`] applies, and the meaning of "unset"
 /// for optional keys.
+/// Where a run's TensorBoard files go inside its run directory.
+pub const TENSORBOARD_IN_RUN_DIR: &str = "tensorboard";
+
 pub fn rule(key: &str) -> Option<&'static str> {
     Some(match key {
         "actors.env" => {
@@ -68,6 +71,7 @@ pub fn rule(key: &str) -> Option<&'static str> {
         }
         "replay.replay_min_size" => "vtrace: --batch-size; r2d2: 256 (at least --batch-size); at most the capacity",
         "replay.replay_window" => "--batch-size",
+        "run.tensorboard" => "RUN_DIR/tensorboard when training with --run-dir, else off",
         _ => return None,
     })
 }
@@ -122,7 +126,7 @@ pub fn resolve_with(layers: &[Layer], options: ResolveOptions) -> Result<Resolve
     let mut settings = defaults_for(&case)?.merge(user);
     settings.about = None;
     let derived = apply_rules(&mut settings).map_err(|e| with_origin(e, layers))?;
-    let config = to_config(&settings, &derived).map_err(|e| with_origin(e, layers))?;
+    let mut config = to_config(&settings, &derived).map_err(|e| with_origin(e, layers))?;
     config.validate().map_err(|e| with_origin(e, layers))?;
     settings.to_table().map_err(|e| {
         LearnerError::Config(format!(
@@ -135,6 +139,7 @@ pub fn resolve_with(layers: &[Layer], options: ResolveOptions) -> Result<Resolve
             clear(&mut settings, key);
         }
     }
+    config.run.settings_toml = super::print::to_toml(&settings);
     Ok(Resolved {
         settings,
         config,
@@ -482,6 +487,18 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
             max_env_steps: s.run.max_env_steps,
             progress_every: (progress_secs > 0.0).then(|| Duration::from_secs_f64(progress_secs)),
             summary_json: s.run.summary_json.clone(),
+            tensorboard: match &s.run.tensorboard {
+                Some(dir) if dir.as_os_str().is_empty() => None,
+                Some(dir) => Some(dir.clone()),
+                None => s
+                    .checkpoints
+                    .run_dir
+                    .as_ref()
+                    .or(s.checkpoints.resume.as_ref())
+                    .map(|d| d.join(TENSORBOARD_IN_RUN_DIR)),
+            },
+            // Set by `resolve_with` once the settings are final.
+            settings_toml: String::new(),
             target_return: need(s.run.target_return, "run.target_return")?,
             stop_when_solved: need(s.run.stop_when_solved, "run.stop_when_solved")?,
             run_dir: s.checkpoints.run_dir.clone(),

@@ -88,6 +88,8 @@ section!(
         max_env_steps: u64,
         progress_secs: f64,
         summary_json: PathBuf,
+        /// `''` turns TensorBoard's event files off.
+        tensorboard: PathBuf,
         metrics_addr: String,
         target_return: f64,
         stop_when_solved: bool,
