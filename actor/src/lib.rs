@@ -10,6 +10,7 @@
 pub mod backoff;
 pub mod cli;
 pub mod client;
+pub mod command;
 pub mod config;
 pub mod error;
 pub mod learner_address;

@@ -9,7 +9,9 @@
 //!
 //! The same module holds the replay tables ([`replay`]): `ReplayBuffer`
 //! in process, `ReplayClient` and its table handles for a replay server,
-//! numpy arrays in and out.
+//! numpy arrays in and out; and the seed-rs programs themselves (the
+//! learner, the replay server, the Rust actor: [`programs`]), so that one
+//! wheel carries the whole system (`seed-rs learner ...`).
 //!
 //! # Why the actor runs in Rust
 //!
@@ -29,6 +31,7 @@
 mod error;
 mod interrupt;
 mod native_actor;
+mod programs;
 mod py_env;
 mod replay;
 mod report;
@@ -42,6 +45,8 @@ mod _native {
     use crate::error::ActorError;
     #[pymodule_export]
     use crate::native_actor::{check_spec, enable_logging, NativeActor};
+    #[pymodule_export]
+    use crate::programs::run_program;
     #[pymodule_export]
     use crate::replay::arrays::call_floor;
     #[pymodule_export]

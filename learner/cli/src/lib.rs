@@ -2,6 +2,8 @@
 //! parse exactly what users type: [`flags::Cli`] (clap), validated once by
 //! [`flags::TrainArgs::to_config`] into the library's typed
 //! [`seed_learner::app::LearnerConfig`]. Nothing in `seed-learner` sees a
-//! clap type. The binary (`main.rs`) only parses, sets up logging, runs and
-//! maps the outcome to an exit code.
+//! clap type. [`command::run`] parses, sets up logging, runs and maps the
+//! outcome to an exit code: the binary (`main.rs`) calls it, as does the
+//! Python package's `seed-rs learner`.
+pub mod command;
 pub mod flags;

@@ -128,6 +128,7 @@ compile_error!(
 
 pub mod cli;
 pub mod client;
+pub mod command;
 pub mod config;
 pub mod error;
 pub mod pb;

@@ -126,6 +126,19 @@ pub struct RunConfig {
     pub run_dir: Option<PathBuf>,
     /// Extra flags for every local actor (the CLI passes `--log-format`).
     pub local_actor_flags: Vec<String>,
+    /// How this program runs itself again, for local actors without
+    /// `--actor-bin`; `None`: this executable. Set by embedders whose
+    /// executable is not the learner (the Python package's `seed-rs
+    /// learner`, where it is the Python interpreter).
+    pub self_command: Option<SelfCommand>,
+}
+
+/// A program and the arguments that make it the `learner` command line
+/// (the hidden `actor` subcommand and the actor's flags follow them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelfCommand {
+    pub program: PathBuf,
+    pub args: Vec<std::ffi::OsString>,
 }
 
 /// `127.0.0.1:50051`, the address actors try by default.

@@ -19,6 +19,7 @@ use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
+use crate::app::config::SelfCommand;
 use crate::error::LearnerError;
 use crate::serve::transport::ListenAddr;
 
@@ -28,8 +29,11 @@ const TERM_GRACE: Duration = Duration::from_secs(3);
 /// What every local actor is started with.
 #[derive(Debug, Clone)]
 pub struct LocalActorSpec {
-    /// `None`: this executable with the hidden `actor` subcommand.
+    /// `None`: this program ([`LocalActorSpec::self_command`]) with the
+    /// hidden `actor` subcommand.
     pub actor_bin: Option<PathBuf>,
+    /// How this program runs itself; `None`: this executable.
+    pub self_command: Option<SelfCommand>,
     /// Where they connect ([`crate::app::Learner::local_actor_addr`]).
     pub learner: ListenAddr,
     /// Actor flags besides `--learner`, `--actor-id` and `--seed`.
@@ -58,12 +62,16 @@ pub struct LocalActors {
 impl LocalActors {
     /// Spawns `n` actors.
     pub fn spawn(spec: &LocalActorSpec, n: usize) -> Result<Self, LearnerError> {
-        let program = match &spec.actor_bin {
-            Some(p) => p.clone(),
-            None => std::env::current_exe().map_err(|source| LearnerError::Io {
-                what: "finding the learner executable to spawn local actors".into(),
-                source,
-            })?,
+        let (program, self_args) = match (&spec.actor_bin, &spec.self_command) {
+            (Some(p), _) => (p.clone(), Vec::new()),
+            (None, Some(me)) => (me.program.clone(), me.args.clone()),
+            (None, None) => (
+                std::env::current_exe().map_err(|source| LearnerError::Io {
+                    what: "finding the learner executable to spawn local actors".into(),
+                    source,
+                })?,
+                Vec::new(),
+            ),
         };
         let (exit_tx, exits) = mpsc::unbounded_channel();
         let mut stops = Vec::with_capacity(n);
@@ -71,7 +79,7 @@ impl LocalActors {
         for index in 0..n {
             let mut cmd = Command::new(&program);
             if spec.actor_bin.is_none() {
-                cmd.arg("actor");
+                cmd.args(&self_args).arg("actor");
             }
             cmd.arg("--learner")
                 .arg(spec.learner.to_string())

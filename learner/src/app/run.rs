@@ -113,6 +113,7 @@ fn spawn_local_actors(
     }
     let spec = LocalActorSpec {
         actor_bin: config.run.actor_bin.clone(),
+        self_command: config.run.self_command.clone(),
         learner: learner.local_actor_addr().clone(),
         args: actor_flags(config),
         token: config.serve.token.clone().filter(|t| !t.is_empty()),

@@ -255,12 +255,30 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(m.episodes_since(0, &mut out), 150);
         assert_eq!(out.len(), 150);
-        assert_eq!(out[0], Episode { episode_return: 1000.0, length: 5 });
-        assert_eq!(out[149], Episode { episode_return: 10.0, length: 7 });
+        assert_eq!(
+            out[0],
+            Episode {
+                episode_return: 1000.0,
+                length: 5
+            }
+        );
+        assert_eq!(
+            out[149],
+            Episode {
+                episode_return: 10.0,
+                length: 7
+            }
+        );
         m.record_episode(7.0, 3);
         out.clear();
         assert_eq!(m.episodes_since(150, &mut out), 151);
-        assert_eq!(out, vec![Episode { episode_return: 7.0, length: 3 }]);
+        assert_eq!(
+            out,
+            vec![Episode {
+                episode_return: 7.0,
+                length: 3
+            }]
+        );
     }
 
     #[test]

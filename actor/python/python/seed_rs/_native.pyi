@@ -62,6 +62,10 @@ class NativeActor:
 def check_spec(spec: Mapping[str, Any]) -> None: ...
 def enable_logging(filter: Optional[str] = None, json: bool = False) -> bool: ...
 def call_floor(floats: int) -> npt.NDArray[np.float32]: ...
+def run_program(
+    name: str, argv: Sequence[str], self_command: Optional[Tuple[str, Sequence[str]]] = None
+) -> int:
+    """Runs ``learner``, ``replay-server`` or ``actor`` in this process; its exit code."""
 
 class ReplayClient:
     def __init__(

@@ -499,6 +499,7 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
             },
             // Set by `resolve_with` once the settings are final.
             settings_toml: String::new(),
+            self_command: None,
             target_return: need(s.run.target_return, "run.target_return")?,
             stop_when_solved: need(s.run.stop_when_solved, "run.stop_when_solved")?,
             run_dir: s.checkpoints.run_dir.clone(),

@@ -131,7 +131,13 @@ fn host_name() -> String {
     match (rc, std::str::from_utf8(&buf[..end])) {
         (0, Ok(name)) if !name.is_empty() => name
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect(),
         _ => "localhost".into(),
     }
@@ -148,7 +154,11 @@ pub fn read_events(path: &Path) -> Vec<Event> {
         let len_bytes = &bytes[at..at + 8];
         let len = u64::from_le_bytes(len_bytes.try_into().unwrap()) as usize;
         let len_crc = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap());
-        assert_eq!(len_crc, masked_crc(len_bytes), "length CRC of record at {at}");
+        assert_eq!(
+            len_crc,
+            masked_crc(len_bytes),
+            "length CRC of record at {at}"
+        );
         let data = &bytes[at + 12..at + 12 + len];
         let data_crc = u32::from_le_bytes(bytes[at + 12 + len..at + 16 + len].try_into().unwrap());
         assert_eq!(data_crc, masked_crc(data), "data CRC of record at {at}");

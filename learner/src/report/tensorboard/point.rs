@@ -20,12 +20,24 @@ pub struct Point {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum PointKind {
-    Scalar { tag: String, value: f64 },
+    Scalar {
+        tag: String,
+        value: f64,
+    },
     /// A histogram of these values (returns of an interval).
-    Values { tag: String, values: Vec<f64> },
+    Values {
+        tag: String,
+        values: Vec<f64>,
+    },
     /// A histogram of integer buckets (policy lag of an interval).
-    Buckets { tag: String, snapshot: HistogramSnapshot },
-    Text { tag: String, text: String },
+    Buckets {
+        tag: String,
+        snapshot: HistogramSnapshot,
+    },
+    Text {
+        tag: String,
+        text: String,
+    },
     /// This writer starts at `step`: what an earlier one wrote after it is
     /// orphaned (see [`SessionLog`]).
     Start,
@@ -82,7 +94,9 @@ fn of_values(values: &[f64]) -> Option<HistogramProto> {
     let max = finite.iter().copied().reduce(f64::max)?;
     let width = (max - min) / VALUE_BUCKETS as f64;
     let (bucket_limit, mut bucket) = if width > 0.0 {
-        let limits: Vec<f64> = (1..=VALUE_BUCKETS).map(|i| min + width * i as f64).collect();
+        let limits: Vec<f64> = (1..=VALUE_BUCKETS)
+            .map(|i| min + width * i as f64)
+            .collect();
         (limits, vec![0.0; VALUE_BUCKETS])
     } else {
         (vec![max], vec![0.0])
@@ -175,7 +189,16 @@ mod tests {
             panic!("a summary")
         };
         let v = &s.value[0];
-        assert_eq!(v.metadata.as_ref().unwrap().plugin_data.as_ref().unwrap().plugin_name, "text");
+        assert_eq!(
+            v.metadata
+                .as_ref()
+                .unwrap()
+                .plugin_data
+                .as_ref()
+                .unwrap()
+                .plugin_name,
+            "text"
+        );
         let Some(Value::Tensor(t)) = &v.value else {
             panic!("a tensor")
         };
