@@ -1,0 +1,217 @@
+"""seed_rs.ray on a real multi-node Ray cluster (see conftest): placement by
+resources, restarts by Ray (actor and learner processes SIGKILLed, nodes
+removed), the learner's address found through Ray after a restart, resize,
+the replay handle from Ray tasks, and refusals of bad input.
+
+Waits poll an observable condition (live slots from the learner's
+Prometheus endpoint, placements, exit) up to a generous deadline: a
+cluster of five nodes shares this machine's two cores."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+import zlib
+
+import numpy as np
+import pytest
+import ray
+
+import seed_rs.ray as sr
+
+# The Ray tasks below travel by value: this test module is not importable
+# in the workers.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+#: The learner with its actors on Ray only, serving CartPole.
+LEARNER = ["--local-actors", "0", "--env", "cartpole", "--progress-secs", "0"]
+ENVS = 8
+DEADLINE = 180.0
+
+
+def node_resources(node_id: str) -> dict:
+    """The total resources of node ``node_id``."""
+    return next(n["Resources"] for n in ray.nodes() if n["NodeID"] == node_id)
+
+
+def node_id_of(node) -> str:
+    """Ray's id of a ``Cluster`` node object."""
+    return node.node_id
+
+
+def live_slots(learner) -> float:
+    return ray.get(learner.metrics.remote()).get("seed_live_env_slots", 0.0)
+
+
+def wait_slots(learner, n: int, what: str) -> float:
+    """Seconds until the learner has exactly ``n`` live env slots."""
+    started = time.monotonic()
+    sr.wait_for(lambda: live_slots(learner) == n, DEADLINE, what)
+    return time.monotonic() - started
+
+
+def test_bad_input_is_refused_quickly(cluster, tmp_path):
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="no node of the Ray cluster has.*'gpu-xl'"):
+        sr.start_learner(LEARNER, resources={"gpu-xl": 1})
+    with pytest.raises(ValueError, match="--actor-resources"):
+        sr.ActorFleet(None, "CartPole-v1", 1, resources={"CPU": 64})
+    assert time.monotonic() - started < 30
+    # The learner failing to start: the error names the flag.
+    broken = sr.start_learner([*LEARNER, "--batch-size", "zero"], resources={"learner": 1})
+    with pytest.raises(ray.exceptions.RayActorError, match="batch-size"):
+        ray.get(broken.address.remote(), timeout=DEADLINE)
+    # An unknown env id: the actor's creation fails naming it.
+    learner = sr.start_learner(LEARNER, resources={"learner": 1})
+    fleet = sr.ActorFleet(learner, "NoSuchEnv-v9", 1, ENVS, resources={"actor": 1}, max_restarts=0)
+    with pytest.raises(ray.exceptions.RayActorError, match="NoSuchEnv"):
+        fleet.check_started(DEADLINE)
+    fleet.shutdown()
+    ray.kill(learner, no_restart=True)
+
+
+def test_cartpole_to_475_placed_by_resources_through_an_actor_sigkill(cluster, tmp_path):
+    learner = sr.start_learner([*LEARNER, "--stop-when-solved", "--max-seconds", "300"],
+                               resources={"learner": 1}, run_dir=str(tmp_path / "run"))
+    fleet = sr.ActorFleet(learner, "CartPole-v1", 2, ENVS, resources={"actor": 1})
+    try:
+        where = ray.get(learner.placement.remote())
+        assert node_resources(where["node_id"]).get("learner") == 1
+        for p in fleet.placements():
+            assert node_resources(p["node_id"]).get("actor", 0) > 0, p
+        wait_slots(learner, 2 * ENVS, "both actors' slots live")
+        # SIGKILL an actor's process: Ray restarts it and its slots come back.
+        victim = fleet.placements()[0]
+        os.kill(victim["pid"], signal.SIGKILL)
+        sr.wait_for(lambda: fleet.placements()[0]["pid"] != victim["pid"], DEADLINE,
+                    "the killed actor restarted")
+        wait_slots(learner, 2 * ENVS, "the restarted actor's slots live")
+        summary = ray.get(learner.wait.remote(DEADLINE * 2))
+        assert summary is not None and summary["solved"], summary
+    finally:
+        fleet.shutdown()
+        ray.kill(learner, no_restart=True)
+
+
+def test_the_actor_count_follows_resize(cluster, tmp_path):
+    learner = sr.start_learner(LEARNER, resources={"learner": 1})
+    fleet = sr.ActorFleet(learner, "CartPole-v1", 2, 4, resources={"actor": 1})
+    try:
+        for n in (2, 6, 1):
+            fleet.resize(n)
+            wait_slots(learner, 4 * n, f"{n} actors' slots live")
+            assert len(fleet) == n
+    finally:
+        fleet.shutdown()
+        ray.kill(learner, no_restart=True)
+
+
+def test_a_killed_learner_resumes_from_its_checkpoint_and_the_actors_find_it(cluster, tmp_path):
+    run = str(tmp_path / "run")
+    learner = sr.start_learner([*LEARNER, "--checkpoint-secs", "1"], resources={"learner": 1},
+                               run_dir=run)
+    fleet = sr.ActorFleet(learner, "CartPole-v1", 2, ENVS, resources={"actor": 1})
+    try:
+        wait_slots(learner, 2 * ENVS, "slots live")
+        sr.wait_for(lambda: sr.has_checkpoint(run)
+                    and ray.get(learner.metrics.remote()).get("seed_policy_version", 0) > 20,
+                    DEADLINE, "a checkpoint past version 20")
+        before = ray.get(learner.placement.remote())
+        os.kill(before["pid"], signal.SIGKILL)
+        # Ray restarts the learner's actor; it resumes; the actors look its
+        # (new) address up and come back.
+        after = sr.wait_for(lambda: (lambda p: p if p["pid"] != before["pid"] else None)(
+            ray.get(learner.placement.remote())), DEADLINE, "the learner restarted")
+        assert after["resumed"] and after["resumed_policy_version"] > 0, after
+        assert ray.get(learner.address.remote()) is not None
+        wait_slots(learner, 2 * ENVS, "the actors back on the restarted learner")
+        version = ray.get(learner.metrics.remote())["seed_policy_version"]
+        assert version >= after["resumed_policy_version"]
+    finally:
+        fleet.shutdown()
+        ray.kill(learner, no_restart=True)
+
+
+def _row(i: int) -> np.ndarray:
+    """Item ``i``: 15 float32 values from i, then their CRC in the last."""
+    x = np.arange(i, i + 16, dtype=np.float32)
+    x[15] = np.float32(zlib.crc32(x[:15].tobytes()) & 0xFFFF)
+    return x
+
+
+@ray.remote(num_cpus=0)
+def _write(handle, first: int, n: int) -> list:
+    keys = []
+    for i in range(first, first + n, 10):
+        rows = np.stack([_row(j) for j in range(i, i + 10)])
+        keys.extend(int(k) for k in handle.insert({"x": rows}))
+    return keys
+
+
+@ray.remote(num_cpus=0)
+def _sample(handle, rounds: int) -> int:
+    checked = 0
+    for _ in range(rounds):
+        fields, keys, _ = handle.sample(32, timeout=60)
+        for row in fields["x"]:
+            first = int(row[0])
+            assert np.array_equal(row, _row(first)), row  # not torn, not foreign
+            checked += 1
+    return checked
+
+
+def test_the_replay_handle_from_ray_tasks_and_across_a_server_restart(cluster, tmp_path):
+    storage = tmp_path / "replay"
+    config = {"tables": [{"name": "exp", "capacity": 10_000, "sampler": {"kind": "uniform"},
+                          "storage_dir": str(storage),
+                          "fields": [{"name": "x", "dtype": "f32", "shape": [16]}]}]}
+    server = sr.start_replay_server(config, resources={"learner": 1})
+    handle = sr.ReplayHandle(server, "exp")
+    try:
+        writes = [_write.remote(handle, w * 1000, 500) for w in range(4)]
+        samples = [_sample.remote(handle, 20) for _ in range(2)]
+        keys = [k for ks in ray.get(writes, timeout=DEADLINE) for k in ks]
+        assert len(keys) == len(set(keys)) == 2000  # none lost, none twice
+        assert sum(ray.get(samples, timeout=DEADLINE)) == 2 * 20 * 32
+        assert handle.info()["stored"] == 2000
+        # SIGKILL the server: Ray restarts it from its storage dir; the
+        # handle finds it again.
+        pid = ray.get(server.placement.remote())["pid"]
+        os.kill(pid, signal.SIGKILL)
+        sr.wait_for(lambda: ray.get(server.placement.remote())["pid"] != pid, DEADLINE,
+                    "the replay server restarted")
+        assert handle.info()["stored"] == 2000
+        assert ray.get(_sample.remote(handle, 5), timeout=DEADLINE) == 5 * 32
+    finally:
+        ray.kill(server, no_restart=True)
+
+
+def test_parts_on_a_removed_node_come_back_on_another(cluster, tmp_path):
+    c, nodes = cluster
+    run = str(tmp_path / "run")
+    learner = sr.start_learner([*LEARNER, "--checkpoint-secs", "1"], resources={"learner": 1},
+                               run_dir=run)
+    fleet = sr.ActorFleet(learner, "CartPole-v1", 2, ENVS, resources={"actor": 1})
+    try:
+        wait_slots(learner, 2 * ENVS, "slots live")
+        sr.wait_for(lambda: sr.has_checkpoint(run), DEADLINE, "a checkpoint")
+        # An actor node goes: its actors come back on the other one.
+        gone = nodes["actors"][0]
+        c.remove_node(gone)
+        sr.wait_for(lambda: all(p["node_id"] != node_id_of(gone) for p in fleet.placements()),
+                    DEADLINE, "the actors off the removed node")
+        wait_slots(learner, 2 * ENVS, "the moved actors' slots live")
+        # The learner's node goes: it comes back on the other learner node,
+        # resumed, and the actors find it.
+        before = ray.get(learner.placement.remote())
+        learner_node = next(n for n in nodes["learners"] if node_id_of(n) == before["node_id"])
+        c.remove_node(learner_node)
+        after = sr.wait_for(lambda: (lambda p: p if p["node_id"] != before["node_id"] else None)(
+            ray.get(learner.placement.remote())), DEADLINE, "the learner on another node")
+        assert after["resumed"] and node_resources(after["node_id"]).get("learner") == 1
+        wait_slots(learner, 2 * ENVS, "the actors back on the moved learner")
+    finally:
+        fleet.shutdown()
+        ray.kill(learner, no_restart=True)
