@@ -86,7 +86,8 @@ impl ChildProcess {
         &self.log
     }
 
-    fn pid(&self) -> libc::pid_t {
+    /// The child's process id (for `/proc` readings).
+    pub fn pid(&self) -> libc::pid_t {
         self.child.id() as libc::pid_t
     }
 

@@ -26,6 +26,7 @@ pub mod plot;
 pub mod replay_workload;
 pub mod scenario;
 pub mod soak;
+pub mod stream_load;
 pub mod sweep;
 pub mod transport;
 

@@ -9,8 +9,11 @@ cluster of five nodes shares this machine's two cores."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
+import subprocess
 import sys
 import time
 import zlib
@@ -215,3 +218,47 @@ def test_parts_on_a_removed_node_come_back_on_another(cluster, tmp_path):
     finally:
         fleet.shutdown()
         ray.kill(learner, no_restart=True)
+
+
+def _cli(cluster, *learner_flags: str) -> subprocess.Popen:
+    c, _ = cluster
+    return subprocess.Popen(
+        [sys.executable, "-m", "seed_rs.ray", "train", "--address", c.address,
+         "--env", "CartPole-v1", "--actors", "2", "--envs-per-actor", str(ENVS),
+         "--learner-resources", '{"learner": 1}', "--actor-resources", '{"actor": 1}',
+         "--progress-secs", "1", "--", *LEARNER, *learner_flags],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_the_cli_trains_to_its_summary(cluster):
+    cli = _cli(cluster, "--stop-when-solved", "--max-seconds", "300")
+    out, err = cli.communicate(timeout=DEADLINE * 2)
+    assert cli.returncode == 0, err[-3000:]
+    assert "learner on node 127.0.0.1" in err and "actor 1 on node" in err
+    assert re.search(r"\d+ env steps \| \d+ episodes \| mean return", err), err[-2000:]
+    # The summary is the first JSON object on stdout (Ray's own lines may
+    # follow it there).
+    summary, _ = json.JSONDecoder().raw_decode(out[out.index("{"):])
+    assert summary["solved"], summary
+
+
+def test_ctrl_c_on_the_cli_stops_every_part(cluster):
+    cli = _cli(cluster)
+    pids = []
+    for line in cli.stderr:
+        pids += [int(p) for p in re.findall(r"pid (\d+)", line)]
+        if "env steps |" in line:  # a progress line: everything runs
+            break
+    assert len(pids) == 3, pids  # the learner program and two actors
+    cli.send_signal(signal.SIGINT)
+    _, err = cli.communicate(timeout=DEADLINE)
+    assert cli.returncode == 130, err[-3000:]
+    sr.wait_for(lambda: all(_gone(p) for p in pids), DEADLINE, "every part stopped")

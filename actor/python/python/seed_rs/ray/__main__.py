@@ -76,12 +76,14 @@ def train(args: argparse.Namespace) -> int:
         interrupted = True
 
     previous = signal.signal(signal.SIGINT, stop)
+    summary = None
+    code = 1
     try:
         learner = start_learner(learner_flags, resources=res.parse(args.learner_resources, "--learner-resources"),
                                 run_dir=args.run_dir, binary=args.learner_bin)
         placement = ray.get(learner.placement.remote())
-        print(f"learner on node {placement['node_ip']} ({placement['node_id'][:12]}), "
-              f"serving {ray.get(learner.address.remote())}"
+        print(f"learner on node {placement['node_ip']} ({placement['node_id'][:12]}, pid "
+              f"{placement['pid']}), serving {ray.get(learner.address.remote())}"
               + (" (resumed from its checkpoint)" if placement["resumed"] else ""), file=sys.stderr)
         fleet = ActorFleet(learner, args.env, args.actors, args.envs_per_actor,
                            resources=res.parse(args.actor_resources, "--actor-resources"))
@@ -92,26 +94,30 @@ def train(args: argparse.Namespace) -> int:
         while not interrupted:
             summary = ray.get(learner.wait.remote(timeout=0.5))
             if summary is not None:
-                print(json.dumps(summary, indent=2))
-                return 0
+                code = 0
+                break
+            fleet.check_running()
             if args.progress_secs > 0 and time.monotonic() >= next_progress:
                 next_progress += args.progress_secs
                 print(_progress(ray.get(learner.metrics.remote()), started), file=sys.stderr)
-        print("stopping (Ctrl-C): actors, then the learner", file=sys.stderr)
-        fleet.shutdown()
-        summary = ray.get(learner.stop.remote())
-        if summary is not None:
-            print(json.dumps(summary, indent=2))
-        return 130
+        if interrupted:
+            print("stopping (Ctrl-C): actors, then the learner", file=sys.stderr)
+            fleet.shutdown()
+            summary = ray.get(learner.stop.remote())
+            code = 130
     except (ValueError, ray.exceptions.RayError, RuntimeError) as e:
         print(f"seed_rs.ray train: {e}", file=sys.stderr)
-        return 1
+        code = 1
     finally:
         signal.signal(signal.SIGINT, previous)
         if fleet is not None:
             fleet.shutdown()
         if learner is not None:
             ray.kill(learner, no_restart=True)
+    # Last, after every part stopped: the learner's summary on stdout.
+    if summary is not None:
+        print(json.dumps(summary, indent=2), flush=True)
+    return code
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -144,6 +144,15 @@ class ActorFleet:
 
         return ray.get([w.placement.remote() for w in self._workers], timeout=timeout)
 
+    def check_running(self) -> None:
+        """Raises the error of an actor whose `run` ended (an env that
+        raised, say); Ray's restarts cover the process, not the env."""
+        import ray
+
+        done, _ = ray.wait(self._runs, num_returns=len(self._runs), timeout=0)
+        for ref in done:
+            ray.get(ref)
+
     def check_started(self, timeout: float = 120.0) -> None:
         """Raises the first actor's creation error (an unknown env id, say);
         ``GetTimeoutError`` if they are not placed within ``timeout``."""

@@ -40,9 +40,13 @@ def seed_rs_command(program: str) -> List[str]:
     return [sys.executable, "-m", "seed_rs.cli", sub]
 
 
+# Looked up here, in the parent: between fork and exec the child should run
+# as little as it can (the parent has other threads).
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
 class ProgramError(RuntimeError):
