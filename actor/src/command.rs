@@ -5,7 +5,6 @@
 //! 2 usage).
 use std::ffi::OsString;
 
-use clap::error::ErrorKind;
 use clap::Parser;
 use tracing::{error, info};
 
@@ -27,13 +26,7 @@ where
 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
-                _ => 2,
-            };
-        }
+        Err(e) => return seed_shared::usage::usage_exit_code(&e),
     };
     seed_shared::logging::init_logging(cli.actor.log_format);
     match cli::run(&cli.actor) {

@@ -13,6 +13,7 @@ pub mod pb;
 pub mod server_tls;
 pub mod spec;
 pub mod tls;
+pub mod usage;
 
 pub use client_tls_flags::{ClientTlsFlags, ClientTlsNames, TlsFlag};
 pub use error::{ProtocolError, TlsFileError};

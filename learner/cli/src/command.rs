@@ -6,7 +6,6 @@
 //! outcome to an exit code (0 clean stop, 1 error, 2 usage).
 use std::ffi::OsString;
 
-use clap::error::ErrorKind;
 use seed_learner::app::config::SelfCommand;
 use seed_learner::app::settings::print::{to_toml, write_run_config};
 use seed_learner::app::settings::schema::LogFormatName;
@@ -16,8 +15,8 @@ use tracing::{error, info};
 
 use crate::flags::{Cli, Command, TrainArgs};
 
-/// The exit code of running the `learner` command line `args` (the first is the program
-/// name). `self_command`: how local actors run this program again when it
+/// The exit code of running the `learner` command line `args` (the first
+/// is the program name). `self_command`: how local actors run this program again when it
 /// is not this executable (`None`: the executable itself).
 pub fn run<I, T>(args: I, self_command: Option<SelfCommand>) -> u8
 where
@@ -28,14 +27,7 @@ where
     let heap_tuned = seed_learner::heap::keep_large_buffers_on_the_heap();
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
-        Err(e) => {
-            // --help and --version print and succeed; usage errors exit 2.
-            let _ = e.print();
-            return match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
-                _ => 2,
-            };
-        }
+        Err(e) => return seed_shared::usage::usage_exit_code(&e),
     };
     let result = match &cli.command {
         Some(Command::Actor(args)) => {
@@ -64,6 +56,7 @@ where
             seed_shared::logging::init_logging(log_format);
             resolved.map_err(anyhow::Error::from).and_then(|mut r| {
                 r.config.run.self_command = self_command;
+                r.config.run.settings_toml = Some(to_toml(&r.settings));
                 learn(&cli.train, &r)
             })
         }

@@ -6,15 +6,14 @@
 use std::ffi::OsString;
 
 use anyhow::Context;
-use clap::error::ErrorKind;
 use clap::Parser;
 use seed_shared::logging::init_logging;
 use tracing::{error, info};
 
 use crate::cli::{Flags, MirrorFlags};
 use crate::client::ClientOptions;
-use crate::server::{start_mirror, MirrorOptions, ServerTls};
-use crate::{ServerOptions, ServiceConfig};
+use crate::config::ServiceConfig;
+use crate::server::{start, start_mirror, MirrorOptions, ServerOptions, ServerTls};
 
 /// The mirror's options, or `None` without --mirror-of.
 fn mirror_options(
@@ -48,13 +47,7 @@ where
 {
     let flags = match Flags::try_parse_from(args) {
         Ok(flags) => flags,
-        Err(e) => {
-            let _ = e.print();
-            return match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
-                _ => 2,
-            };
-        }
+        Err(e) => return seed_shared::usage::usage_exit_code(&e),
     };
     init_logging(flags.log_format);
     match serve(flags) {
@@ -108,7 +101,7 @@ fn serve(flags: Flags) -> anyhow::Result<()> {
     let runtime = runtime.build().context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let mut server = match (config, mirror) {
-            (Some(config), _) => crate::start(config, options).await?,
+            (Some(config), _) => start(config, options).await?,
             (None, Some(mirror)) => start_mirror(mirror, options).await?,
             (None, None) => anyhow::bail!("--config or --mirror-of is required"),
         };

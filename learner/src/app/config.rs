@@ -115,9 +115,10 @@ pub struct RunConfig {
     /// (resolved: `RUN_DIR/tensorboard` by default); `None`: none written.
     pub tensorboard: Option<PathBuf>,
     /// The resolved settings as a config file (`--print-config`'s text),
-    /// for the run's records (TensorBoard's `run/config`); empty when the
-    /// config was built without settings.
-    pub settings_toml: String,
+    /// for the run's records (TensorBoard's `run/config`). Set by the
+    /// command that resolved them, like `self_command`: a record of the
+    /// run, not a setting (two configs that run the same compare equal).
+    pub settings_toml: Option<String>,
     /// `--target-return`: the mean return (last 100 episodes) that counts as solved.
     pub target_return: f64,
     /// `--stop-when-solved`.

@@ -31,20 +31,22 @@ const CURVE_EVERY: Duration = Duration::from_millis(500);
 
 /// TensorBoard's first points of a run: the restart marker at the run's
 /// first step (a resumed run's curve joins the earlier one's, see
-/// `report::tensorboard`) and the resolved config.
-fn start_points(snap: &MetricsSnapshot, settings_toml: &str) -> Vec<Point> {
+/// `report::tensorboard`) and the resolved config, when the command that
+/// resolved it passed it on.
+fn start_points(snap: &MetricsSnapshot, settings_toml: Option<&str>) -> Vec<Point> {
     let at = |kind| Point {
         step: snap.env_steps,
         wall_time: wall_time_now(),
         kind,
     };
-    vec![
-        at(PointKind::Start),
-        at(PointKind::Text {
+    let mut points = vec![at(PointKind::Start)];
+    if let Some(text) = settings_toml {
+        points.push(at(PointKind::Text {
             tag: "run/config".into(),
-            text: code_block(settings_toml),
-        }),
-    ]
+            text: code_block(text),
+        }));
+    }
+    points
 }
 
 /// Each episode's return and length, at `env_steps`.
@@ -131,7 +133,7 @@ impl RunMonitor {
         let tensorboard = match (&args.tensorboard, config.train.is_some()) {
             (Some(dir), true) => match TensorBoard::start(dir) {
                 Ok(tb) => {
-                    tb.send(start_points(&last, &args.settings_toml));
+                    tb.send(start_points(&last, args.settings_toml.as_deref()));
                     Some(tb)
                 }
                 Err(e) => {

@@ -191,6 +191,54 @@ def test_the_replay_handle_from_ray_tasks_and_across_a_server_restart(cluster, t
         ray.kill(server, no_restart=True)
 
 
+@ray.remote(num_cpus=0)
+def _trajectory(handle, trajectory: int, group: int, length: int) -> None:
+    x = np.full((length, 2), float(trajectory), dtype=np.float32)
+    handle.submit_steps([trajectory] * length, [group] * length, {"x": x},
+                        is_last=[0] * (length - 1) + [1])
+
+
+@ray.remote(num_cpus=0)
+def _fetch(handle) -> dict:
+    g = handle.fetch_group(timeout=60)
+    return {"group_id": g["group_id"], "trajectory_ids": sorted(g["trajectory_ids"].tolist()),
+            "rows": int(g["fields"]["x"].shape[0])}
+
+
+def test_the_grouped_calls_through_the_handle_from_ray_tasks(cluster):
+    config = {"tables": [{"name": "pool", "capacity": 1000,
+                          "sampler": {"kind": "grouped", "group_size": 2},
+                          "fields": [{"name": "x", "dtype": "f32", "shape": [2]}]}]}
+    server = sr.start_replay_server(config, resources={"learner": 1}, token="pool-secret")
+    handle = sr.ReplayHandle(server, "pool", token="pool-secret")
+    try:
+        # Four trajectories in two groups, each written by its own task.
+        ray.get([_trajectory.remote(handle, t, t // 10, 3) for t in (10, 11, 20, 21)],
+                timeout=DEADLINE)
+        groups = ray.get([_fetch.remote(handle) for _ in range(2)], timeout=DEADLINE)
+        assert sorted((g["group_id"], g["trajectory_ids"], g["rows"]) for g in groups) == [
+            (1, [10, 11], 6), (2, [20, 21], 6)]
+        assert handle.fetch_group(timeout=0) is None  # whole groups only, each once
+    finally:
+        ray.kill(server, no_restart=True)
+
+
+def test_the_token_reaches_the_learner_and_the_actors(cluster):
+    learner = sr.start_learner(LEARNER, resources={"learner": 1}, token="s3cret")
+    good = sr.ActorFleet(learner, "CartPole-v1", 1, 4, resources={"actor": 1}, token="s3cret")
+    try:
+        wait_slots(learner, 4, "the actor with the token served")
+        # Without it the learner refuses the stream: the actor's run fails.
+        bad = sr.ActorFleet(learner, "CartPole-v1", 1, 4, resources={"actor": 1}, max_restarts=0)
+        with pytest.raises(Exception, match="(?i)token|unauthenticated"):
+            sr.wait_for(lambda: bad.check_running() or False, DEADLINE, "the refusal")
+        bad.shutdown()
+        assert live_slots(learner) == 4
+    finally:
+        good.shutdown()
+        ray.kill(learner, no_restart=True)
+
+
 def test_parts_on_a_removed_node_come_back_on_another(cluster, tmp_path):
     c, nodes = cluster
     run = str(tmp_path / "run")

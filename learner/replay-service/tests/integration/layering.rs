@@ -38,6 +38,10 @@ const LAYERS: Layers = &[
         "the binary's flags (the server's default address)",
         &["cli"],
     ),
+    (
+        "the command: flags to a running server, logging, the exit code",
+        &["command"],
+    ),
     ("re-exports", &["lib"]),
     ("the binary's wiring", &["main"]),
 ];

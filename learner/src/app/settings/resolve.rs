@@ -126,7 +126,7 @@ pub fn resolve_with(layers: &[Layer], options: ResolveOptions) -> Result<Resolve
     let mut settings = defaults_for(&case)?.merge(user);
     settings.about = None;
     let derived = apply_rules(&mut settings).map_err(|e| with_origin(e, layers))?;
-    let mut config = to_config(&settings, &derived).map_err(|e| with_origin(e, layers))?;
+    let config = to_config(&settings, &derived).map_err(|e| with_origin(e, layers))?;
     config.validate().map_err(|e| with_origin(e, layers))?;
     settings.to_table().map_err(|e| {
         LearnerError::Config(format!(
@@ -139,7 +139,6 @@ pub fn resolve_with(layers: &[Layer], options: ResolveOptions) -> Result<Resolve
             clear(&mut settings, key);
         }
     }
-    config.run.settings_toml = super::print::to_toml(&settings);
     Ok(Resolved {
         settings,
         config,
@@ -497,8 +496,7 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
                     .or(s.checkpoints.resume.as_ref())
                     .map(|d| d.join(TENSORBOARD_IN_RUN_DIR)),
             },
-            // Set by `resolve_with` once the settings are final.
-            settings_toml: String::new(),
+            settings_toml: None,
             self_command: None,
             target_return: need(s.run.target_return, "run.target_return")?,
             stop_when_solved: need(s.run.stop_when_solved, "run.stop_when_solved")?,

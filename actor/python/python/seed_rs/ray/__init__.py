@@ -45,41 +45,46 @@ __all__ = [
 ]
 
 
+def _place(cls, resources, what: str, max_restarts: int, max_concurrency: int,
+           name: Optional[str]):
+    """``cls`` as a Ray actor class placed on a node with ``resources``
+    (checked first: ``ValueError`` naming a resource no node has), restarted
+    by Ray, its calls retried on the restarted actor, with threads enough
+    for a blocking call beside the others."""
+    import ray
+
+    res = _res.parse(resources, what)
+    _res.check_feasible(res, what)
+    opts = dict(_res.actor_options(res), max_restarts=max_restarts, max_task_retries=-1,
+                max_concurrency=max_concurrency)
+    if name:
+        opts["name"] = name
+    return ray.remote(cls).options(**opts)
+
+
 def start_learner(flags: Sequence[str] = (), resources: Optional[Dict[str, float]] = None,
                   run_dir: Optional[str] = None, binary: Optional[str] = None,
-                  max_restarts: int = -1, name: Optional[str] = None):
+                  max_restarts: int = -1, name: Optional[str] = None,
+                  token: Optional[str] = None):
     """The learner as a Ray actor placed on a node with ``resources``;
     returns its handle. ``flags`` go to the learner as they are
     (``--preset``, ``--config``...); ``binary``: a learner binary by path
     (a ``cuda`` build) instead of this wheel's CPU learner; ``run_dir``:
-    checkpoints on storage every node sees, resumed from after a restart.
-    Raises ``ValueError`` when no node has ``resources``."""
-    import ray
-
-    res = _res.parse(resources, "--learner-resources")
-    _res.check_feasible(res, "--learner-resources")
-    # Several threads: `wait` may block while `address`, `metrics` and
-    # `placement` answer.
-    opts = dict(_res.actor_options(res), max_restarts=max_restarts, max_task_retries=-1,
-                max_concurrency=8)
-    if name:
-        opts["name"] = name
-    return ray.remote(LearnerService).options(**opts).remote(list(flags), binary=binary,
-                                                             run_dir=run_dir)
+    checkpoints on storage every node sees, resumed from after a restart;
+    ``token``: the secret actors must present (given to the learner through
+    its environment). Raises ``ValueError`` when no node has ``resources``."""
+    # `wait` may block while `address`, `metrics` and `placement` answer.
+    cls = _place(LearnerService, resources, "--learner-resources", max_restarts, 8, name)
+    return cls.remote(list(flags), binary=binary, run_dir=run_dir, token=token)
 
 
 def start_replay_server(config: dict, resources: Optional[Dict[str, float]] = None,
                         restore: bool = False, binary: Optional[str] = None,
-                        max_restarts: int = -1, name: Optional[str] = None):
+                        max_restarts: int = -1, name: Optional[str] = None,
+                        token: Optional[str] = None, flags: Sequence[str] = ()):
     """A replay server (its ``--config`` as a dict) as a Ray actor placed on
     a node with ``resources``, restarted by Ray; returns its handle (make
-    table handles with :class:`ReplayHandle`)."""
-    import ray
-
-    res = _res.parse(resources, "--replay-resources")
-    _res.check_feasible(res, "--replay-resources")
-    opts = dict(_res.actor_options(res), max_restarts=max_restarts, max_task_retries=-1,
-                max_concurrency=4)
-    if name:
-        opts["name"] = name
-    return ray.remote(ReplayService).options(**opts).remote(config, restore=restore, binary=binary)
+    table handles with :class:`ReplayHandle`, passing the same ``token``).
+    ``flags``: more ``replay-server`` flags (TLS)."""
+    cls = _place(ReplayService, resources, "--replay-resources", max_restarts, 4, name)
+    return cls.remote(config, restore=restore, binary=binary, extra_flags=list(flags), token=token)

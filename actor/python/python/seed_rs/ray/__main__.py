@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -41,6 +42,12 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--run-dir", default=None,
                    help="learner run directory on storage every node sees; a restarted learner "
                         "resumes from it [default: none]")
+    t.add_argument("--token", default=os.environ.get("SEED_TOKEN"),
+                   help="the secret the learner checks; given to the learner and every actor "
+                        "[default: $SEED_TOKEN, else none]")
+    t.add_argument("--tls-ca", default=None,
+                   help="actors connect with TLS trusting this CA (a path on every actor node); "
+                        "give the learner --tls-cert/--tls-key after `--` [default: plaintext]")
     t.add_argument("--progress-secs", type=float, default=5.0,
                    help="seconds between progress lines; 0: none [default: 5]")
     t.add_argument("learner_flags", nargs=argparse.REMAINDER,
@@ -80,13 +87,15 @@ def train(args: argparse.Namespace) -> int:
     code = 1
     try:
         learner = start_learner(learner_flags, resources=res.parse(args.learner_resources, "--learner-resources"),
-                                run_dir=args.run_dir, binary=args.learner_bin)
+                                run_dir=args.run_dir, binary=args.learner_bin, token=args.token)
         placement = ray.get(learner.placement.remote())
         print(f"learner on node {placement['node_ip']} ({placement['node_id'][:12]}, pid "
               f"{placement['pid']}), serving {ray.get(learner.address.remote())}"
               + (" (resumed from its checkpoint)" if placement["resumed"] else ""), file=sys.stderr)
         fleet = ActorFleet(learner, args.env, args.actors, args.envs_per_actor,
-                           resources=res.parse(args.actor_resources, "--actor-resources"))
+                           resources=res.parse(args.actor_resources, "--actor-resources"),
+                           token=args.token,
+                           actor_kwargs={"tls_ca": args.tls_ca} if args.tls_ca else None)
         for p in fleet.placements():
             print(f"actor {p['index']} on node {p['node_id'][:12]} (pid {p['pid']})", file=sys.stderr)
         started = time.monotonic()

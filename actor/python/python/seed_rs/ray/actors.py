@@ -20,13 +20,17 @@ from typing import Any, Dict, List, Optional, Sequence
 
 #: Failed connects to one address before asking the learner's actor again.
 RECONNECTS_PER_ADDRESS = 3
+#: How `seed_rs.ActorError` begins when the learner could not be reached
+#: (`seed_actor::ActorError::Unreachable`); other errors are refusals.
+UNREACHABLE = "learner unreachable"
 
 
 class GymActorWorker:
     """A Ray actor class (see :class:`ActorFleet`)."""
 
     def __init__(self, index: int, env_id: str, num_envs: int, make_kwargs: Optional[dict] = None,
-                 token: Optional[str] = None, seed: Optional[int] = None):
+                 token: Optional[str] = None, seed: Optional[int] = None,
+                 actor_kwargs: Optional[dict] = None):
         import ray
 
         self.index = index
@@ -35,6 +39,7 @@ class GymActorWorker:
         self.make_kwargs = dict(make_kwargs or {})
         self.token = token
         self.seed = seed
+        self.actor_kwargs = dict(actor_kwargs or {})
         self.node_id = ray.get_runtime_context().get_node_id()
         self.sessions = 0
         # A cheap check that the env exists, in the actor's own process: an
@@ -63,12 +68,17 @@ class GymActorWorker:
             actor = seed_rs.Actor(
                 lambda: make_env(self.env_id, **self.make_kwargs), num_envs=self.num_envs,
                 learner=address, token=self.token, actor_id=f"ray-{self.index}",
-                seed=self.seed, max_reconnects=RECONNECTS_PER_ADDRESS,
+                seed=self.seed, max_reconnects=RECONNECTS_PER_ADDRESS, **self.actor_kwargs,
             )
             try:
                 report = actor.run()
                 self.sessions += report.get("sessions", 0)
-            except seed_rs.ActorError:
+            except seed_rs.ActorError as e:
+                if not str(e).startswith(UNREACHABLE):
+                    # Refused (a wrong token, a spec the learner does not
+                    # serve) or a broken protocol: asking again would not
+                    # help; the run ends with the error.
+                    raise
                 # The address stopped answering: ask for it again.
                 self.sessions += 1
             finally:
@@ -86,11 +96,16 @@ class ActorFleet:
         envs_per_actor: envs per actor (``K``).
         resources: each actor's resources (``{"CPU": 1, "actor": 1}``).
         max_restarts: Ray's restart policy for each actor (-1: always).
+        token: the learner's secret.
+        actor_kwargs: more :class:`seed_rs.Actor` arguments, the same for
+            every actor: TLS (``tls_ca``, ``tls_domain``, ``tls_cert``,
+            ``tls_key``: paths every actor node can read), ``channels_last``...
     """
 
     def __init__(self, learner, env_id: str, n: int, envs_per_actor: int = 8,
                  resources: Optional[Dict[str, float]] = None, max_restarts: int = -1,
-                 make_kwargs: Optional[dict] = None, token: Optional[str] = None):
+                 make_kwargs: Optional[dict] = None, token: Optional[str] = None,
+                 actor_kwargs: Optional[dict] = None):
         import ray
 
         from . import resources as res
@@ -107,6 +122,7 @@ class ActorFleet:
                              max_concurrency=2)
         self._make_kwargs = make_kwargs
         self._token = token
+        self._actor_kwargs = actor_kwargs
         self._cls = ray.remote(GymActorWorker)
         self._workers: List[Any] = []
         self._runs: List[Any] = []
@@ -123,7 +139,8 @@ class ActorFleet:
             index = self._next_index
             self._next_index += 1
             w = self._cls.options(**self._options).remote(
-                index, self.env_id, self.envs_per_actor, self._make_kwargs, self._token, seed=index)
+                index, self.env_id, self.envs_per_actor, self._make_kwargs, self._token, seed=index,
+                actor_kwargs=self._actor_kwargs)
             self._workers.append(w)
             self._runs.append(w.run.remote(self.learner))
         while len(self._workers) > n:

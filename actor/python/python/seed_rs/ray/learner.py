@@ -16,6 +16,8 @@ program run by a Ray actor placed by resources, restarted by Ray.
   process dies, the kernel stops the program (parent-death signal).
 - Actors find the learner by asking this actor for :meth:`address`
   whenever they connect; after a restart that is the new address.
+- The token (``token=``) reaches the learner through its environment
+  (``SEED_TOKEN``); TLS flags (``--tls-cert``...) go in ``flags``.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ class LearnerService:
     restart policy)."""
 
     def __init__(self, flags: Sequence[str] = (), binary: Optional[str] = None,
-                 run_dir: Optional[str] = None, start_timeout: float = 120.0):
+                 run_dir: Optional[str] = None, token: Optional[str] = None,
+                 start_timeout: float = 120.0):
         import ray
 
         self.node_ip = ray.util.get_node_ip_address()
@@ -74,6 +77,9 @@ class LearnerService:
         command = [binary] if binary else seed_rs_command("learner")
         env = dict(os.environ)
         env.setdefault("RAYON_NUM_THREADS", "1")
+        if token is not None:
+            # Through the environment, not argv (visible in ps).
+            env["SEED_TOKEN"] = token
         self._program = ChildProgram("learner", [*command, *args], _LISTENING, env=env)
         self._address = self._program.wait_listening(start_timeout)
         self._metrics_addr: Optional[str] = None

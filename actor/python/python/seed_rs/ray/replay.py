@@ -33,7 +33,7 @@ class ReplayService:
     (see :func:`seed_rs.ray.start_replay_server`)."""
 
     def __init__(self, config: Dict[str, Any], restore: bool = False, binary: Optional[str] = None,
-                 extra_flags=(), start_timeout: float = 120.0):
+                 extra_flags=(), token: Optional[str] = None, start_timeout: float = 120.0):
         import ray
 
         self.node_ip = ray.util.get_node_ip_address()
@@ -45,7 +45,10 @@ class ReplayService:
         args = ["--config", path, "--listen", f"{self.node_ip}:0", *extra_flags]
         if restore:
             args.append("--restore")
-        self._program = ChildProgram("replay-server", [*command, *args], _LISTENING)
+        env = dict(os.environ)
+        if token is not None:
+            env["SEED_TOKEN"] = token  # not argv: visible in ps
+        self._program = ChildProgram("replay-server", [*command, *args], _LISTENING, env=env)
         self._address = self._program.wait_listening(start_timeout)
 
     def address(self) -> str:
@@ -63,15 +66,18 @@ class ReplayService:
 
 class ReplayHandle:
     """Table ``table`` of the replay server behind ``server`` (its Ray actor
-    handle), usable from any Ray task or actor; see the module docs."""
+    handle), usable from any Ray task or actor; see the module docs.
+    ``client_kwargs``: :class:`seed_rs.ReplayClient` arguments (``token``,
+    ``tls_ca``...), pickled with the handle."""
 
-    def __init__(self, server, table: str):
+    def __init__(self, server, table: str, **client_kwargs):
         self._server = server
         self._table_name = table
+        self._client_kwargs = client_kwargs
         self._table = None
 
     def __reduce__(self):
-        return (ReplayHandle, (self._server, self._table_name))
+        return (_rebuild_handle, (self._server, self._table_name, self._client_kwargs))
 
     @property
     def table_name(self) -> str:
@@ -82,7 +88,7 @@ class ReplayHandle:
         import seed_rs
 
         address = ray.get(self._server.address.remote())
-        self._table = seed_rs.ReplayClient(address).table(self._table_name)
+        self._table = seed_rs.ReplayClient(address, **self._client_kwargs).table(self._table_name)
         return self._table
 
     def _call(self, method: str, *args, **kwargs):
@@ -127,3 +133,7 @@ class ReplayHandle:
 
     def __repr__(self) -> str:
         return f"ReplayHandle(table={self._table_name!r})"
+
+
+def _rebuild_handle(server, table: str, client_kwargs: dict) -> ReplayHandle:
+    return ReplayHandle(server, table, **client_kwargs)
