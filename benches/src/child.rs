@@ -91,6 +91,29 @@ impl ChildProcess {
         self.child.id() as libc::pid_t
     }
 
+    /// Context switches (voluntary and involuntary) of every thread of the
+    /// child so far, from `/proc/<pid>/task/*/status`; 0 where unreadable
+    /// (not Linux, or already reaped). Threads that exited are not counted.
+    pub fn context_switches(&self) -> u64 {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid())) else {
+            return 0;
+        };
+        tasks
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+            .map(|status| {
+                status
+                    .lines()
+                    .filter(|l| {
+                        l.starts_with("voluntary_ctxt_switches")
+                            || l.starts_with("nonvoluntary_ctxt_switches")
+                    })
+                    .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
     /// Sends `signal` (e.g. `libc::SIGINT`); a child already gone is not an error.
     pub fn signal(&self, signal: libc::c_int) {
         if self.reaped {

@@ -231,6 +231,8 @@ pub(crate) mod tests {
             learner_cpu_s_per_million_steps: 1000.0,
             learner_step_p50_us: 20.0,
             learner_step_p99_us: 50.0,
+            learner_context_switches_per_step: 1.0,
+            echo_context_switches_per_step: 2.5,
         }
     }
 

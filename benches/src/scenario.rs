@@ -160,6 +160,11 @@ pub struct ScenarioResult {
     /// Learner server-side step latency (received to answered), µs.
     pub learner_step_p50_us: f64,
     pub learner_step_p99_us: f64,
+    /// Context switches of the learner's threads per step round trip
+    /// while the actors ran, and of the echo server's per echo round trip:
+    /// where a side hands a step from thread to thread, it shows here.
+    pub learner_context_switches_per_step: f64,
+    pub echo_context_switches_per_step: f64,
 }
 
 /// The fields of the learner's `--summary-json` the harness reads.
@@ -257,8 +262,15 @@ pub async fn run_scenario(
     info!(%label, "learner");
     let ours = run_learner_phase(scenario, bins, dir).await?;
 
-    let echo_rt = pooled(&echo.iter().map(|e| e.round_trip).collect::<Vec<_>>());
+    let echo_rt = pooled(
+        &echo
+            .results
+            .iter()
+            .map(|e| e.round_trip)
+            .collect::<Vec<_>>(),
+    );
     let echo_rows_per_second = echo
+        .results
         .iter()
         .map(|e| {
             if e.seconds > 0.0 {
@@ -319,6 +331,14 @@ pub async fn run_scenario(
         learner_cpu_s_per_million_steps: ratio(cpu * 1e6, ours.learner.env_steps as f64),
         learner_step_p50_us: ours.learner.step_latency_us.p50,
         learner_step_p99_us: ours.learner.step_latency_us.p99,
+        learner_context_switches_per_step: ratio(
+            ours.learner_switches as f64,
+            ours.actors.iter().map(|a| a.round_trip.count).sum::<u64>() as f64,
+        ),
+        echo_context_switches_per_step: ratio(
+            echo.switches as f64,
+            echo.results.iter().map(|r| r.round_trip.count).sum::<u64>() as f64,
+        ),
     })
 }
 
@@ -326,7 +346,7 @@ async fn run_echo_phase(
     scenario: &Scenario,
     bins: &Binaries,
     dir: &Path,
-) -> Result<Vec<EchoClientResult>, HarnessError> {
+) -> Result<EchoPhase, HarnessError> {
     let addr = scenario.transport.allocate(dir, "echo")?;
     let mut server = ChildProcess::spawn(
         "echo-server",
@@ -341,17 +361,27 @@ async fn run_echo_phase(
         clients: scenario.actors,
         duration: scenario.duration,
     };
+    let switches_before = server.context_switches();
     let results = tokio::task::spawn_blocking(move || run_echo_clients(&load))
         .await
         .map_err(|e| HarnessError::Echo(format!("client task: {e}")))??;
+    let switches = server.context_switches().saturating_sub(switches_before);
     server.signal(libc::SIGTERM);
     server.wait(STOP_TIMEOUT).await?;
-    Ok(results)
+    Ok(EchoPhase { results, switches })
+}
+
+/// The echo clients' results and the server's context switches meanwhile.
+struct EchoPhase {
+    results: Vec<EchoClientResult>,
+    switches: u64,
 }
 
 struct LearnerPhase {
     learner: LearnerSummary,
     learner_cpu: Duration,
+    /// The learner's context switches while the actors ran.
+    learner_switches: u64,
     actors: Vec<ActorSummaryParsed>,
 }
 
@@ -410,10 +440,12 @@ async fn run_learner_phase(
     }
     let actor_deadline = scenario.duration + ACTOR_SLACK;
     let started = Instant::now();
+    let switches_before = learner.context_switches();
     for actor in &mut actors {
         let left = actor_deadline.saturating_sub(started.elapsed());
         actor.wait_success(left).await?;
     }
+    let learner_switches = learner.context_switches().saturating_sub(switches_before);
     learner.signal(libc::SIGINT);
     let exited = learner.wait_success(STOP_TIMEOUT).await?;
 
@@ -432,6 +464,7 @@ async fn run_learner_phase(
     Ok(LearnerPhase {
         learner: learner_summary,
         learner_cpu: exited.cpu,
+        learner_switches,
         actors,
     })
 }

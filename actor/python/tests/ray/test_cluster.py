@@ -287,7 +287,8 @@ def _gone(pid: int) -> bool:
 
 
 def test_the_cli_trains_to_its_summary(cluster):
-    cli = _cli(cluster, "--stop-when-solved", "--max-seconds", "300")
+    # To 475 is the test above's; here the CLI's own output, on a short run.
+    cli = _cli(cluster, "--max-env-steps", "60000")
     out, err = cli.communicate(timeout=DEADLINE * 2)
     assert cli.returncode == 0, err[-3000:]
     assert "learner on node 127.0.0.1" in err and "actor 1 on node" in err
@@ -295,7 +296,7 @@ def test_the_cli_trains_to_its_summary(cluster):
     # The summary is the first JSON object on stdout (Ray's own lines may
     # follow it there).
     summary, _ = json.JSONDecoder().raw_decode(out[out.index("{"):])
-    assert summary["solved"], summary
+    assert summary["env_steps"] >= 60000 and summary["learner_steps"] > 0, summary
 
 
 def test_ctrl_c_on_the_cli_stops_every_part(cluster):
