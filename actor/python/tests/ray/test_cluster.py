@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import re
 import signal
 import subprocess
@@ -23,6 +24,8 @@ import pytest
 import ray
 
 import seed_rs.ray as sr
+
+REPO = pathlib.Path(__file__).resolve().parents[4]
 
 # The Ray tasks below travel by value: this test module is not importable
 # in the workers.
@@ -98,17 +101,23 @@ def test_cartpole_to_475_placed_by_resources_through_an_actor_sigkill(cluster, t
         ray.kill(learner, no_restart=True)
 
 
-def test_the_actor_count_follows_resize(cluster, tmp_path):
-    learner = sr.start_learner(LEARNER, resources={"learner": 1})
+def test_the_actor_count_follows_resize_and_a_learner_binary_by_path(cluster, tmp_path):
+    # A learner binary given by path (on GPU nodes: a cuda build).
+    binary = os.environ.get("SEED_LEARNER_BIN", str(REPO / "target" / "release" / "learner"))
+    learner = sr.start_learner(LEARNER, resources={"learner": 1}, binary=binary)
     fleet = sr.ActorFleet(learner, "CartPole-v1", 2, 4, resources={"actor": 1})
     try:
+        assert ray.get(learner.placement.remote())["command"][0] == binary
         for n in (2, 6, 1):
             fleet.resize(n)
             wait_slots(learner, 4 * n, f"{n} actors' slots live")
             assert len(fleet) == n
     finally:
         fleet.shutdown()
+        # The learner program dies with its Ray actor (parent-death signal).
+        pid = ray.get(learner.placement.remote())["pid"]
         ray.kill(learner, no_restart=True)
+        sr.wait_for(lambda: _gone(pid), DEADLINE, "the learner program gone with its actor")
 
 
 def test_a_killed_learner_resumes_from_its_checkpoint_and_the_actors_find_it(cluster, tmp_path):

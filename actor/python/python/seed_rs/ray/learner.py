@@ -89,16 +89,17 @@ class LearnerService:
         return self._address
 
     def placement(self) -> Dict[str, object]:
-        """Where this learner runs: ``node_id``, ``node_ip``, ``pid`` of the
-        program, whether it resumed from a checkpoint and the checkpoint's
-        policy version (``resumed_policy_version``)."""
+        """Where this learner runs: ``node_id``, ``node_ip``, ``pid`` and
+        ``command`` of the program, whether it resumed from a checkpoint and
+        the checkpoint's policy version (``resumed_policy_version``)."""
         resumed_version = None
         for line in self._program.log_tail(LOG_SCAN).splitlines():
             m = _RESUMED.search(line)
             if m:
                 resumed_version = int(m.group(1))
         return {"node_id": self.node_id, "node_ip": self.node_ip, "pid": self._program.pid,
-                "resumed": self.resumed, "resumed_policy_version": resumed_version}
+                "command": self._program.command, "resumed": self.resumed,
+                "resumed_policy_version": resumed_version}
 
     def metrics(self) -> Dict[str, float]:
         """One scrape of the learner's Prometheus endpoint, as ``{name: value}``
