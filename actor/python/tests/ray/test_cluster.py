@@ -120,13 +120,20 @@ def test_the_actor_count_follows_resize_and_a_learner_binary_by_path(cluster, tm
         sr.wait_for(lambda: _gone(pid), DEADLINE, "the learner program gone with its actor")
 
 
-def test_a_killed_learner_resumes_from_its_checkpoint_and_the_actors_find_it(cluster, tmp_path):
+def _checkpointing_run(tmp_path):
+    """A learner checkpointing every second into a run dir, and two actors
+    whose slots are live: ``(run_dir, learner, fleet)``."""
     run = str(tmp_path / "run")
     learner = sr.start_learner([*LEARNER, "--checkpoint-secs", "1"], resources={"learner": 1},
                                run_dir=run)
     fleet = sr.ActorFleet(learner, "CartPole-v1", 2, ENVS, resources={"actor": 1})
+    wait_slots(learner, 2 * ENVS, "slots live")
+    return run, learner, fleet
+
+
+def test_a_killed_learner_resumes_from_its_checkpoint_and_the_actors_find_it(cluster, tmp_path):
+    run, learner, fleet = _checkpointing_run(tmp_path)
     try:
-        wait_slots(learner, 2 * ENVS, "slots live")
         sr.wait_for(lambda: sr.has_checkpoint(run)
                     and ray.get(learner.metrics.remote()).get("seed_policy_version", 0) > 20,
                     DEADLINE, "a checkpoint past version 20")
@@ -250,12 +257,8 @@ def test_the_token_reaches_the_learner_and_the_actors(cluster):
 
 def test_parts_on_a_removed_node_come_back_on_another(cluster, tmp_path):
     c, nodes = cluster
-    run = str(tmp_path / "run")
-    learner = sr.start_learner([*LEARNER, "--checkpoint-secs", "1"], resources={"learner": 1},
-                               run_dir=run)
-    fleet = sr.ActorFleet(learner, "CartPole-v1", 2, ENVS, resources={"actor": 1})
+    run, learner, fleet = _checkpointing_run(tmp_path)
     try:
-        wait_slots(learner, 2 * ENVS, "slots live")
         sr.wait_for(lambda: sr.has_checkpoint(run), DEADLINE, "a checkpoint")
         # An actor node goes: its actors come back on the other one.
         gone = nodes["actors"][0]
