@@ -69,10 +69,15 @@ pub struct LatencyCli {
     /// Transport: `tcp` (loopback) or `unix` (domain socket) [default: tcp].
     #[arg(long, value_enum, hide_default_value = true, default_value_t = Transport::Tcp)]
     pub transport: Transport,
-    /// Seconds per phase (echo, then learner) of each scenario
+    /// Seconds per window (echo, then learner) of each scenario
     /// [default: 5, or 3 with --sweep].
     #[arg(long)]
     pub duration_secs: Option<f64>,
+    /// Echo and learner windows alternated this many times, both servers
+    /// up throughout; the figures pool every window of a side. Several
+    /// short rounds keep the ratio steady on a noisy VM [default: 1].
+    #[arg(long, default_value_t = 1, hide_default_value = true)]
+    pub rounds: usize,
     /// Write the single run's result (with the machine) as JSON here [default: none].
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -139,6 +144,9 @@ impl LatencyCli {
                 "--duration-secs must be positive, got {secs}"
             )));
         }
+        if self.rounds == 0 {
+            return Err(HarnessError::Config("--rounds must be at least 1".into()));
+        }
         Ok(Scenario {
             actors: self.actors,
             envs_per_actor: self.envs_per_actor,
@@ -147,6 +155,7 @@ impl LatencyCli {
             flush_us: self.flush_us,
             transport: self.transport,
             duration: Duration::from_secs_f64(secs),
+            rounds: self.rounds,
             inference_threads: self.inference_threads,
             inline_max_rows: self.inline_max_rows,
             device: self.device.clone(),

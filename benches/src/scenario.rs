@@ -1,16 +1,21 @@
 //! One measurement: a learner and N actor processes on this host, beside
 //! the echo floor with the same payload, streams and transport.
 //!
-//! [`run_scenario`] runs two phases back to back, each for `duration`:
+//! [`run_scenario`] starts two servers, then alternates two windows, each
+//! `duration` long, `rounds` times:
 //! 1. **Echo floor**: an [`EchoLearner`](crate::echo_server::EchoLearner)
-//!    process (this harness binary, `echo-server` subcommand) and N echo
-//!    clients ([`run_echo_clients`]), each pipelining like an actor with K
-//!    envs.
-//! 2. **Learner**: `learner --local-actors 0 --listen ADDR` with the batching
-//!    flags and a `--summary-json`, then N `actor` processes with
-//!    `--max-seconds duration --summary-json`. When they have all stopped
-//!    the learner gets SIGINT, writes its summary and is reaped with
-//!    `wait4`, which gives its CPU time.
+//!    process (this harness binary, `echo-server` subcommand) answered by N
+//!    echo clients ([`run_echo_clients`]), each pipelining like an actor
+//!    with K envs.
+//! 2. **Learner**: `learner --local-actors 0 --listen ADDR` with the
+//!    batching flags and a `--summary-json`, answered by N `actor`
+//!    processes with `--max-seconds duration --summary-json`.
+//!
+//! Why rounds: on a shared 2-core VM the floor itself moves by 1.5x from
+//! one minute to the next; windows a few seconds apart, alternated, put
+//! both sides in the same weather, so their ratio holds still where the
+//! absolute figures do not. At the end the learner gets SIGINT, writes its
+//! summary and is reaped with `wait4`, which gives its CPU time.
 //!
 //! Figures across actors (or echo clients) are count-weighted means of each
 //! one's percentiles (the actors are identical, so these agree closely;
@@ -64,8 +69,10 @@ pub struct Scenario {
     /// Learner `--flush-us`.
     pub flush_us: u64,
     pub transport: Transport,
-    /// Length of each phase.
+    /// Length of each window (echo, then learner).
     pub duration: Duration,
+    /// Echo and learner windows alternated this many times.
+    pub rounds: usize,
     /// Learner `--inference-threads`.
     pub inference_threads: usize,
     /// Learner `--inline-max-rows`.
@@ -129,7 +136,10 @@ pub struct ScenarioResult {
     pub inline_max_rows: usize,
     /// Share of inference batches a stream task ran inline.
     pub inline_batch_fraction: f64,
+    /// Each window's length.
     pub duration_s: f64,
+    /// Echo/learner window pairs.
+    pub rounds: usize,
     /// Actor round trip (StepBatch queued to its ActionBatch received), µs.
     pub p50_us: f64,
     pub p90_us: f64,
@@ -257,10 +267,18 @@ pub async fn run_scenario(
     }
     std::fs::create_dir_all(dir)?;
     let label = scenario.label();
-    info!(%label, "echo floor");
-    let echo = run_echo_phase(scenario, bins, dir).await?;
-    info!(%label, "learner");
-    let ours = run_learner_phase(scenario, bins, dir).await?;
+    let mut echo = EchoPhase::start(scenario, bins, dir).await?;
+    let mut learner = LearnerPhase::start(scenario, bins, dir).await?;
+    for round in 0..scenario.rounds.max(1) {
+        info!(%label, round, "echo floor");
+        echo.window(scenario).await?;
+        info!(%label, round, "learner");
+        learner.window(scenario, bins, dir, round).await?;
+    }
+    echo.stop().await?;
+    let ours = learner.stop().await?;
+    // Rates are per window: each window's sum over clients, averaged.
+    let rounds = scenario.rounds.max(1) as f64;
 
     let echo_rt = pooled(
         &echo
@@ -279,7 +297,8 @@ pub async fn run_scenario(
                 0.0
             }
         })
-        .sum();
+        .sum::<f64>()
+        / rounds;
     let actor_rt: Vec<RoundTripPercentiles> = ours.actors.iter().map(|a| a.round_trip).collect();
     let rt = pooled(&actor_rt);
     let env_steps_per_second: f64 = ours
@@ -292,7 +311,8 @@ pub async fn run_scenario(
                 0.0
             }
         })
-        .sum();
+        .sum::<f64>()
+        / rounds;
     let obs_bytes = scenario.env.spec().obs_bytes();
     let cpu = ours.learner_cpu.as_secs_f64();
     Ok(ScenarioResult {
@@ -311,6 +331,7 @@ pub async fn run_scenario(
             ours.learner.inference_batches as f64,
         ),
         duration_s: scenario.duration.as_secs_f64(),
+        rounds: scenario.rounds.max(1),
         p50_us: rt.p50_us,
         p90_us: rt.p90_us,
         p99_us: rt.p99_us,
@@ -332,7 +353,7 @@ pub async fn run_scenario(
         learner_step_p50_us: ours.learner.step_latency_us.p50,
         learner_step_p99_us: ours.learner.step_latency_us.p99,
         learner_context_switches_per_step: ratio(
-            ours.learner_switches as f64,
+            ours.switches as f64,
             ours.actors.iter().map(|a| a.round_trip.count).sum::<u64>() as f64,
         ),
         echo_context_switches_per_step: ratio(
@@ -342,46 +363,73 @@ pub async fn run_scenario(
     })
 }
 
-async fn run_echo_phase(
-    scenario: &Scenario,
-    bins: &Binaries,
-    dir: &Path,
-) -> Result<EchoPhase, HarnessError> {
-    let addr = scenario.transport.allocate(dir, "echo")?;
-    let mut server = ChildProcess::spawn(
-        "echo-server",
-        dir,
-        Command::new(&bins.echo).args(["echo-server", "--listen", &addr]),
-    )?;
-    wait_ready(&mut server, &addr).await?;
-    let load = EchoLoad {
-        address: addr,
-        env: scenario.env.clone(),
-        envs: scenario.envs_per_actor,
-        clients: scenario.actors,
-        duration: scenario.duration,
-    };
-    let switches_before = server.context_switches();
-    let results = tokio::task::spawn_blocking(move || run_echo_clients(&load))
-        .await
-        .map_err(|e| HarnessError::Echo(format!("client task: {e}")))??;
-    let switches = server.context_switches().saturating_sub(switches_before);
-    server.signal(libc::SIGTERM);
-    server.wait(STOP_TIMEOUT).await?;
-    Ok(EchoPhase { results, switches })
-}
-
-/// The echo clients' results and the server's context switches meanwhile.
+/// The echo server and what its clients measured so far.
 struct EchoPhase {
+    server: ChildProcess,
+    addr: String,
     results: Vec<EchoClientResult>,
+    /// The server's context switches while clients ran.
     switches: u64,
 }
 
+impl EchoPhase {
+    async fn start(scenario: &Scenario, bins: &Binaries, dir: &Path) -> Result<Self, HarnessError> {
+        let addr = scenario.transport.allocate(dir, "echo")?;
+        let mut server = ChildProcess::spawn(
+            "echo-server",
+            dir,
+            Command::new(&bins.echo).args(["echo-server", "--listen", &addr]),
+        )?;
+        wait_ready(&mut server, &addr).await?;
+        Ok(EchoPhase {
+            server,
+            addr,
+            results: Vec::new(),
+            switches: 0,
+        })
+    }
+
+    /// N echo clients for one window.
+    async fn window(&mut self, scenario: &Scenario) -> Result<(), HarnessError> {
+        let load = EchoLoad {
+            address: self.addr.clone(),
+            env: scenario.env.clone(),
+            envs: scenario.envs_per_actor,
+            clients: scenario.actors,
+            duration: scenario.duration,
+        };
+        let before = self.server.context_switches();
+        let results = tokio::task::spawn_blocking(move || run_echo_clients(&load))
+            .await
+            .map_err(|e| HarnessError::Echo(format!("client task: {e}")))??;
+        self.switches += self.server.context_switches().saturating_sub(before);
+        self.results.extend(results);
+        Ok(())
+    }
+
+    async fn stop(&mut self) -> Result<(), HarnessError> {
+        self.server.signal(libc::SIGTERM);
+        self.server.wait(STOP_TIMEOUT).await?;
+        Ok(())
+    }
+}
+
+/// The learner process and what its actors measured so far.
 struct LearnerPhase {
+    learner: ChildProcess,
+    addr: String,
+    learner_json: PathBuf,
+    actors: Vec<ActorSummaryParsed>,
+    /// The learner's context switches while actors ran.
+    switches: u64,
+}
+
+/// The learner's figures once it has stopped.
+struct LearnerOutcome {
     learner: LearnerSummary,
     learner_cpu: Duration,
     /// The learner's context switches while the actors ran.
-    learner_switches: u64,
+    switches: u64,
     actors: Vec<ActorSummaryParsed>,
 }
 
@@ -391,82 +439,99 @@ struct ActorSummaryParsed {
     round_trip: RoundTripPercentiles,
 }
 
-async fn run_learner_phase(
-    scenario: &Scenario,
-    bins: &Binaries,
-    dir: &Path,
-) -> Result<LearnerPhase, HarnessError> {
-    let addr = scenario.transport.allocate(dir, "learner")?;
-    let learner_json = dir.join("learner.json");
-    remove_stale(&learner_json)?;
-    let mut cmd = Command::new(&bins.learner);
-    cmd.args(["--local-actors", "0", "--listen", &addr])
-        .args(["--max-batch", &scenario.max_batch.to_string()])
-        .args(["--flush-us", &scenario.flush_us.to_string()])
-        .args([
-            "--inference-threads",
-            &scenario.inference_threads.to_string(),
-        ])
-        .args(["--inline-max-rows", &scenario.inline_max_rows.to_string()])
-        .args(["--device", &scenario.device])
-        .args((!scenario.train).then_some("--no-train"))
-        .args(scenario.env_flags())
-        .arg("--summary-json")
-        .arg(&learner_json)
-        .env("RAYON_NUM_THREADS", "1");
-    let mut learner = ChildProcess::spawn("learner", dir, &mut cmd)?;
-    wait_ready(&mut learner, &addr).await?;
-
-    let mut actors = Vec::with_capacity(scenario.actors);
-    let mut actor_jsons = Vec::with_capacity(scenario.actors);
-    for i in 0..scenario.actors {
-        let json = dir.join(format!("actor-{i}.json"));
-        remove_stale(&json)?;
-        let mut cmd = Command::new(&bins.actor);
-        cmd.args(["--learner", &addr])
-            .args(["--envs", &scenario.envs_per_actor.to_string()])
-            .args(scenario.env_flags())
-            .args(["--actor-id", &format!("bench-{i}")])
-            .args(["--seed", &i.to_string()])
+impl LearnerPhase {
+    async fn start(scenario: &Scenario, bins: &Binaries, dir: &Path) -> Result<Self, HarnessError> {
+        let addr = scenario.transport.allocate(dir, "learner")?;
+        let learner_json = dir.join("learner.json");
+        remove_stale(&learner_json)?;
+        let mut cmd = Command::new(&bins.learner);
+        cmd.args(["--local-actors", "0", "--listen", &addr])
+            .args(["--max-batch", &scenario.max_batch.to_string()])
+            .args(["--flush-us", &scenario.flush_us.to_string()])
             .args([
-                "--max-seconds",
-                &scenario.duration.as_secs_f64().to_string(),
+                "--inference-threads",
+                &scenario.inference_threads.to_string(),
             ])
-            .args(["--max-reconnects", "3"])
+            .args(["--inline-max-rows", &scenario.inline_max_rows.to_string()])
+            .args(["--device", &scenario.device])
+            .args((!scenario.train).then_some("--no-train"))
+            .args(scenario.env_flags())
             .arg("--summary-json")
-            .arg(&json);
-        actors.push(ChildProcess::spawn(&format!("actor-{i}"), dir, &mut cmd)?);
-        actor_jsons.push(json);
+            .arg(&learner_json)
+            .env("RAYON_NUM_THREADS", "1");
+        let mut learner = ChildProcess::spawn("learner", dir, &mut cmd)?;
+        wait_ready(&mut learner, &addr).await?;
+        Ok(LearnerPhase {
+            learner,
+            addr,
+            learner_json,
+            actors: Vec::new(),
+            switches: 0,
+        })
     }
-    let actor_deadline = scenario.duration + ACTOR_SLACK;
-    let started = Instant::now();
-    let switches_before = learner.context_switches();
-    for actor in &mut actors {
-        let left = actor_deadline.saturating_sub(started.elapsed());
-        actor.wait_success(left).await?;
-    }
-    let learner_switches = learner.context_switches().saturating_sub(switches_before);
-    learner.signal(libc::SIGINT);
-    let exited = learner.wait_success(STOP_TIMEOUT).await?;
 
-    let learner_summary: LearnerSummary = read_json(&learner_json)?;
-    let actors = actor_jsons
-        .iter()
-        .map(|p| {
-            let a: ActorSummary = read_json(p)?;
-            Ok(ActorSummaryParsed {
+    /// N actor processes for one window.
+    async fn window(
+        &mut self,
+        scenario: &Scenario,
+        bins: &Binaries,
+        dir: &Path,
+        round: usize,
+    ) -> Result<(), HarnessError> {
+        let mut actors = Vec::with_capacity(scenario.actors);
+        let mut actor_jsons = Vec::with_capacity(scenario.actors);
+        for i in 0..scenario.actors {
+            let json = dir.join(format!("actor-{i}-r{round}.json"));
+            remove_stale(&json)?;
+            let mut cmd = Command::new(&bins.actor);
+            cmd.args(["--learner", &self.addr])
+                .args(["--envs", &scenario.envs_per_actor.to_string()])
+                .args(scenario.env_flags())
+                .args(["--actor-id", &format!("bench-{i}")])
+                .args(["--seed", &(i + round * scenario.actors).to_string()])
+                .args([
+                    "--max-seconds",
+                    &scenario.duration.as_secs_f64().to_string(),
+                ])
+                .args(["--max-reconnects", "3"])
+                .arg("--summary-json")
+                .arg(&json);
+            actors.push(ChildProcess::spawn(
+                &format!("actor-{i}-r{round}"),
+                dir,
+                &mut cmd,
+            )?);
+            actor_jsons.push(json);
+        }
+        let actor_deadline = scenario.duration + ACTOR_SLACK;
+        let started = Instant::now();
+        let before = self.learner.context_switches();
+        for actor in &mut actors {
+            let left = actor_deadline.saturating_sub(started.elapsed());
+            actor.wait_success(left).await?;
+        }
+        self.switches += self.learner.context_switches().saturating_sub(before);
+        for path in &actor_jsons {
+            let a: ActorSummary = read_json(path)?;
+            self.actors.push(ActorSummaryParsed {
                 env_steps: a.env_steps,
                 active_seconds: a.active_seconds,
                 round_trip: a.round_trip.into(),
-            })
+            });
+        }
+        Ok(())
+    }
+
+    async fn stop(mut self) -> Result<LearnerOutcome, HarnessError> {
+        self.learner.signal(libc::SIGINT);
+        let exited = self.learner.wait_success(STOP_TIMEOUT).await?;
+        Ok(LearnerOutcome {
+            learner: read_json(&self.learner_json)?,
+            learner_cpu: exited.cpu,
+            switches: self.switches,
+            actors: self.actors,
         })
-        .collect::<Result<_, HarnessError>>()?;
-    Ok(LearnerPhase {
-        learner: learner_summary,
-        learner_cpu: exited.cpu,
-        learner_switches,
-        actors,
-    })
+    }
 }
 
 fn remove_stale(path: &Path) -> Result<(), HarnessError> {

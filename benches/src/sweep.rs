@@ -166,6 +166,7 @@ mod tests {
                 flush_us: 500,
                 transport: Transport::Tcp,
                 duration: Duration::from_secs(1),
+                rounds: 1,
                 inference_threads: 1,
                 inline_max_rows: 32,
                 device: "cpu".into(),

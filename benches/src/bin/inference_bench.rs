@@ -8,6 +8,10 @@
 //! measures both devices in the same run so their ratio is meaningful;
 //! `--dtypes f32,bf16` runs each with f32 weights and with the bf16 copy
 //! `--inference-dtype bf16` serves (the figures carry a `dtype` field).
+//! `--paths candle,host` adds the plain-loop forward the inference threads
+//! use for small batches of a feed-forward CPU model
+//! (`seed_learner::model::host_forward`; the figures carry a `path` field;
+//! models without one are skipped on that path).
 //!
 //! `cargo run --release -p seed-benches --bin inference_bench -- --json out.json`
 use std::time::{Duration, Instant};
@@ -15,6 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use clap::Parser;
+use seed_learner::model::host_forward::{self, HostForward};
 use seed_learner::model::{ActionSampler, InferenceDType, ModelConfig, TrainableModel};
 use seed_shared::{EnvSpec, ObsDType};
 
@@ -33,7 +38,11 @@ struct Args {
     /// Weights' dtypes: `f32`, `bf16` (as `--inference-dtype`).
     #[arg(long, value_delimiter = ',', default_value = "f32")]
     dtypes: Vec<String>,
-    /// Time budget per (model, device, dtype, batch) measurement, in milliseconds.
+    /// Forward paths: `candle` (tensors), `host` (the plain loops for small
+    /// CPU batches of a feed-forward model).
+    #[arg(long, value_delimiter = ',', default_value = "candle")]
+    paths: Vec<String>,
+    /// Time budget per (model, device, dtype, path, batch) measurement, in milliseconds.
     #[arg(long, default_value_t = 500)]
     budget_ms: u64,
     /// Write the results as one JSON object here.
@@ -66,7 +75,7 @@ fn open_cuda(_ordinal: usize) -> Result<Device> {
 }
 
 /// A host observation buffer shaped like what the batcher gathers.
-enum HostObs {
+enum ObsBuffer {
     F32(Vec<f32>),
     U8(Vec<u8>),
 }
@@ -76,6 +85,7 @@ struct Measurement {
     model: String,
     device: String,
     dtype: String,
+    path: String,
     batch: usize,
     iterations: usize,
     median_us: f64,
@@ -86,9 +96,10 @@ fn measure(
     model: &str,
     device_name: &str,
     dtype: InferenceDType,
+    path: &str,
     batch: usize,
     budget: Duration,
-) -> Result<Measurement> {
+) -> Result<Option<Measurement>> {
     let device = open_device(device_name)?;
     let spec = match model {
         "mlp" => EnvSpec::cartpole(),
@@ -102,16 +113,34 @@ fn measure(
     let n = batch * spec.obs_len();
     // Pre-touched, deterministic content (first touch of fresh memory is slow).
     let host = match spec.obs_dtype {
-        ObsDType::F32 => HostObs::F32((0..n).map(|i| ((i % 97) as f32) / 97.0 - 0.5).collect()),
-        ObsDType::U8 => HostObs::U8((0..n).map(|i| (i % 251) as u8).collect()),
+        ObsDType::F32 => ObsBuffer::F32((0..n).map(|i| ((i % 97) as f32) / 97.0 - 0.5).collect()),
+        ObsDType::U8 => ObsBuffer::U8((0..n).map(|i| (i % 251) as u8).collect()),
     };
     let mut sampler = ActionSampler::new(1);
     let mut actions = vec![0u32; batch];
     let num_actions = spec.action.dim();
+    let host_forward = match path {
+        "candle" => None,
+        "host" => match HostForward::from_model(&net)? {
+            Some(h) => Some(h),
+            None => return Ok(None),
+        },
+        other => bail!("unknown path `{other}` (expected candle or host)"),
+    };
+    let (mut params, mut values, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
     let mut iteration = || -> Result<()> {
+        if let Some(h) = &host_forward {
+            let obs = match &host {
+                ObsBuffer::F32(v) => host_forward::HostObs::F32(v),
+                ObsBuffer::U8(v) => host_forward::HostObs::U8(v),
+            };
+            h.step(obs, batch, &mut params, &mut values, &mut scratch);
+            sampler.sample(&params, num_actions, &mut actions);
+            return Ok(());
+        }
         let obs = match &host {
-            HostObs::F32(v) => Tensor::from_slice(v, shape.as_slice(), &device)?,
-            HostObs::U8(v) => Tensor::from_slice(v, shape.as_slice(), &device)?,
+            ObsBuffer::F32(v) => Tensor::from_slice(v, shape.as_slice(), &device)?,
+            ObsBuffer::U8(v) => Tensor::from_slice(v, shape.as_slice(), &device)?,
         };
         let out = net.step(&obs, None)?;
         let logits = out
@@ -134,15 +163,16 @@ fn measure(
     }
     times.sort_by(f64::total_cmp);
     let median_us = times[times.len() / 2];
-    Ok(Measurement {
+    Ok(Some(Measurement {
         model: model.to_string(),
         device: device_name.to_string(),
         dtype: dtype.to_string(),
+        path: path.to_string(),
         batch,
         iterations: times.len(),
         median_us,
         rows_per_second: batch as f64 / (median_us * 1e-6),
-    })
+    }))
 }
 
 fn main() -> Result<()> {
@@ -165,12 +195,23 @@ fn main() -> Result<()> {
         for batch in &args.batch_sizes {
             for device in &args.devices {
                 for &dtype in &dtypes {
-                    let m = measure(model, device, dtype, *batch, budget)?;
-                    eprintln!(
-                        "{:<4} {:<7} {:<4} batch {:>5}: {:>10.1} us  {:>12.0} rows/s",
-                        m.model, m.device, m.dtype, m.batch, m.median_us, m.rows_per_second
-                    );
-                    results.push(m);
+                    for path in &args.paths {
+                        let Some(m) = measure(model, device, dtype, path, *batch, budget)? else {
+                            eprintln!("{model} {device} {dtype}: no {path} path, skipped");
+                            continue;
+                        };
+                        eprintln!(
+                            "{:<4} {:<7} {:<4} {:<6} batch {:>5}: {:>10.1} us  {:>12.0} rows/s",
+                            m.model,
+                            m.device,
+                            m.dtype,
+                            m.path,
+                            m.batch,
+                            m.median_us,
+                            m.rows_per_second
+                        );
+                        results.push(m);
+                    }
                 }
             }
         }

@@ -9,7 +9,10 @@
 //!    where a new episode starts: after `terminated`, after a truncated step,
 //!    or on a new run id), when the model is recurrent;
 //! 3. runs the current policy snapshot (loaded once per batch), downloads the
-//!    `[B, P]` distribution parameters once and samples actions on the host
+//!    `[B, P]` distribution parameters once (a batch of at most
+//!    [`HOST_FORWARD_MAX_ROWS`] rows of a feed-forward CPU model runs as
+//!    plain loops on the gather buffers instead: no tensors, see
+//!    [`crate::model::host_forward`]) and samples actions on the host
 //!    (an index per row from a categorical's logits, or `D` unclipped floats
 //!    per row from a Gaussian's mean and log-std, sent in
 //!    `ActionBatch.continuous_actions`);
@@ -40,6 +43,7 @@ use crate::infer::sink::{InferenceSink, InferredBatch, SinkFactory};
 use crate::infer::state_table::StateTable;
 use crate::infer::step_request::StepRequest;
 use crate::metrics::Metrics;
+use crate::model::host_forward::{HostObs, HOST_FORWARD_MAX_ROWS};
 use crate::model::weights::WeightsHandle;
 use crate::model::{ActionDistribution, ActionSampler, RecurrentState};
 
@@ -218,6 +222,11 @@ struct InferenceWorker {
     actions: Vec<u32>,
     /// `[B, D]` sampled floats (Gaussian).
     continuous_actions: Vec<f32>,
+    /// `[B, P]` distribution parameters and `[B]` values of the batch.
+    params: Vec<f32>,
+    values: Vec<f32>,
+    /// The host forward's layer outputs.
+    host_scratch: Vec<f32>,
     /// Reused by [`InlineInference`] for its one-request batches.
     inline_requests: Vec<StepRequest>,
 }
@@ -251,6 +260,9 @@ impl InferenceWorker {
             episode_start: Vec::with_capacity(max_rows),
             actions: Vec::with_capacity(max_rows),
             continuous_actions: Vec::with_capacity(max_rows * distribution.continuous_dim()),
+            params: Vec::new(),
+            values: Vec::new(),
+            host_scratch: Vec::new(),
             inline_requests: Vec::with_capacity(1),
         }
     }
@@ -347,36 +359,62 @@ impl InferenceWorker {
         }
         debug_assert_eq!(row, rows);
 
-        // 3. One upload, one forward, one download.
-        self.dims[0] = rows;
-        let obs = match shared.spec.obs_dtype {
-            ObsDType::F32 => Tensor::from_slice(
-                &self.obs_f32[..rows * len],
-                self.dims.as_slice(),
-                &shared.device,
-            )?,
-            ObsDType::U8 => Tensor::from_slice(
-                &self.obs_u8[..rows * len],
-                self.dims.as_slice(),
-                &shared.device,
-            )?,
-        };
-        let state = if hsize > 0 {
-            Some(RecurrentState {
-                h: Tensor::from_slice(&self.h[..rows * hsize], (rows, hsize), &shared.device)?,
-                c: Tensor::from_slice(&self.c[..rows * hsize], (rows, hsize), &shared.device)?,
-            })
+        // 3. The forward: for a small batch of a feed-forward CPU model,
+        // loops over the gather buffers (`model::host_forward`); otherwise
+        // one upload, one forward, one download.
+        let policy = shared.weights.load();
+        let host = if hsize == 0 && rows <= HOST_FORWARD_MAX_ROWS {
+            policy.host_forward()
         } else {
             None
         };
-        let policy = shared.weights.load();
-        let step = policy.model.step(&obs, state.as_ref())?;
+        let mut next_state = None;
+        if let Some(host) = host {
+            let obs = match shared.spec.obs_dtype {
+                ObsDType::F32 => HostObs::F32(&self.obs_f32[..rows * len]),
+                ObsDType::U8 => HostObs::U8(&self.obs_u8[..rows * len]),
+            };
+            host.step(
+                obs,
+                rows,
+                &mut self.params,
+                &mut self.values,
+                &mut self.host_scratch,
+            );
+        } else {
+            self.dims[0] = rows;
+            let obs = match shared.spec.obs_dtype {
+                ObsDType::F32 => Tensor::from_slice(
+                    &self.obs_f32[..rows * len],
+                    self.dims.as_slice(),
+                    &shared.device,
+                )?,
+                ObsDType::U8 => Tensor::from_slice(
+                    &self.obs_u8[..rows * len],
+                    self.dims.as_slice(),
+                    &shared.device,
+                )?,
+            };
+            let state = if hsize > 0 {
+                Some(RecurrentState {
+                    h: Tensor::from_slice(&self.h[..rows * hsize], (rows, hsize), &shared.device)?,
+                    c: Tensor::from_slice(&self.c[..rows * hsize], (rows, hsize), &shared.device)?,
+                })
+            } else {
+                None
+            };
+            let step = policy.model.step(&obs, state.as_ref())?;
+            self.params = step.policy_params.flatten_all()?.to_vec1::<f32>()?;
+            if self.sink.is_some() {
+                self.values = step.values.to_vec1::<f32>()?;
+            }
+            next_state = step.state;
+        }
         let distribution = self.distribution;
-        let params = step.policy_params.flatten_all()?.to_vec1::<f32>()?;
-        if params.len() != rows * distribution.param_width() {
+        if self.params.len() != rows * distribution.param_width() {
             candle_core::bail!(
                 "the policy gave {} distribution parameters for {rows} rows of a {distribution}",
-                params.len()
+                self.params.len()
             );
         }
         self.actions.clear();
@@ -385,10 +423,11 @@ impl InferenceWorker {
             ActionDistribution::Categorical { num_actions } => match &mut self.exploration {
                 None => {
                     self.actions.resize(rows, 0);
-                    self.sampler.sample(&params, num_actions, &mut self.actions);
+                    self.sampler
+                        .sample(&self.params, num_actions, &mut self.actions);
                 }
                 Some(explore) => {
-                    let mut rows = params.chunks_exact(num_actions);
+                    let mut rows = self.params.chunks_exact(num_actions);
                     for req in requests.iter() {
                         for &env in &req.batch.env_indices {
                             let q = rows.next().unwrap_or(&[]);
@@ -401,13 +440,13 @@ impl InferenceWorker {
             ActionDistribution::Gaussian { dim } => {
                 self.continuous_actions.resize(rows * dim, 0.0);
                 self.sampler
-                    .sample_gaussian(&params, dim, &mut self.continuous_actions);
+                    .sample_gaussian(&self.params, dim, &mut self.continuous_actions);
             }
         }
         let dim = distribution.continuous_dim();
 
         // 4. Recurrent write-back, sink, replies.
-        if let Some(next) = &step.state {
+        if let Some(next) = &next_state {
             let h = next.h.flatten_all()?.to_vec1::<f32>()?;
             let c = next.c.flatten_all()?.to_vec1::<f32>()?;
             let mut row = 0;
@@ -422,15 +461,14 @@ impl InferenceWorker {
             }
         }
         if let Some(mut sink) = self.sink.take() {
-            let values = step.values.to_vec1::<f32>()?;
             sink.on_batch(&InferredBatch {
                 policy_version: policy.version,
                 distribution,
                 state_size: hsize,
                 actions: &self.actions,
                 continuous_actions: &self.continuous_actions,
-                policy_params: &params,
-                values: &values,
+                policy_params: &self.params,
+                values: &self.values,
                 episode_start: &self.episode_start,
                 recurrent_h: &self.h[..rows * hsize],
                 recurrent_c: &self.c[..rows * hsize],

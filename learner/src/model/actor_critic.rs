@@ -37,13 +37,13 @@ pub struct PolicyUnroll {
 #[derive(Debug, Clone)]
 pub struct ActorCritic {
     config: ModelConfig,
-    torso: Torso,
-    core: Option<lstm::LstmCore>,
+    pub(super) torso: Torso,
+    pub(super) core: Option<lstm::LstmCore>,
     /// Logits `[B, A]`, or the Gaussian's mean `[B, D]`.
     pub(super) policy: Dense,
     /// The Gaussian's log σ, `[D]`, before clamping; `None` for a categorical.
-    log_std: Option<Tensor>,
-    value: Dense,
+    pub(super) log_std: Option<Tensor>,
+    pub(super) value: Dense,
     /// The weights' dtype: `f32`, or `bf16` for a reduced-precision
     /// inference copy.
     dtype: DType,

@@ -35,6 +35,11 @@ impl Dense {
     pub fn weight(&self) -> &Tensor {
         &self.weight
     }
+
+    /// `[O]`.
+    pub fn bias(&self) -> &Tensor {
+        &self.bias
+    }
 }
 
 impl Module for Dense {

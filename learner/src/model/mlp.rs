@@ -29,6 +29,11 @@ impl Mlp {
     pub fn out_dim(&self) -> usize {
         self.out_dim
     }
+
+    /// The layers, input first (tanh follows each).
+    pub fn layers(&self) -> &[Dense] {
+        &self.layers
+    }
 }
 
 impl Module for Mlp {

@@ -24,7 +24,8 @@
 //! [`actor_critic`] (the network), [`dueling`] (R2D2's Q-values from the
 //! same heads), [`trainable`] (variables, initialisation, snapshots), the
 //! layers ([`dense`], [`mlp`], [`conv`], [`patch_conv`], [`lstm`], [`tanh`],
-//! [`bias_add`]) and [`weights`] (what inference reads).
+//! [`bias_add`]), [`weights`] (what inference reads) and [`host_forward`]
+//! (a feed-forward policy's step as plain loops, for small CPU batches).
 pub mod actor_critic;
 pub mod bias_add;
 pub mod config;
@@ -33,6 +34,7 @@ pub mod dense;
 pub mod distribution;
 pub mod dueling;
 pub mod graph_ops;
+pub mod host_forward;
 pub mod init;
 pub mod lstm;
 pub mod mlp;

@@ -72,7 +72,7 @@ const ROUND_MAGIC: f32 = 12_582_912.0;
 /// (relative error under 1e-8 for |f| <= 1/2). Branch-free: both sides of
 /// each `if` are plain values, which the compiler turns into selects.
 #[inline(always)]
-fn tanh_f32(x: f32) -> f32 {
+pub(crate) fn tanh_f32(x: f32) -> f32 {
     let a = x.abs();
     let a = if a < SATURATE { a } else { SATURATE };
     let t = -2.0 * std::f32::consts::LOG2_E * a; // in [-26, 0]

@@ -11,10 +11,12 @@
 //! The handle's dtype is fixed by the first snapshot (`--inference-dtype`):
 //! publishers convert each new snapshot to [`WeightsHandle::dtype`].
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
+use tracing::warn;
 
+use crate::model::host_forward::HostForward;
 use crate::model::ActorCritic;
 
 /// Number of weight updates behind a policy; 0 is the initial network.
@@ -33,6 +35,34 @@ impl std::fmt::Display for PolicyVersion {
 pub struct PolicySnapshot {
     pub version: PolicyVersion,
     pub model: ActorCritic,
+    /// The same network as loops for small CPU batches, built on first use.
+    host: OnceLock<Option<HostForward>>,
+}
+
+impl PolicySnapshot {
+    pub fn new(version: PolicyVersion, model: ActorCritic) -> Self {
+        PolicySnapshot {
+            version,
+            model,
+            host: OnceLock::new(),
+        }
+    }
+
+    /// The snapshot's [`HostForward`], when its model has one; built (a
+    /// copy of the weights) by the first caller.
+    pub fn host_forward(&self) -> Option<&HostForward> {
+        self.host
+            .get_or_init(|| match HostForward::from_model(&self.model) {
+                Ok(host) => host,
+                Err(e) => {
+                    // Not expected (the tensors are read as the model's own
+                    // dtype); candle serves every batch instead.
+                    warn!(error = %e, version = %self.version, "host forward unavailable");
+                    None
+                }
+            })
+            .as_ref()
+    }
 }
 
 /// Shared between the trainer (one publisher) and inference threads (readers).
@@ -49,7 +79,7 @@ impl WeightsHandle {
     pub fn new(model: ActorCritic, version: PolicyVersion) -> Self {
         WeightsHandle {
             dtype: model.dtype(),
-            current: ArcSwap::from_pointee(PolicySnapshot { version, model }),
+            current: ArcSwap::from_pointee(PolicySnapshot::new(version, model)),
             version: AtomicU64::new(version.0),
         }
     }
@@ -76,7 +106,7 @@ impl WeightsHandle {
         debug_assert_eq!(model.dtype(), self.dtype, "publish a snapshot_as(dtype())");
         let version = PolicyVersion(self.version.load(Ordering::Acquire) + 1);
         self.current
-            .store(Arc::new(PolicySnapshot { version, model }));
+            .store(Arc::new(PolicySnapshot::new(version, model)));
         self.version.store(version.0, Ordering::Release);
         version
     }
