@@ -314,6 +314,17 @@ async fn a_small_request_no_other_can_join_is_inferred_inline() {
     assert_eq!(st.inference_batches, 10, "{st:?}");
     assert!(st.inline_batches >= 9, "{st:?}");
     server.shutdown().await.expect("shutdown");
+
+    // One actor with one env (the latency benchmark's 1 x 1): each step
+    // is answered on the stream's own task, no hand-off to an inference
+    // thread, with the default settings.
+    let server = support::start_learner(|_| {}).await;
+    let mut s = RawStream::open(&server).await;
+    s.hello(1, "").await;
+    let st = step_one_at_a_time(&server, &mut s, &[0], 20).await;
+    assert_eq!(st.inference_batches, 20, "{st:?}");
+    assert!(st.inline_batches >= 19, "{st:?}");
+    server.shutdown().await.expect("shutdown");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -360,5 +371,53 @@ async fn requests_that_others_could_join_or_that_are_large_go_through_the_batche
     s.hello(1, "").await;
     let st = step_one_at_a_time(&server, &mut s, &[0], 10).await;
     assert_eq!((st.inference_batches, st.inline_batches), (10, 0), "{st:?}");
+    server.shutdown().await.expect("shutdown");
+}
+
+/// A stream whose step batches take both paths, a large half through the
+/// batcher and a small half inline, gets its action batches in the order
+/// it sent them: the small half, sent right behind the large one, must not
+/// overtake it by being inferred inline while the large one waits for an
+/// inference thread (the stream task's "nothing unanswered" rule).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn action_batches_keep_their_order_when_halves_take_both_paths() {
+    let server = support::start_learner(|c| c.inference.inline_max_rows = 2).await;
+    let metrics = server.metrics();
+    let mut s = RawStream::open(&server).await;
+    s.hello(4, "").await;
+    let (large, small) = ([0u32, 1, 2], [3u32]);
+    let mut seq = 0;
+    for _ in 0..50 {
+        // Back to back: the small half arrives while the large one is
+        // queued for (or being inferred by) the inference thread.
+        s.send(Kind::Steps(steps(seq, &large))).await;
+        s.send(Kind::Steps(steps(seq + 1, &small))).await;
+        for (want, rows) in [(seq, large.len()), (seq + 1, small.len())] {
+            let learner_message::Kind::Actions(a) = s.recv().await else {
+                panic!("second welcome")
+            };
+            assert_eq!((a.seq, a.actions.len()), (want, rows), "out of order");
+        }
+        // Alone, with nothing unanswered, the small half is inferred inline.
+        s.send(Kind::Steps(steps(seq + 2, &small))).await;
+        let learner_message::Kind::Actions(a) = s.recv().await else {
+            panic!("second welcome")
+        };
+        assert_eq!(a.seq, seq + 2);
+        seq += 3;
+    }
+    // Env steps are the last figure an inference thread writes per batch.
+    support::wait_until("every batch counted", || {
+        metrics.env_steps.load(Ordering::Relaxed) >= 50 * 5
+    })
+    .await;
+    let st = metrics.snapshot();
+    let batched = st.inference_batches - st.inline_batches;
+    // Both paths were taken: 50 large halves at least through the batcher,
+    // the lone small halves inline (but one racing the inference thread's
+    // start-up, which holds the worker while it looks for released slots).
+    assert!(batched >= 50, "{st:?}");
+    assert!(st.inline_batches >= 49, "{st:?}");
+    assert_eq!(st.step_batches, 150, "{st:?}");
     server.shutdown().await.expect("shutdown");
 }
