@@ -11,7 +11,8 @@
 //! good actor's throughput beside an actor that freezes; [`soak`] its
 //! other scenario: actors killed under training and a learner restart.
 //! [`grouped_fetch`] is `replay_service_bench`'s grouped-table figure.
-//! [`mirror_lag`] is the replay service benchmark's mirror lag.
+//! [`mirror_lag`] is the replay service benchmark's mirror lag, and
+//! [`replay_echo`] the floor of its `sample(128)` round trip.
 pub mod child;
 pub mod cli;
 pub mod echo_client;
@@ -23,6 +24,7 @@ pub mod grouped_fetch;
 pub mod machine;
 pub mod mirror_lag;
 pub mod plot;
+pub mod replay_echo;
 pub mod replay_workload;
 pub mod scenario;
 pub mod soak;

@@ -10,6 +10,13 @@
 //! service measurements and reports medians:
 //! - `sample128_p50_us`, `sample128_p99_us`: one `sample(128)` round trip
 //!   (`ReplayClient::sample`: a stream opened, one batch, closed);
+//! - `sample128_echo_p50_us`, `sample128_echo_p99_us`: the same client call
+//!   against a bare tonic echo of the same service answering with a real
+//!   reply of this table ([`seed_benches::replay_echo`]), in blocks of 100
+//!   calls alternating with the service's, and `sample128_ratio_to_echo`;
+//!   `sample128_context_switches_per_call` and
+//!   `sample128_echo_context_switches_per_call`: this process's (client
+//!   and server) per call;
 //! - `sample128_items_per_s`, `sample128_stream_us_per_batch`: a pipelined
 //!   client (one sample stream, `--in-flight` batches prepared ahead);
 //! - `insert_items_per_s` by batch size 1/100/1000: one `Inserter` with
@@ -55,7 +62,9 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::Parser;
 use hdrhistogram::Histogram;
+use seed_benches::child::context_switches;
 use seed_benches::grouped_fetch;
+use seed_benches::replay_echo::{serve_echo_replay, EchoReplay};
 use seed_replay::{FieldRef, Values};
 use seed_replay_service::client::{ClientOptions, SampleOptions};
 use seed_replay_service::{InsertBatch, ReplayClient, ServerOptions, ServiceConfig};
@@ -176,6 +185,8 @@ fn median_of(rounds: &[Value], key: &str) -> Result<f64> {
 
 const ITEMS: usize = 100_000;
 const BATCH: u32 = 128;
+/// Calls per block when the service's and the echo's round trips alternate.
+const ECHO_BLOCK: usize = 100;
 /// Groups submitted and fetched per run.
 const GROUPED_GROUPS: u64 = 400;
 
@@ -225,7 +236,7 @@ fn main() -> Result<()> {
 }
 
 async fn run(args: Args) -> Result<()> {
-    let (round_trips, stream_batches, inproc_calls) = if args.quick {
+    let (round_trips, stream_batches, inproc_calls): (usize, u64, usize) = if args.quick {
         (300, 2_000, 5_000)
     } else {
         (2_000, 20_000, 50_000)
@@ -248,6 +259,28 @@ async fn run(args: Args) -> Result<()> {
         ins.insert(b).await?;
     }
     drop(ins);
+
+    // The echo: a real one-batch reply of the table, answered as is.
+    let mut raw = seed_replay_service::pb::replay_client::ReplayClient::connect(server.url(false))
+        .await?
+        .max_decoding_message_size(seed_shared::DEFAULT_MAX_MESSAGE_BYTES);
+    let reply = raw
+        .sample(seed_replay_service::pb::SampleRequest {
+            table: "sample".into(),
+            batch_size: BATCH,
+            max_batches: 1,
+            ..Default::default()
+        })
+        .await?
+        .into_inner()
+        .message()
+        .await?
+        .context("the table sent no batch for the echo")?;
+    drop(raw);
+    let echo_addr =
+        serve_echo_replay(EchoReplay { reply }, seed_shared::DEFAULT_MAX_MESSAGE_BYTES).await?;
+    let mut echo_client =
+        ReplayClient::connect(&echo_addr.to_string(), ClientOptions::default()).await?;
 
     let mut seed_probe = match &args.seed_python {
         Some(python) => Some(
@@ -294,6 +327,10 @@ async fn run(args: Args) -> Result<()> {
 
     let mut rt_p50 = Vec::new();
     let mut rt_p99 = Vec::new();
+    let mut echo_p50 = Vec::new();
+    let mut echo_p99 = Vec::new();
+    let mut rt_switches = Vec::new();
+    let mut echo_switches = Vec::new();
     let mut stream_items = Vec::new();
     let mut stream_p50 = Vec::new();
     let mut local_p50 = Vec::new();
@@ -325,17 +362,37 @@ async fn run(args: Args) -> Result<()> {
         local_p99.push(l.p99_us);
         local_items.push(inproc_calls as f64 * f64::from(BATCH) / secs);
 
-        // Service: round trips.
+        // Service: round trips, in blocks alternating with the echo's.
         let mut h = Histogram::<u64>::new(3)?;
-        for _ in 0..round_trips {
-            let t = Instant::now();
-            let b = client.sample("sample", BATCH).await?;
-            h.record(t.elapsed().as_nanos() as u64)?;
-            anyhow::ensure!(b.rows() == BATCH as usize, "short batch");
+        let mut he = Histogram::<u64>::new(3)?;
+        let (mut switches, mut switches_echo) = (0u64, 0u64);
+        let me = std::process::id();
+        for _ in 0..round_trips.div_ceil(ECHO_BLOCK) {
+            let before = context_switches(me);
+            for _ in 0..ECHO_BLOCK {
+                let t = Instant::now();
+                let b = client.sample("sample", BATCH).await?;
+                h.record(t.elapsed().as_nanos() as u64)?;
+                anyhow::ensure!(b.rows() == BATCH as usize, "short batch");
+            }
+            let between = context_switches(me);
+            for _ in 0..ECHO_BLOCK {
+                let t = Instant::now();
+                let b = echo_client.sample("sample", BATCH).await?;
+                he.record(t.elapsed().as_nanos() as u64)?;
+                anyhow::ensure!(b.rows() == BATCH as usize, "short echo batch");
+            }
+            switches += between - before;
+            switches_echo += context_switches(me) - between;
         }
         let l = latency(&h);
         rt_p50.push(l.p50_us);
         rt_p99.push(l.p99_us);
+        let l = latency(&he);
+        echo_p50.push(l.p50_us);
+        echo_p99.push(l.p99_us);
+        rt_switches.push(switches as f64 / h.len() as f64);
+        echo_switches.push(switches_echo as f64 / he.len() as f64);
 
         // Service: one pipelined stream.
         let mut opts = SampleOptions::new(BATCH);
@@ -440,6 +497,7 @@ async fn run(args: Args) -> Result<()> {
         "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         "sample128_p50_us": service_p50,
         "sample128_p99_us": median(rt_p99),
+
         "sample128_items_per_s": stream_rate.round(),
         "sample128_stream_us_per_batch": 1e6 * f64::from(BATCH) / stream_rate,
         "sample128_stream_gap_p50_us": median(stream_p50),
@@ -473,6 +531,11 @@ async fn run(args: Args) -> Result<()> {
         "mirror_write_batch": seed_benches::mirror_lag::WRITE_BATCH,
         "mirror_secs_per_run": mirror_secs,
     });
+    out["sample128_echo_p50_us"] = json!(median(echo_p50.clone()));
+    out["sample128_echo_p99_us"] = json!(median(echo_p99));
+    out["sample128_ratio_to_echo"] = json!(service_p50 / median(echo_p50));
+    out["sample128_context_switches_per_call"] = json!(median(rt_switches));
+    out["sample128_echo_context_switches_per_call"] = json!(median(echo_switches));
     let python_p50 = if let Some(p) = seed_probe {
         let p50 = median_of(&seed_rounds, "sample128_p50_us")?;
         out["python_sample128_p50_us"] = json!(p50);

@@ -21,6 +21,10 @@
 //! [`WAIT_SLICE`], checking between slices whether the client went away,
 //! until the request's `timeout_ms` (0: for ever).
 //!
+//! # A lone batch
+//! A request for one batch that can be sampled at once is answered by the
+//! `Sample` handler itself ([`sample_lone`]): no producer task, no channel.
+//!
 //! Cost per batch: the buffer's sample into the reused batch, one copy of
 //! each field block into the reply (`Bytes`), keys, weights and versions.
 use std::sync::atomic::Ordering;
@@ -108,6 +112,37 @@ pub(crate) fn plan<S: SampleSource>(
 
 /// The receiving end the response stream reads.
 pub(crate) type Replies = mpsc::Receiver<Result<SampleReply, Status>>;
+
+/// The reply to a lone batch (`max_batches == 1`) when it can be sampled
+/// now, made by the calling handler itself; `None` when it must wait for
+/// items or the rate limiter (then [`spawn`] serves it).
+///
+/// Why: through [`spawn`], one batch costs a task spawned, a channel and a
+/// wake-up of the connection's task by the producer: measured in
+/// `replay_service_bench` (client and server in one 2-worker runtime, EPYC
+/// 2-core VM), ~3 more context switches per `sample(128)` call than a bare
+/// echo answering from its handler. A lone batch is bounded (one reply), so
+/// flow control has nothing to pace. An error is the stream's one item, as
+/// the producer sends it.
+pub(crate) fn sample_lone<S: SampleSource>(
+    table: &Arc<S>,
+    plan: SamplePlan,
+) -> Option<Result<SampleReply, Status>> {
+    if plan.max_batches != 1 {
+        return None;
+    }
+    let _open = StreamGuard::new(Arc::clone(table));
+    let mut batch = table.new_batch(plan.batch_size);
+    match table.sample_now(&mut batch, plan.batch_size) {
+        Ok(()) => Some(table.reply(&batch).map_err(Status::from)),
+        Err(e) if not_now(&e) && table.can_grow() => None,
+        Err(source) => Some(Err(RequestError::Replay {
+            table: table.name().to_owned(),
+            source,
+        }
+        .into())),
+    }
+}
 
 /// Starts the producer task of one stream.
 /// `closing` is the service's stop signal: a producer waiting for its

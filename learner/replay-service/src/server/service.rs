@@ -335,12 +335,18 @@ impl Replay for ReplayService {
         let req = request.into_inner();
         if let Some(t) = self.sharded_table(&req.table) {
             let plan = t.plan(&req, self.max_message_bytes)?;
+            if let Some(reply) = sample_stream::sample_lone(&t, plan) {
+                return Ok(Response::new(Box::pin(tokio_stream::once(reply))));
+            }
             let rx = sample_stream::spawn(t, plan, self.closing.subscribe());
             return Ok(Response::new(Box::pin(ReceiverStream::new(rx))));
         }
         let table = self.lookup(&req.table)?;
         let plan = sample_stream::plan(&*table, &req, self.max_message_bytes)
             .map_err(|e| refuse(&table, e))?;
+        if let Some(reply) = sample_stream::sample_lone(&table, plan) {
+            return Ok(Response::new(Box::pin(tokio_stream::once(reply))));
+        }
         let rx = sample_stream::spawn(table, plan, self.closing.subscribe());
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
