@@ -29,7 +29,9 @@ pub struct EchoReplay {
 type ReplyStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 fn unimplemented<T>(what: &str) -> Result<T, Status> {
-    Err(Status::unimplemented(format!("the echo serves only Sample, not {what}")))
+    Err(Status::unimplemented(format!(
+        "the echo serves only Sample, not {what}"
+    )))
 }
 
 #[tonic::async_trait]
