@@ -202,6 +202,29 @@ impl Drop for ChildProcess {
     }
 }
 
+/// Context switches (voluntary and involuntary) of every thread of process
+/// `pid` so far, from `/proc/<pid>/task/*/status`; 0 where unreadable (not
+/// Linux, or already reaped). Threads that exited are not counted.
+pub fn context_switches(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .map(|status| {
+            status
+                .lines()
+                .filter(|l| {
+                    l.starts_with("voluntary_ctxt_switches")
+                        || l.starts_with("nonvoluntary_ctxt_switches")
+                })
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,27 +259,4 @@ mod tests {
         let alive = unsafe { libc::kill(pid, 0) } == 0;
         assert!(!alive, "dropped child {pid} still exists");
     }
-}
-
-/// Context switches (voluntary and involuntary) of every thread of process
-/// `pid` so far, from `/proc/<pid>/task/*/status`; 0 where unreadable (not
-/// Linux, or already reaped). Threads that exited are not counted.
-pub fn context_switches(pid: u32) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
-        .map(|status| {
-            status
-                .lines()
-                .filter(|l| {
-                    l.starts_with("voluntary_ctxt_switches")
-                        || l.starts_with("nonvoluntary_ctxt_switches")
-                })
-                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                .sum::<u64>()
-        })
-        .sum()
 }

@@ -211,6 +211,7 @@ pub(crate) mod tests {
             inline_max_rows: 32,
             inline_batch_fraction: 0.0,
             duration_s: 1.0,
+            rounds: 1,
             p50_us: 80.0 + fill,
             p90_us: 90.0 + fill,
             p99_us: 150.0 + fill,
