@@ -209,6 +209,21 @@ fn obs_batch(rows: usize, seed: usize) -> Vec<f32> {
     (0..rows * 12).map(|i| (seed + i) as f32).collect()
 }
 
+/// `calls` one-batch `sample(128)` round trips of table `sample`, timed into `h`.
+async fn lone_samples(
+    client: &mut ReplayClient,
+    calls: usize,
+    h: &mut Histogram<u64>,
+) -> Result<()> {
+    for _ in 0..calls {
+        let t = Instant::now();
+        let b = client.sample("sample", BATCH).await?;
+        h.record(t.elapsed().as_nanos() as u64)?;
+        anyhow::ensure!(b.rows() == BATCH as usize, "short batch");
+    }
+    Ok(())
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -369,19 +384,9 @@ async fn run(args: Args) -> Result<()> {
         let me = std::process::id();
         for _ in 0..round_trips.div_ceil(ECHO_BLOCK) {
             let before = context_switches(me);
-            for _ in 0..ECHO_BLOCK {
-                let t = Instant::now();
-                let b = client.sample("sample", BATCH).await?;
-                h.record(t.elapsed().as_nanos() as u64)?;
-                anyhow::ensure!(b.rows() == BATCH as usize, "short batch");
-            }
+            lone_samples(&mut client, ECHO_BLOCK, &mut h).await?;
             let between = context_switches(me);
-            for _ in 0..ECHO_BLOCK {
-                let t = Instant::now();
-                let b = echo_client.sample("sample", BATCH).await?;
-                he.record(t.elapsed().as_nanos() as u64)?;
-                anyhow::ensure!(b.rows() == BATCH as usize, "short echo batch");
-            }
+            lone_samples(&mut echo_client, ECHO_BLOCK, &mut he).await?;
             switches += between - before;
             switches_echo += context_switches(me) - between;
         }

@@ -27,7 +27,7 @@
 //!
 //! Cost of building: one copy of the weights (18 KB for CartPole's MLP),
 //! once per published snapshot and only when a small batch asks for it.
-use candle_core::{DType, Result, Tensor};
+use candle_core::{DType, Result};
 
 use crate::model::actor_critic::ActorCritic;
 use crate::model::dense::Dense;
@@ -237,22 +237,21 @@ impl HostForward {
     }
 }
 
-/// The candle step's outputs for the same rows, for tests and benchmarks:
-/// `(params, values)` flattened.
-pub fn candle_step(model: &ActorCritic, obs: &Tensor) -> Result<(Vec<f32>, Vec<f32>)> {
-    let step = model.step(obs, None)?;
-    Ok((
-        step.policy_params.flatten_all()?.to_vec1::<f32>()?,
-        step.values.to_vec1::<f32>()?,
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::{ModelConfig, TrainableModel};
-    use candle_core::Device;
+    use candle_core::{Device, Tensor};
     use seed_shared::{ActionSpace, EnvSpec, ObsDType};
+
+    /// The candle step's outputs for the same rows: `(params, values)` flattened.
+    fn candle_step(model: &ActorCritic, obs: &Tensor) -> Result<(Vec<f32>, Vec<f32>)> {
+        let step = model.step(obs, None)?;
+        Ok((
+            step.policy_params.flatten_all()?.to_vec1::<f32>()?,
+            step.values.to_vec1::<f32>()?,
+        ))
+    }
 
     fn trainable(spec: &EnvSpec, hidden: &[usize], seed: u64) -> TrainableModel {
         let mut cfg = ModelConfig::for_spec(spec);
@@ -292,32 +291,20 @@ mod tests {
             let mut dims = vec![rows];
             dims.extend(&spec.obs_shape);
             let (mut params, mut values, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
-            let (theirs_p, theirs_v) = match spec.obs_dtype {
-                ObsDType::F32 => {
-                    let o = obs_f32(rows, len);
-                    host.step(
-                        HostObs::F32(&o),
-                        rows,
-                        &mut params,
-                        &mut values,
-                        &mut scratch,
-                    );
-                    let t = Tensor::from_slice(&o, dims.as_slice(), &Device::Cpu).unwrap();
-                    candle_step(&m, &t).unwrap()
-                }
-                ObsDType::U8 => {
-                    let o: Vec<u8> = (0..rows * len).map(|i| (i * 37 % 256) as u8).collect();
-                    host.step(
-                        HostObs::U8(&o),
-                        rows,
-                        &mut params,
-                        &mut values,
-                        &mut scratch,
-                    );
-                    let t = Tensor::from_slice(&o, dims.as_slice(), &Device::Cpu).unwrap();
-                    candle_step(&m, &t).unwrap()
-                }
+            let floats = obs_f32(rows, len);
+            let bytes: Vec<u8> = (0..rows * len).map(|i| (i * 37 % 256) as u8).collect();
+            let (obs, tensor) = match spec.obs_dtype {
+                ObsDType::F32 => (
+                    HostObs::F32(&floats),
+                    Tensor::from_slice(&floats, dims.as_slice(), &Device::Cpu),
+                ),
+                ObsDType::U8 => (
+                    HostObs::U8(&bytes),
+                    Tensor::from_slice(&bytes, dims.as_slice(), &Device::Cpu),
+                ),
             };
+            host.step(obs, rows, &mut params, &mut values, &mut scratch);
+            let (theirs_p, theirs_v) = candle_step(&m, &tensor.unwrap()).unwrap();
             assert_close(&params, &theirs_p, "params");
             assert_close(&values, &theirs_v, "values");
         }
