@@ -2,8 +2,8 @@
 //! `f32` slices, for batches of a few rows on the CPU.
 //!
 //! Why: through candle, one CartPole-sized step (4 -> 64 -> 64 -> 2 + 1,
-//! about 4,500 multiply-adds) costs ~7 us for one row (`inference_bench`,
-//! batch 1): every tensor op (two matrix products, two bias adds, two tanh
+//! about 4,500 multiply-adds) costs 4-8 us for one row (`inference_bench`,
+//! batch 1, forward plus sampling): every tensor op (two matrix products, two bias adds, two tanh
 //! per hidden layer, then the heads, the upload and the download)
 //! allocates its output and goes through candle's storage dispatch. On a
 //! 1 x 1 stream that was two thirds of the learner's own share of a step
@@ -39,8 +39,8 @@ use crate::model::torso::Torso;
 /// model has one. Measured with `inference_bench --models mlp --paths
 /// candle,host` on the 2-core EPYC VM (CartPole's MLP, forward plus
 /// sampling, docs/performance.md): 0.9 against 4.4 us at one row, 3.3
-/// against 7.9 at 4, 13.3 against 15.5 at 16; candle's blocked matrix
-/// products win from about 32 rows (54.7 against 39.5 us at 64).
+/// against 7.9 at 4, 13.3 against 15.5 at 16; somewhere before 64 rows
+/// candle's blocked matrix products win (54.7 against 39.5 us at 64).
 pub const HOST_FORWARD_MAX_ROWS: usize = 16;
 
 /// Observations of a batch, in the gather buffers of an inference thread.
