@@ -269,7 +269,8 @@ pub async fn run_scenario(
     let label = scenario.label();
     let mut echo = EchoPhase::start(scenario, bins, dir).await?;
     let mut learner = LearnerPhase::start(scenario, bins, dir).await?;
-    for round in 0..scenario.rounds.max(1) {
+    let rounds = scenario.rounds.max(1);
+    for round in 0..rounds {
         info!(%label, round, "echo floor");
         echo.window(scenario).await?;
         info!(%label, round, "learner");
@@ -278,7 +279,7 @@ pub async fn run_scenario(
     echo.stop().await?;
     let ours = learner.stop().await?;
     // Rates are per window: each window's sum over clients, averaged.
-    let rounds = scenario.rounds.max(1) as f64;
+    let windows = rounds as f64;
 
     let echo_rt = pooled(
         &echo
@@ -298,7 +299,7 @@ pub async fn run_scenario(
             }
         })
         .sum::<f64>()
-        / rounds;
+        / windows;
     let actor_rt: Vec<RoundTripPercentiles> = ours.actors.iter().map(|a| a.round_trip).collect();
     let rt = pooled(&actor_rt);
     let env_steps_per_second: f64 = ours
@@ -312,7 +313,7 @@ pub async fn run_scenario(
             }
         })
         .sum::<f64>()
-        / rounds;
+        / windows;
     let obs_bytes = scenario.env.spec().obs_bytes();
     let cpu = ours.learner_cpu.as_secs_f64();
     Ok(ScenarioResult {
@@ -331,7 +332,7 @@ pub async fn run_scenario(
             ours.learner.inference_batches as f64,
         ),
         duration_s: scenario.duration.as_secs_f64(),
-        rounds: scenario.rounds.max(1),
+        rounds,
         p50_us: rt.p50_us,
         p90_us: rt.p90_us,
         p99_us: rt.p99_us,
