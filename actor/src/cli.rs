@@ -62,11 +62,11 @@ pub struct ActorArgs {
     /// Stop cleanly after this many seconds [default: unlimited].
     #[arg(long)]
     pub max_seconds: Option<f64>,
-    /// First reconnect delay in milliseconds; doubles per failure, with jitter [default: 100].
-    #[arg(long, hide_default_value = true, default_value_t = 100)]
+    /// First reconnect delay in milliseconds; doubles per failure, with jitter.
+    #[arg(long, default_value_t = millis(ReconnectPolicy::default().initial_backoff))]
     pub reconnect_initial_ms: u64,
-    /// Largest reconnect delay in milliseconds [default: 5000].
-    #[arg(long, hide_default_value = true, default_value_t = 5000)]
+    /// Largest reconnect delay in milliseconds.
+    #[arg(long, default_value_t = millis(ReconnectPolicy::default().max_backoff))]
     pub reconnect_max_ms: u64,
     /// Consecutive failed connects before giving up with an error [default: retry forever].
     #[arg(long)]
@@ -94,6 +94,11 @@ pub struct ActorArgs {
     /// learner ([`LearnerTlsNames`]).
     #[command(flatten)]
     pub tls: ClientTlsFlags<LearnerTlsNames>,
+}
+
+/// A default delay as its flag's milliseconds.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The actor's client TLS flags: `--tls-ca` and `--tls-domain` for the
@@ -158,7 +163,7 @@ impl ActorArgs {
             num_envs: self.envs,
             env,
             seed: self.seed.unwrap_or_else(rand::random),
-            token: self.token.clone().filter(|t| !t.is_empty()),
+            token: seed_shared::Token::from_option(self.token.as_deref()),
             max_env_steps: self.max_env_steps,
             max_seconds: self.max_seconds,
             reconnect: ReconnectPolicy {
@@ -255,8 +260,7 @@ mod tests {
         assert_eq!(cfg.num_envs, 16);
         assert_eq!(cfg.env, EnvConfig::CartPole);
         assert_eq!(cfg.seed, 3);
-        assert_eq!(cfg.reconnect.initial_backoff, Duration::from_millis(100));
-        assert_eq!(cfg.reconnect.max_attempts, None);
+        assert_eq!(cfg.reconnect, ReconnectPolicy::default());
         assert_eq!(cfg.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
         assert_eq!(cfg.keepalive, Keepalive::default());
         assert_eq!(cfg.tls, None);
@@ -302,7 +306,7 @@ mod tests {
         );
         assert_eq!((cfg.num_envs, cfg.actor_id.as_str()), (6, "a1"));
         assert_eq!(cfg.reconnect.max_attempts, Some(2));
-        assert_eq!(cfg.token.as_deref(), Some("s3cret"));
+        assert_eq!(cfg.token, seed_shared::Token::new("s3cret"));
         assert_eq!(cfg.learner, "unix:/tmp/l.sock");
     }
 

@@ -283,7 +283,10 @@ async fn run_session<S: Future<Output = ()>>(
         actor_id: cfg.actor_id.clone(),
         num_envs: cfg.num_envs as u32,
         spec: Some(spec.to_proto()),
-        token: cfg.token.clone().unwrap_or_default(),
+        token: cfg
+            .token
+            .as_ref()
+            .map_or_else(String::new, |t| t.reveal().to_owned()),
     };
     // Queued before the call starts so it is the first message on the stream.
     outbound

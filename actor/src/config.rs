@@ -20,15 +20,17 @@ use crate::tls::ClientTls;
 /// keeps many actors from reconnecting to a restarted learner in lockstep.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReconnectPolicy {
-    /// Delay before the first retry (default 100 ms).
+    /// Delay before the first retry (`--reconnect-initial-ms`).
     pub initial_backoff: Duration,
-    /// Cap on the delay (default 5 s).
+    /// Cap on the delay (`--reconnect-max-ms`).
     pub max_backoff: Duration,
     /// Consecutive failed connects before giving up; `None` retries forever (default).
     pub max_attempts: Option<u32>,
 }
 
 impl Default for ReconnectPolicy {
+    /// The one home of the reconnect defaults (the actor's flags read them
+    /// from here); retries forever.
     fn default() -> Self {
         ReconnectPolicy {
             initial_backoff: Duration::from_millis(100),
@@ -52,7 +54,7 @@ pub struct ActorConfig {
     /// Seeds env construction and episode resets (run ids are always random).
     pub seed: u64,
     /// Shared secret sent in the hello.
-    pub token: Option<String>,
+    pub token: Option<seed_shared::Token>,
     /// Stop cleanly after this many env steps.
     pub max_env_steps: Option<u64>,
     /// Stop cleanly after this many seconds.

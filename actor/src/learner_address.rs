@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
+pub(crate) use seed_shared::error_chain::{error_chain, with_sources};
 use seed_shared::Keepalive;
 use tonic::transport::{Channel, Endpoint, Uri};
 
@@ -217,27 +218,6 @@ fn settings(e: Endpoint, keepalive: Keepalive) -> Endpoint {
             .keep_alive_while_idle(true),
         None => e,
     }
-}
-
-/// `err` and its sources, `: `-separated, each text once (hyper and tonic
-/// often repeat their source's text in their own).
-pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
-    with_sources(err.to_string(), err.source())
-}
-
-/// `out`, then `: ` and the text of each of `source` and its sources that
-/// `out` does not already contain.
-pub(crate) fn with_sources(mut out: String, source: Option<&dyn std::error::Error>) -> String {
-    let mut source = source;
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

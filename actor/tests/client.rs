@@ -50,7 +50,7 @@ async fn pipelines_two_batches_and_every_batch_is_answered_once() {
     // that waited for each answer before sending the other half would hang.
     let mut fake = FakeServer::tcp(loopback(), Script::AnswerInPairs).await;
     let mut cfg = config(&fake.learner, EnvConfig::CartPole, 8);
-    cfg.token = Some("s3cret".into());
+    cfg.token = seed_shared::Token::new("s3cret");
     cfg.max_env_steps = Some(2_000);
     let report = guarded(run_actor(cfg, std::future::pending()))
         .await

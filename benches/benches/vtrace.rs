@@ -1,11 +1,9 @@
-//! V-trace on CPU: the plain-slice kernel against the two tensor recursions.
+//! V-trace on CPU: the plain-slice kernel alone and through tensors.
 //!
 //! Groups `vtrace/T{t}_B{b}` for T ∈ {20, 80}, B ∈ {32, 256}, each with
 //! - `slices`: `vtrace_slices` into preallocated buffers (the kernel alone);
-//! - `tensor_host_loop`: `vtrace_with(.., Recursion::HostLoop)`, what `vtrace`
-//!   picks on CPU (copies out, kernel, copies back);
-//! - `tensor_device_ops`: `vtrace_with(.., Recursion::DeviceOps)`, what it picks
-//!   on an accelerator, run here on CPU for comparison.
+//! - `tensor`: `vtrace`, what the IMPALA loss calls (the inputs staged and
+//!   copied out, the kernel, the outputs copied back).
 //!
 //! Run: `RAYON_NUM_THREADS=1 cargo bench -p seed-benches --bench vtrace`.
 use std::hint::black_box;
@@ -14,9 +12,10 @@ use candle_core::{Device, Tensor};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use seed_learner::learn::algo::vtrace::{
-    vtrace_slices, vtrace_with, Recursion, VTraceClip, VTraceInputs, VTraceSlices, VTraceSlicesOut,
+use seed_learner::learn::vtrace::targets::{
+    vtrace, vtrace_slices, VTraceInputs, VTraceSlices, VTraceSlicesOut,
 };
+use seed_learner::learn::vtrace::VTraceClip;
 
 /// Random time-major inputs, `T·B` each (`B` for the bootstrap).
 struct HostInputs {
@@ -142,16 +141,9 @@ fn bench_vtrace(c: &mut Criterion) {
                     black_box(result.is_ok())
                 })
             });
-            for (name, recursion) in [
-                ("tensor_host_loop", Recursion::HostLoop),
-                ("tensor_device_ops", Recursion::DeviceOps),
-            ] {
-                group.bench_function(BenchmarkId::from_parameter(name), |bench| {
-                    bench.iter(|| {
-                        black_box(vtrace_with(&tensors.inputs(), &clip, recursion).is_ok())
-                    })
-                });
-            }
+            group.bench_function(BenchmarkId::from_parameter("tensor"), |bench| {
+                bench.iter(|| black_box(vtrace(&tensors.inputs(), &clip).is_ok()))
+            });
             group.finish();
         }
     }

@@ -3,22 +3,28 @@
 //! the observation byte codec ([`codec`]), the logging setup of both
 //! binaries ([`logging`]), and what both ends of a stream configure alike:
 //! HTTP/2 keepalive ([`keepalive`]), the PEM files of the TLS flags
-//! ([`tls`]) and a client's TLS flags ([`client_tls_flags`]).
+//! ([`tls`]) and a client's TLS flags ([`client_tls_flags`]), the shared
+//! secret ([`token`]); and how every binary prints an error with its
+//! causes ([`error_chain`]).
 pub mod client_tls_flags;
 pub mod codec;
 pub mod error;
+pub mod error_chain;
 pub mod keepalive;
 pub mod logging;
 pub mod pb;
 pub mod server_tls;
 pub mod spec;
 pub mod tls;
+pub mod token;
 pub mod usage;
 
 pub use client_tls_flags::{ClientTlsFlags, ClientTlsNames, TlsFlag};
 pub use error::{ProtocolError, TlsFileError};
+pub use error_chain::error_chain;
 pub use keepalive::Keepalive;
 pub use spec::{ActionSpace, EnvSpec, ObsDType};
+pub use token::Token;
 
 /// Default learner address (loopback, so nothing is exposed by accident).
 pub const DEFAULT_LEARNER_ADDR: &str = "127.0.0.1:50051";

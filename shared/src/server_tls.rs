@@ -17,6 +17,7 @@ use tonic::transport::server::ServerTlsConfig;
 use tonic::transport::{Certificate, Identity};
 
 use crate::error::TlsFileError;
+use crate::error_chain::error_chain;
 use crate::tls::{read_certificates, read_private_key, PemFile};
 
 /// How long a client may take to complete the TLS handshake. A client that
@@ -91,17 +92,4 @@ impl ServerTls {
             None => config,
         }
     }
-}
-
-/// `err` and its sources, `: `-separated (tonic's transport error says only
-/// "transport error" at the top).
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }

@@ -12,6 +12,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::PyErr;
 use seed_actor::ActorError as RustActorError;
+use seed_shared::error_chain;
 
 create_exception!(
     seed_rs,
@@ -34,20 +35,4 @@ pub fn to_py_err(e: RustActorError) -> PyErr {
         | RustActorError::Tls(_)) => PyValueError::new_err(e.to_string()),
         other => ActorError::new_err(error_chain(&other)),
     }
-}
-
-/// The error and its sources, `: `-separated (tonic's transport errors
-/// keep the reason in their sources).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
-        }
-        source = s.source();
-    }
-    text
 }

@@ -12,7 +12,7 @@
 //! Taking the GIL per env call costs about 0.35 us per step; holding it
 //! for the whole run and releasing it only while tokio's thread is parked
 //! (park hooks around `PyEval_SaveThread`) saved nothing measurable end to
-//! end, so the `unsafe` it needs is not here (`benches/results/README.md`).
+//! end, so the `unsafe` it needs is not here (`benches/results/serving.md`).
 //!
 //! # Cost
 //!
@@ -91,7 +91,7 @@ impl NativeActor {
         if let Some(seed) = seed {
             cfg.seed = seed;
         }
-        cfg.token = token.filter(|t| !t.is_empty());
+        cfg.token = seed_shared::Token::from_option(token.as_deref());
         cfg.reconnect.max_attempts = max_reconnects;
         let identity = match (&tls_cert, &tls_key) {
             (Some(cert), Some(key)) => Some((cert.as_path(), key.as_path())),

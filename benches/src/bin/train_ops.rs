@@ -24,8 +24,8 @@
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
 use clap::Parser;
-use seed_learner::learn::algo::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
 use seed_learner::learn::optimizer::{Optimizer, OptimizerConfig};
+use seed_learner::learn::vtrace::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
 use seed_learner::model::graph_ops::ops_in_graph;
 use seed_learner::model::lstm::{InputProjection, LstmCore};
 use seed_learner::model::{ModelConfig, RecurrentState, TrainableModel};

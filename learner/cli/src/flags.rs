@@ -707,7 +707,7 @@ pub fn setting_keys() -> impl Iterator<Item = (&'static str, &'static str)> {
 mod tests {
     use super::*;
     use seed_learner::device::DeviceSpec;
-    use seed_learner::learn::algo::Agent;
+    use seed_learner::learn::agent::Agent;
     use seed_learner::learn::optimizer::{Algorithm, LrSchedule, OptimizerConfig};
     use seed_shared::Keepalive;
     use std::time::Duration;
@@ -746,7 +746,7 @@ mod tests {
         let remote = c.train.unwrap().replay.remote.expect("remote table");
         assert_eq!(remote.endpoint, "http://10.0.0.5:50061");
         assert_eq!(remote.table, "unrolls");
-        assert_eq!(remote.token.as_deref(), Some("s"));
+        assert_eq!(remote.token, seed_shared::Token::new("s"));
         assert_eq!(remote.insert_queue, 8);
         let e = config(&["--replay-addr", "h:1/t", "--replay-capacity", "64"])
             .unwrap_err()
@@ -1434,7 +1434,10 @@ mod tests {
             "--replay-token",
             "r3play-token",
         ]);
-        assert_eq!(r.config.serve.token.as_deref(), Some("s3cret-token"));
+        assert_eq!(
+            r.config.serve.token,
+            seed_shared::Token::new("s3cret-token")
+        );
         let text = settings::print::to_toml(&r.settings);
         assert!(
             !text.contains("s3cret") && !text.contains("r3play"),

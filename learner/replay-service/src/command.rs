@@ -27,7 +27,7 @@ fn mirror_options(
         Ok(Some(MirrorOptions {
             upstream: upstream.clone(),
             client: ClientOptions {
-                token: flags.mirror_token.clone(),
+                token: seed_shared::Token::from_option(flags.mirror_token.as_deref()),
                 tls_ca: flags.tls.read_ca()?,
                 tls_domain: flags.tls.domain.clone(),
                 tls_identity: flags.tls.read_identity()?,
@@ -85,7 +85,7 @@ fn serve(flags: Flags) -> anyhow::Result<()> {
     }
     let options = ServerOptions {
         listen: flags.listen,
-        token: flags.token,
+        token: seed_shared::Token::from_option(flags.token.as_deref()),
         tls,
         max_message_bytes: flags.max_message_bytes,
         restore: flags.restore,

@@ -1,36 +1,29 @@
-//! [`TokenCheck`]: the shared-secret check on every call (`--token`, as the
-//! learner's), read from the `authorization: Bearer <token>` metadata.
+//! The shared secret on every call (`--token`, as the learner's), carried
+//! in the `authorization: Bearer <token>` metadata: [`TokenCheck`] on the
+//! server, [`AddToken`] on every client (`ReplayClient`, the learner's
+//! remote table).
 //!
 //! Why metadata and not a request field: the service has unary calls and
 //! streams of several kinds; one interceptor covers them all before any
-//! request body is read. The comparison takes the same time wherever the
-//! tokens differ, so the secret cannot be found byte by byte from response
-//! times. Cost: one header lookup and a comparison per call.
+//! request body is read. The comparison is [`Token::matches`] (constant
+//! time). Cost: one header lookup and a comparison per call on the server,
+//! one header copy per call on the client.
+use seed_shared::Token;
+use tonic::metadata::{Ascii, MetadataValue};
 use tonic::{Request, Status};
 
 /// The metadata key the token travels in.
 pub const AUTHORIZATION: &str = "authorization";
 
 /// Checks each call's token; `None` lets every call through.
-#[derive(Clone, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct TokenCheck {
-    token: Option<String>,
-}
-
-impl std::fmt::Debug for TokenCheck {
-    /// Whether a token is set, never the token.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TokenCheck")
-            .field("enabled", &self.token.is_some())
-            .finish()
-    }
+    token: Option<Token>,
 }
 
 impl TokenCheck {
-    pub fn new(token: Option<String>) -> Self {
-        TokenCheck {
-            token: token.filter(|t| !t.is_empty()),
-        }
+    pub fn new(token: Option<Token>) -> Self {
+        TokenCheck { token }
     }
 
     /// The interceptor: passes the request on, or refuses it with
@@ -51,7 +44,7 @@ impl TokenCheck {
             .ok()
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or("");
-        if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
+        if !token.matches(given) {
             return Err(Status::unauthenticated(
                 "metadata `authorization` does not carry this replay server's token",
             ));
@@ -60,13 +53,42 @@ impl TokenCheck {
     }
 }
 
-/// Compares without stopping at the first difference.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+/// Adds the token to every call of a client.
+#[derive(Clone)]
+pub struct AddToken(Option<MetadataValue<Ascii>>);
+
+impl AddToken {
+    /// The interceptor for `token` (`None`: adds nothing). Errors when the
+    /// token cannot travel in a header (not printable ASCII).
+    pub fn new(token: Option<&Token>) -> Result<Self, NotAHeader> {
+        token
+            .map(|t| format!("Bearer {}", t.reveal()).parse::<MetadataValue<Ascii>>())
+            .transpose()
+            .map(AddToken)
+            .map_err(|_| NotAHeader)
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
+
+impl std::fmt::Debug for AddToken {
+    /// Never the token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AddToken")
+    }
+}
+
+impl tonic::service::Interceptor for AddToken {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(v) = &self.0 {
+            request.metadata_mut().insert(AUTHORIZATION, v.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// A token that cannot travel in a header: it must be printable ASCII.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("must be printable ASCII")]
+pub struct NotAHeader;
 
 #[cfg(test)]
 mod tests {
@@ -76,7 +98,7 @@ mod tests {
     fn tokens_are_checked_and_absent_tokens_let_calls_through() {
         let open = TokenCheck::new(None);
         assert!(open.check(Request::new(())).is_ok());
-        let check = TokenCheck::new(Some("s3cret".into()));
+        let check = TokenCheck::new(Token::new("s3cret"));
         let e = check.check(Request::new(())).unwrap_err();
         assert_eq!(e.code(), tonic::Code::Unauthenticated);
         assert!(e.message().contains("missing"), "{}", e.message());
@@ -91,5 +113,21 @@ mod tests {
             .insert(AUTHORIZATION, "Bearer s3cret".parse().unwrap());
         assert!(check.check(right).is_ok());
         assert!(!format!("{check:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn add_token_sends_what_the_check_accepts_and_refuses_non_ascii() {
+        use tonic::service::Interceptor;
+        let token = Token::new("s3cret");
+        let mut add = AddToken::new(token.as_ref()).unwrap();
+        let request = add.call(Request::new(())).unwrap();
+        assert!(TokenCheck::new(token).check(request).is_ok());
+        assert!(!format!("{add:?}").contains("s3cret"));
+        assert_eq!(
+            AddToken::new(Token::new("é").as_ref()).unwrap_err(),
+            NotAHeader
+        );
+        let mut none = AddToken::new(None).unwrap();
+        assert!(none.call(Request::new(())).unwrap().metadata().is_empty());
     }
 }

@@ -51,7 +51,7 @@ pub struct ServeConfig {
     /// when `--listen` was not given).
     pub fallback_to_ephemeral: bool,
     /// `--token`: the shared secret actors must send; `None`: no check.
-    pub token: Option<String>,
+    pub token: Option<seed_shared::Token>,
     /// `--max-message-bytes`.
     pub max_message_bytes: usize,
     /// `--max-env-slots`: env slots served at once over all actors.

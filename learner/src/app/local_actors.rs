@@ -38,7 +38,7 @@ pub struct LocalActorSpec {
     pub learner: ListenAddr,
     /// Actor flags besides `--learner`, `--actor-id` and `--seed`.
     pub args: Vec<String>,
-    pub token: Option<String>,
+    pub token: Option<seed_shared::Token>,
     pub seed: u64,
 }
 
@@ -92,7 +92,7 @@ impl LocalActors {
                 .kill_on_drop(true);
             // The token goes through the environment, not argv (visible in ps).
             match &spec.token {
-                Some(t) => cmd.env("SEED_TOKEN", t),
+                Some(t) => cmd.env("SEED_TOKEN", t.reveal()),
                 None => cmd.env_remove("SEED_TOKEN"),
             };
             let mut child = cmd.spawn().map_err(|source| LearnerError::Io {

@@ -116,7 +116,7 @@ fn spawn_local_actors(
         self_command: config.run.self_command.clone(),
         learner: learner.local_actor_addr().clone(),
         args: actor_flags(config),
-        token: config.serve.token.clone().filter(|t| !t.is_empty()),
+        token: config.serve.token.clone(),
         seed: config.seed,
     };
     Ok(Some(LocalActors::spawn(&spec, config.run.local_actors)?))

@@ -21,13 +21,14 @@ use tracing::{info, warn};
 
 use crate::error::LearnerError;
 use crate::infer::sink::SinkFactory;
-use crate::learn::algo::Agent;
 use crate::learn::checkpoint::{
     self, CheckpointConfig, CheckpointState, EnvDescription, LoadedCheckpoint,
 };
 use crate::learn::config::TrainConfig;
 use crate::learn::prefetch::{PrefetchConfig, Prefetcher};
-use crate::learn::train::{spawn_training_thread, TrainError, Trainer, TrainerStats};
+use crate::learn::trainer::{TrainError, Trainer};
+use crate::learn::trainer_stats::TrainerStats;
+use crate::learn::training_thread::spawn_training_thread;
 use crate::learn::unroll::{UnrollAssembler, UnrollSpec};
 use crate::metrics::{Metrics, TrainingSnapshot};
 use crate::model::weights::{PolicyVersion, WeightsHandle};
@@ -66,12 +67,7 @@ pub fn unroll_spec(train: &TrainConfig, spec: &EnvSpec, model: &ModelConfig) -> 
         obs_dtype: spec.obs_dtype,
         action: model.action,
         state_size: model.lstm_size.unwrap_or(0),
-        // R2D2's sequences overlap by half; V-trace's unrolls share only
-        // the bootstrap step.
-        stride: match train.trainer.agent {
-            Agent::VTrace => train.unroll_length,
-            Agent::R2d2(_) => (train.unroll_length / 2).max(1),
-        },
+        stride: train.trainer.agent.unroll_stride(train.unroll_length),
     }
 }
 
@@ -290,11 +286,11 @@ impl TrainingSetup {
                         warn!(error = %e, "periodic checkpoint failed");
                     }
                 }
-            }) as crate::learn::train::BetweenSteps
+            }) as crate::learn::training_thread::BetweenSteps
         });
         let on_step = {
             let metrics = Arc::clone(&metrics);
-            Arc::new(move |_: &crate::learn::train::TrainStep| {
+            Arc::new(move |_: &crate::learn::trainer::TrainStep| {
                 metrics.learner_steps.fetch_add(1, Ordering::Relaxed);
             })
         };

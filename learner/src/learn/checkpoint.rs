@@ -398,9 +398,9 @@ fn to_json<T: Serialize>(value: &T, path: &Path) -> Result<String, CheckpointErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::learn::algo::ImpalaLossConfig;
     use crate::learn::optimizer::OptimizerConfig;
-    use crate::learn::train::{Trainer, TrainerConfig};
+    use crate::learn::trainer::{Trainer, TrainerConfig};
+    use crate::learn::vtrace::ImpalaLossConfig;
     use crate::model::weights::{PolicyVersion, WeightsHandle};
     use seed_shared::EnvSpec;
     use std::sync::Arc;
@@ -415,7 +415,7 @@ mod tests {
         Trainer::new(
             model,
             TrainerConfig {
-                agent: crate::learn::algo::Agent::VTrace,
+                agent: crate::learn::agent::Agent::VTrace,
                 loss: ImpalaLossConfig::impala_paper(),
                 optimizer: OptimizerConfig::constant_adam(6e-4),
                 max_grad_norm: 1.0,

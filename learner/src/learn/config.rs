@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::LearnerError;
 use crate::learn::optimizer::LrSchedule;
-use crate::learn::train::TrainerConfig;
+use crate::learn::trainer::TrainerConfig;
 use seed_replay::{
     LagAction, PolicyLagCap, PrioritizedConfig, RateLimiterConfig, ReplayConfig, SamplerConfig,
     WriterPolicy,

@@ -34,7 +34,7 @@ pub struct ServiceStages {
 /// State shared by every stream task.
 pub(super) struct ServiceContext {
     pub(super) spec: SpecGate,
-    pub(super) token: Option<String>,
+    pub(super) token: Option<seed_shared::Token>,
     pub(super) max_message_bytes: usize,
     pub(super) metrics: Arc<Metrics>,
     /// Set once by `ServerHandle::install`.

@@ -71,7 +71,7 @@ pub struct ServiceConfig {
     /// The learner's counters (`Status`, stream errors, episodes).
     pub metrics: Arc<Metrics>,
     /// Shared secret actors must send in their hello; `None` or empty: none.
-    pub token: Option<String>,
+    pub token: Option<seed_shared::Token>,
     /// Largest message accepted (and sent) on a stream.
     pub max_message_bytes: usize,
     /// HTTP/2 (and TCP) keepalive of every connection.
@@ -109,7 +109,7 @@ impl Server {
         let service = ActorService {
             ctx: Arc::new(ServiceContext {
                 spec: config.spec,
-                token: config.token.filter(|t| !t.is_empty()),
+                token: config.token,
                 max_message_bytes: config.max_message_bytes,
                 metrics: config.metrics,
                 stages: OnceLock::new(),
@@ -136,7 +136,7 @@ impl Server {
             public = public.tls_config(tls.tonic_config()).map_err(|e| {
                 LearnerError::Serve(format!(
                     "cannot configure TLS (--tls-cert): {}",
-                    crate::serve::tls::error_chain(&e)
+                    seed_shared::error_chain(&e)
                 ))
             })?;
         }

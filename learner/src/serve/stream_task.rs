@@ -216,7 +216,7 @@ impl StreamTask {
             if hello.token.is_empty() {
                 return Err(StreamError::MissingToken);
             }
-            if !constant_time_eq(hello.token.as_bytes(), token.as_bytes()) {
+            if !token.matches(&hello.token) {
                 return Err(StreamError::WrongToken);
             }
         }
@@ -263,22 +263,5 @@ impl Drop for StreamTask {
         self.ctx.streams.remove(self.id);
         // `self.lease` drops after this; the slots are released once the
         // last in-flight request holding it is answered.
-    }
-}
-
-/// Compares secrets without an early exit on the first differing byte.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn token_comparison() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"abcd"));
     }
 }

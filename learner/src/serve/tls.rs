@@ -6,4 +6,4 @@
 //! TLS is served on TCP listen addresses only: a unix socket never leaves
 //! the host and is guarded by file permissions, so the configuration refuses
 //! `--tls-cert` with `--listen unix:...` ([`crate::app::LearnerConfig::validate`]).
-pub use seed_shared::server_tls::{error_chain, ServerTls};
+pub use seed_shared::server_tls::ServerTls;

@@ -20,7 +20,7 @@ use seed_env::EnvConfig;
 use seed_learner::app::eval::{evaluate, EvalConfig, EvalPolicy};
 use seed_learner::app::settings::resolve_toml;
 use seed_learner::app::LearnerConfig;
-use seed_learner::learn::algo::Agent;
+use seed_learner::learn::agent::Agent;
 use seed_learner::learn::checkpoint::LoadedCheckpoint;
 
 /// Cap on the learning run's env steps; typical runs stop at 100k-300k.

@@ -1,6 +1,6 @@
 //! Smoke test of continuous actions: a Pendulum-v1 training run through the
 //! Gaussian policy head (in-process actors over a unix socket, fixed seed,
-//! the flags of the Pendulum benchmark in `benches/results/README.md`).
+//! the flags of the Pendulum benchmark in `benches/results/learning.md`).
 //!
 //! It checks the mechanics end to end: training runs without error, every
 //! torque an env receives lies in `[-2, 2]` (the policy's samples are

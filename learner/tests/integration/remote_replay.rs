@@ -21,7 +21,7 @@ use seed_learner::app::replay_table::replay_table_config;
 use seed_learner::app::settings::resolve_toml;
 use seed_learner::app::{Learner, LearnerConfig};
 use seed_learner::infer::exploration::EpsilonSchedule;
-use seed_learner::learn::algo::Agent;
+use seed_learner::learn::agent::Agent;
 use seed_learner::learn::r2d2::R2d2Config;
 use seed_learner::unroll_store::RemoteReplayConfig;
 use seed_replay_service::client::ClientOptions;

@@ -44,7 +44,7 @@ fn assert_status(status: &tonic::Status, code: Code, names: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_bad_input_gets_its_status_and_the_good_actor_keeps_going() {
     let server = support::start_learner(|c| {
-        c.serve.token = Some(TOKEN.into());
+        c.serve.token = seed_shared::Token::new(TOKEN);
         c.serve.max_message_bytes = MAX_MESSAGE_BYTES;
     })
     .await;

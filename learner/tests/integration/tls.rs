@@ -36,7 +36,7 @@ async fn tls_learner(pki: &TestPki, mutual: bool, token: Option<&str>) -> Learne
     .expect("test certificates load");
     support::start_learner(|c| {
         c.serve.tls = Some(tls);
-        c.serve.token = token.map(str::to_owned);
+        c.serve.token = token.and_then(seed_shared::Token::new);
     })
     .await
 }

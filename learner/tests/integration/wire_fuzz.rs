@@ -96,7 +96,7 @@ fn arbitrary_message_sequences_end_only_their_stream_with_a_precise_status() {
         .expect("runtime");
     let (server, good) = rt.block_on(async {
         let server = support::start_learner(|c| {
-            c.serve.token = Some(TOKEN.into());
+            c.serve.token = seed_shared::Token::new(TOKEN);
             c.serve.max_message_bytes = MAX_MESSAGE_BYTES;
         })
         .await;

@@ -142,7 +142,7 @@ impl PyReplayClient {
         connect_timeout: f64,
     ) -> PyResult<Self> {
         let mut options = ClientOptions {
-            token,
+            token: seed_shared::Token::from_option(token.as_deref()),
             tls_domain,
             ..ClientOptions::default()
         };

@@ -8,26 +8,25 @@
 //! amortise that over many batches.
 use std::time::Duration;
 
+use seed_shared::{error_chain, Token};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
-use tonic::service::Interceptor;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
-use tonic::{Request, Status, Streaming};
+use tonic::Streaming;
 
 use crate::client::insert_batch::InsertBatch;
 use crate::client::sampled_batch::SampledBatch;
 use crate::error::ClientError;
 use crate::pb;
 use crate::pb::replay_client::ReplayClient as RawClient;
-use crate::token::AUTHORIZATION;
+use crate::token::AddToken;
 
 /// How a client connects.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// The server's token, sent with every call.
-    pub token: Option<String>,
+    pub token: Option<Token>,
     /// CA certificates (PEM) to verify a TLS server with; `https://`
     /// addresses need it.
     pub tls_ca: Option<seed_shared::tls::PemFile>,
@@ -51,19 +50,6 @@ impl Default for ClientOptions {
             max_message_bytes: seed_shared::DEFAULT_MAX_MESSAGE_BYTES,
             connect_timeout: Duration::from_secs(10),
         }
-    }
-}
-
-/// Adds the token to every call.
-#[derive(Clone)]
-pub struct AddToken(Option<MetadataValue<Ascii>>);
-
-impl Interceptor for AddToken {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        if let Some(v) = &self.0 {
-            request.metadata_mut().insert(AUTHORIZATION, v.clone());
-        }
-        Ok(request)
     }
 }
 
@@ -120,12 +106,6 @@ pub struct ReplayClient {
     raw: RawClient<InterceptedService<Channel, AddToken>>,
 }
 
-impl std::fmt::Debug for AddToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AddToken")
-    }
-}
-
 impl ReplayClient {
     /// Connects to `addr` (`http://HOST:PORT`, `https://HOST:PORT`, or
     /// `HOST:PORT` for plain HTTP/2).
@@ -162,18 +142,11 @@ impl ReplayClient {
             addr: addr.to_owned(),
             reason: error_chain(&e),
         })?;
-        let token = match options.token.filter(|t| !t.is_empty()) {
-            None => None,
-            Some(t) => Some(
-                format!("Bearer {t}")
-                    .parse::<MetadataValue<Ascii>>()
-                    .map_err(|_| ClientError::Batch {
-                        field: "token".into(),
-                        reason: "must be printable ASCII".into(),
-                    })?,
-            ),
-        };
-        let raw = RawClient::with_interceptor(channel, AddToken(token))
+        let token = AddToken::new(options.token.as_ref()).map_err(|e| ClientError::Batch {
+            field: "token".into(),
+            reason: e.to_string(),
+        })?;
+        let raw = RawClient::with_interceptor(channel, token)
             .max_decoding_message_size(options.max_message_bytes)
             .max_encoding_message_size(options.max_message_bytes);
         Ok(ReplayClient { raw })
@@ -393,19 +366,4 @@ impl SampleStream {
     pub async fn next(&mut self) -> Result<Option<SampledBatch>, ClientError> {
         Ok(self.replies.message().await?.map(SampledBatch::new))
     }
-}
-
-/// `err` and its sources, `: `-separated.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }

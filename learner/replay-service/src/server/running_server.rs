@@ -27,7 +27,7 @@ pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 pub struct ServerOptions {
     pub listen: SocketAddr,
     /// Shared secret every call must carry; `None`: no check.
-    pub token: Option<String>,
+    pub token: Option<seed_shared::Token>,
     pub tls: Option<ServerTls>,
     /// Largest message accepted or sent (an insert batch, a sample reply).
     pub max_message_bytes: usize,

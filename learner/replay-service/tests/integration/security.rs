@@ -11,7 +11,7 @@ use tonic::Code;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_call_needs_the_token() {
     let options = ServerOptions {
-        token: Some("s3cret".into()),
+        token: seed_shared::Token::new("s3cret"),
         ..ServerOptions::default()
     };
     let cfg = config(&[table_json("u", 8, r#""sampler": {"kind": "uniform"}"#)]);
@@ -19,7 +19,7 @@ async fn every_call_needs_the_token() {
     let connect = |token: Option<&str>| {
         let url = server.url(false);
         let options = ClientOptions {
-            token: token.map(str::to_owned),
+            token: token.and_then(seed_shared::Token::new),
             ..ClientOptions::default()
         };
         async move { ReplayClient::connect(&url, options).await.unwrap() }

@@ -104,7 +104,7 @@ fn ranks(layers: Layers) -> BTreeMap<&'static str, (usize, &'static str)> {
 }
 
 /// The layer of `module`: its own entry, else the entry of its nearest
-/// enclosing folder (`learn` covers `learn/unroll` and `learn/algo/vtrace`).
+/// enclosing folder (`learn` covers `learn/unroll` and `learn/vtrace/targets`).
 fn rank_of(
     ranks: &BTreeMap<&'static str, (usize, &'static str)>,
     module: &str,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use seed_env::{EnvConfig, SyntheticConfig};
 use seed_shared::tls::{read_certificates, read_private_key};
-use seed_shared::Keepalive;
+use seed_shared::{Keepalive, Token};
 
 use super::defaults::{defaults_for, Case};
 use super::layer::{Layer, Origin};
@@ -23,22 +23,18 @@ use crate::device::DeviceSpec;
 use crate::error::LearnerError;
 use crate::infer::batcher::BatcherConfig;
 use crate::infer::exploration::EpsilonSchedule;
-use crate::learn::algo::{Agent, ImpalaLossConfig, VTraceClip};
+use crate::learn::agent::Agent;
 use crate::learn::config::{
     CheckpointSettings, ReplaySampler, ReplaySettings, ReplayWriter, TrainConfig,
 };
 use crate::learn::optimizer::{AdamConfig, Algorithm, LrSchedule, OptimizerConfig, RmsPropConfig};
 use crate::learn::r2d2::R2d2Config;
-use crate::learn::train::TrainerConfig;
+use crate::learn::trainer::TrainerConfig;
+use crate::learn::vtrace::{ImpalaLossConfig, VTraceClip};
 use crate::model::ModelShape;
 use crate::serve::tls::ServerTls;
 use crate::serve::transport::ListenAddr;
 use crate::unroll_store::RemoteReplayConfig;
-
-/// R2D2's replay: prioritized sequences, 4096 of them, sampling from 256
-/// (what its CartPole figures were tuned with).
-const R2D2_REPLAY_CAPACITY: usize = 4096;
-const R2D2_REPLAY_MIN_SIZE: usize = 256;
 
 /// The replay keys a remote table decides (its server's config); refused
 /// with `--replay-addr`, and derived only for the in-process buffer.
@@ -64,12 +60,14 @@ pub fn rule(key: &str) -> Option<&'static str> {
             "cartpole; a learner with --local-actors 0 and no --env takes the env spec from the \
              first actor's hello instead"
         }
-        "replay.replay_sampler" => "vtrace: fifo with --samples-per-insert 1, else uniform; r2d2: prioritized",
+        "replay.replay_sampler" => "fifo with --samples-per-insert 1, else uniform",
         "replay.replay_writer" => "block with fifo, else overwrite",
         "replay.replay_capacity" => {
-            "vtrace: --batch-size with fifo, twice that otherwise; r2d2: 4096; at least --batch-size"
+            "--batch-size with fifo, twice that otherwise; at least --batch-size"
         }
-        "replay.replay_min_size" => "vtrace: --batch-size; r2d2: 256 (at least --batch-size); at most the capacity",
+        "replay.replay_min_size" => {
+            "--batch-size; a default is raised to --batch-size and held to the capacity"
+        }
         "replay.replay_window" => "--batch-size",
         "run.tensorboard" => "RUN_DIR/tensorboard when training with --run-dir, else off",
         _ => return None,
@@ -123,9 +121,10 @@ pub fn resolve_with(layers: &[Layer], options: ResolveOptions) -> Result<Resolve
         }
     }
     let case = Case::of(&user)?;
+    let min_size_given = user.sets("replay.replay_min_size");
     let mut settings = defaults_for(&case)?.merge(user);
     settings.about = None;
-    let derived = apply_rules(&mut settings).map_err(|e| with_origin(e, layers))?;
+    let derived = apply_rules(&mut settings, min_size_given).map_err(|e| with_origin(e, layers))?;
     let config = to_config(&settings, &derived).map_err(|e| with_origin(e, layers))?;
     config.validate().map_err(|e| with_origin(e, layers))?;
     settings.to_table().map_err(|e| {
@@ -195,19 +194,18 @@ struct Derived {
 }
 
 /// Fills what depends on other values: the env of local actors, and the
-/// replay buffer's sampler, writer and sizes.
-fn apply_rules(s: &mut Settings) -> Result<Derived, LearnerError> {
+/// replay buffer's sampler, writer and sizes. `min_size_given`: a layer set
+/// `replay_min_size` (taken as it is; a default from `defaults.toml` is
+/// raised to the batch size and held to the capacity).
+fn apply_rules(s: &mut Settings, min_size_given: bool) -> Result<Derived, LearnerError> {
     let local_actors = s.actors.local_actors.unwrap_or_default();
     if s.actors.env.is_none() && local_actors > 0 {
         s.actors.env = Some(EnvName::Cartpole);
     }
-    let r2d2 = s.train.algo == Some(AlgoName::R2d2);
     let b = need(s.train.batch_size, "train.batch_size")?;
     let spi = need(s.replay.samples_per_insert, "replay.samples_per_insert")?;
     let r = &mut s.replay;
-    let sampler = *r.replay_sampler.get_or_insert(if r2d2 {
-        ReplaySampler::Prioritized
-    } else if spi == 1.0 {
+    let sampler = *r.replay_sampler.get_or_insert(if spi == 1.0 {
         ReplaySampler::Fifo
     } else {
         ReplaySampler::Uniform
@@ -220,18 +218,14 @@ fn apply_rules(s: &mut Settings) -> Result<Derived, LearnerError> {
     });
     let capacity = r
         .replay_capacity
-        .unwrap_or(if r2d2 {
-            R2D2_REPLAY_CAPACITY
-        } else if fifo {
-            b
-        } else {
-            2 * b
-        })
+        .unwrap_or(if fifo { b } else { 2 * b })
         .max(b);
     r.replay_capacity = Some(capacity);
-    let min_size = *r
-        .replay_min_size
-        .get_or_insert(if r2d2 { R2D2_REPLAY_MIN_SIZE.max(b) } else { b }.min(capacity));
+    let min_size = match r.replay_min_size {
+        Some(given) if min_size_given => given,
+        default => default.unwrap_or(b).max(b).min(capacity),
+    };
+    r.replay_min_size = Some(min_size);
     let window = *r.replay_window.get_or_insert(b);
     Ok(Derived {
         sampler,
@@ -448,7 +442,7 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
         serve: ServeConfig {
             listen,
             fallback_to_ephemeral,
-            token: s.serve.token.clone().filter(|t| !t.is_empty()),
+            token: Token::from_option(s.serve.token.as_deref()),
             max_message_bytes: need(s.serve.max_message_bytes, "serve.max_message_bytes")?,
             max_env_slots,
             io_threads: s.serve.io_threads,
@@ -552,7 +546,7 @@ fn remote_replay(s: &Settings) -> Result<Option<RemoteReplayConfig>, LearnerErro
     };
     let mut remote = RemoteReplayConfig::parse(addr, rr.replay_tls_ca.is_some())
         .map_err(LearnerError::Config)?;
-    remote.token = rr.replay_token.clone().filter(|t| !t.is_empty());
+    remote.token = Token::from_option(rr.replay_token.as_deref());
     remote.tls_ca = match &rr.replay_tls_ca {
         Some(p) => Some(read_certificates("--replay-tls-ca", p)?),
         None => None,

@@ -6,7 +6,7 @@ use candle_nn::VarMap;
 
 use super::state::{adam_m_key, adam_v_key, rmsprop_key};
 use super::*;
-use crate::learn::algo::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
+use crate::learn::vtrace::{impala_loss, ImpalaLossConfig, ImpalaLossInputs};
 use candle_nn::Init;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

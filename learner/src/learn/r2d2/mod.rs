@@ -10,8 +10,9 @@
 //!
 //! 1. **Settings**, [`config`]: burn-in, n, the target network's period,
 //!    the priority's η, the Ape-X ε schedule, γ and the reward scale
-//!    (`--algo r2d2` resolves them in `crate::app::settings`, with γ 0.99,
-//!    2 × 32 envs, and a prioritized replay of 4096 sequences).
+//!    (`--algo r2d2` resolves them in `crate::app::settings`, whose
+//!    `defaults.toml` gives R2D2 its own cases: γ, the env slots, and the
+//!    prioritized replay's size; `docs/cli.md` lists the values).
 //! 2. **Acting**: inference turns the model's two heads into dueling
 //!    Q-values ([`crate::model::dueling_q`]) and acts ε-greedily with one ε
 //!    per env slot, `ε_i = ε^(1 + α·i/(N−1))`
@@ -34,13 +35,15 @@
 //!    sequence priority `η·max|δ| + (1 − η)·mean|δ|`;
 //! 7. **Loss**, [`loss`]: the importance-weighted squared TD error over the
 //!    valid steps, and each sequence's new priority, written back by key.
-//! 8. **After the step** (the trainer's, shared with V-trace,
-//!    `learn/train.rs`): backward, clipping, the optimizer, the weights
-//!    publish, and every `--target-update-period` steps a fresh copy of the
-//!    online network as the target network.
+//! 8. **After the step**: backward, clipping, the optimizer and the weights
+//!    publish are the trainer's, shared with every algorithm
+//!    (`learn/trainer.rs`); then [`train_step`]'s `after_update` makes a
+//!    fresh copy of the online network the target network every
+//!    `--target-update-period` updates.
 pub mod config;
 pub mod loss;
 pub mod targets;
 pub mod train_step;
 
 pub use config::R2d2Config;
+pub use train_step::R2d2Step;

@@ -29,7 +29,7 @@ pub struct RemoteReplayConfig {
     pub table: String,
     /// `--replay-token`: sent with every call.
     #[serde(skip)]
-    pub token: Option<String>,
+    pub token: Option<seed_shared::Token>,
     /// `--replay-tls-ca`: CA certificates to verify the server with.
     #[serde(skip)]
     pub tls_ca: Option<PemFile>,

@@ -13,10 +13,9 @@
 //! Cost: one more TCP connection per learner.
 use seed_replay_service::pb;
 use seed_replay_service::pb::replay_client::ReplayClient as RawClient;
-use tonic::metadata::{Ascii, MetadataValue};
+use seed_replay_service::token::AddToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
-use tonic::{Request, Status};
 
 use crate::unroll_store::remote::config::RemoteReplayConfig;
 
@@ -25,21 +24,8 @@ pub const WINDOW_BATCHES: u32 = 2;
 /// The smallest window announced (bytes).
 pub const MIN_WINDOW: u32 = 16 * 1024;
 
-/// Adds the token to every call.
-#[derive(Clone)]
-pub struct Token(Option<MetadataValue<Ascii>>);
-
-impl tonic::service::Interceptor for Token {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        if let Some(v) = &self.0 {
-            request.metadata_mut().insert("authorization", v.clone());
-        }
-        Ok(request)
-    }
-}
-
 /// The sampling connection's generated client.
-pub type SampleConnection = RawClient<InterceptedService<Channel, Token>>;
+pub type SampleConnection = RawClient<InterceptedService<Channel, AddToken>>;
 
 /// Connects lazily (on the first call) to `config`'s server with a stream
 /// window of [`WINDOW_BATCHES`] replies of `reply_bytes`. Must run inside
@@ -68,19 +54,10 @@ pub fn connect(
         }
         endpoint = endpoint.tls_config(tls).map_err(|e| e.to_string())?;
     }
-    let token = match config.token.as_deref().filter(|t| !t.is_empty()) {
-        Some(t) => Some(
-            format!("Bearer {t}")
-                .parse::<MetadataValue<Ascii>>()
-                .map_err(|_| "--replay-token must be printable ASCII".to_owned())?,
-        ),
-        None => None,
-    };
-    Ok(
-        RawClient::with_interceptor(endpoint.connect_lazy(), Token(token))
-            .max_decoding_message_size(config.max_message_bytes)
-            .max_encoding_message_size(config.max_message_bytes),
-    )
+    let token = AddToken::new(config.token.as_ref()).map_err(|e| format!("--replay-token {e}"))?;
+    Ok(RawClient::with_interceptor(endpoint.connect_lazy(), token)
+        .max_decoding_message_size(config.max_message_bytes)
+        .max_encoding_message_size(config.max_message_bytes))
 }
 
 /// The request for an endless stream of batches of `batch_size`, at most

@@ -31,28 +31,23 @@
 //! All tensors are time-major: `[T, B]`, with `T` transitions and `B` unrolls;
 //! every input is `f32`. Outputs carry no gradient.
 //!
-//! # Cost and the choice of recursion
+//! # Cost
 //!
-//! O(T·B) work. The backward recursion is sequential in `T`, so it is computed
-//! one of two ways ([`Recursion`]):
-//! - [`Recursion::HostLoop`]: copy the seven inputs to host memory once, run
-//!   [`vtrace_slices`] (one fused pass, no allocations per step), copy three
-//!   outputs back. On a CPU device the copies are plain memcpys and this avoids
-//!   ~2T+20 separate tensor ops, each with its own allocation and dispatch.
-//! - [`Recursion::DeviceOps`]: elementwise tensor ops for `ρ, c, δ`, then `T`
-//!   multiply-adds on `[B]` slices. On an accelerator this stays on the device:
-//!   no host synchronisation, only `O(T)` small kernel launches.
-//!
-//! [`vtrace`] picks `HostLoop` on CPU, and on an accelerator too while the
-//! batch is small (`T·B` at most [`HOST_RECURSION_MAX_ELEMENTS`]), else
-//! `DeviceOps` ([`Recursion::Auto`]). On an accelerator the host loop moves
-//! its data in one transfer each way: the seven inputs are concatenated on
-//! the device (one op) and downloaded together, the three outputs uploaded
-//! as one buffer and split into views. That is 2 transfers and 1 op in
-//! place of `~2T+20` launches; the download waits for the forward pass,
+//! O(T·B) work. The backward recursion is sequential in `T`, so [`vtrace`]
+//! runs it on the host, in [`vtrace_slices`]: one fused pass over plain
+//! slices, no allocation per step. The seven inputs are concatenated (one
+//! op on their device) and copied out together, the three outputs copied
+//! back as one buffer and split into views: on an accelerator two
+//! transfers and one op in place of the `~2T+20` small kernel launches a
+//! recursion in tensor ops would take, on a CPU two memcpys (an
+//! elementwise-tensor-op recursion was 1.4-4.4x slower there,
+//! `benches/results/micro.md`). The download waits for the forward pass,
 //! which the trainer waits for anyway (it reads the loss back every step).
-//! `benches/benches/vtrace.rs` measures both recursions on CPU.
-use candle_core::{DType, Device, Error, Result, Shape, Tensor};
+//! `benches/benches/vtrace.rs` measures the kernel alone and through
+//! tensors.
+use candle_core::{DType, Error, Result, Shape, Tensor};
+
+use super::config::VTraceClip;
 
 /// Inputs to [`vtrace`], time-major. Every tensor is `f32` and on one device.
 #[derive(Debug, Clone, Copy)]
@@ -73,38 +68,6 @@ pub struct VTraceInputs<'a> {
     pub valid: &'a Tensor,
 }
 
-/// Truncation levels of the importance weights. `f32::INFINITY` disables a clip.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct VTraceClip {
-    /// ρ̄: clips the `rhos` in `δ_t`; sets the fixed point the values converge to
-    /// (π at ρ̄ = ∞, nearer μ below). IMPALA default 1.0.
-    pub rho: f32,
-    /// c̄: clips the trace cutting `cs`; controls the contraction speed only.
-    /// IMPALA default 1.0.
-    pub c: f32,
-    /// ρ̄_pg: clips the weight on the policy-gradient advantage. Default 1.0.
-    pub pg_rho: f32,
-}
-
-impl Default for VTraceClip {
-    fn default() -> Self {
-        Self {
-            rho: 1.0,
-            c: 1.0,
-            pg_rho: 1.0,
-        }
-    }
-}
-
-impl VTraceClip {
-    /// No clipping at all: plain importance sampling (`ρ̄ = c̄ = ρ̄_pg = ∞`).
-    pub const NONE: Self = Self {
-        rho: f32::INFINITY,
-        c: f32::INFINITY,
-        pg_rho: f32::INFINITY,
-    };
-}
-
 /// V-trace outputs, all `[T, B]`, `f32`, detached from any graph.
 #[derive(Debug, Clone)]
 pub struct VTraceReturns {
@@ -116,54 +79,57 @@ pub struct VTraceReturns {
     pub clipped_rhos: Tensor,
 }
 
-/// Largest `T·B` that [`Recursion::Auto`] sends to the host on an
-/// accelerator: 64 Ki elements is 2 MiB down (seven inputs) and under 1 MiB
-/// up, tens of microseconds over PCIe, and a host loop of well under a
-/// millisecond; beyond it the device ops' launches cost less than the
-/// transfers.
-pub const HOST_RECURSION_MAX_ELEMENTS: usize = 1 << 16;
-
-/// How the sequential backward recursion is run; see the module docs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Recursion {
-    /// `HostLoop` on a CPU device, and elsewhere while `T·B` is at most
-    /// [`HOST_RECURSION_MAX_ELEMENTS`]; `DeviceOps` beyond that.
-    #[default]
-    Auto,
-    /// One copy to host, a fused loop, one copy back.
-    HostLoop,
-    /// Tensor ops only: `T` multiply-adds on `[B]` slices, stays on device.
-    DeviceOps,
-}
-
-/// Computes V-trace targets with the recursion suited to the inputs' device.
+/// Computes V-trace targets: the inputs copied out in one transfer, the
+/// recursion on the host ([`vtrace_slices`]), the outputs copied back to
+/// the inputs' device in one transfer (module docs).
 ///
-/// Errors if shapes disagree (`[T, B]` everywhere, `[B]` for the bootstrap) or,
-/// on the host path, if the inputs are not `f32`.
+/// Errors if shapes disagree (`[T, B]` everywhere, `[B]` for the bootstrap)
+/// or if an input is not `f32`.
 pub fn vtrace(inputs: &VTraceInputs<'_>, clip: &VTraceClip) -> Result<VTraceReturns> {
-    vtrace_with(inputs, clip, Recursion::Auto)
-}
-
-/// [`vtrace`] with an explicit choice of [`Recursion`].
-pub fn vtrace_with(
-    inputs: &VTraceInputs<'_>,
-    clip: &VTraceClip,
-    recursion: Recursion,
-) -> Result<VTraceReturns> {
     let (t_len, batch) = check_shapes(inputs)?;
-    let device = inputs.values.device();
-    let host = match recursion {
-        Recursion::Auto => auto_uses_host(device.is_cpu(), t_len * batch),
-        Recursion::HostLoop => true,
-        Recursion::DeviceOps => false,
-    };
-    if host && device.is_cpu() {
-        vtrace_host_loop(inputs, clip, t_len, batch, device)
-    } else if host {
-        vtrace_host_loop_staged(inputs, clip, t_len, batch, device)
-    } else {
-        vtrace_device_ops(inputs, clip, t_len)
-    }
+    let n = t_len * batch;
+    let flat = |t: &Tensor| t.detach().flatten_all();
+    let host = Tensor::cat(
+        &[
+            flat(inputs.behaviour_log_probs)?,
+            flat(inputs.target_log_probs)?,
+            flat(inputs.discounts)?,
+            flat(inputs.rewards)?,
+            flat(inputs.values)?,
+            flat(inputs.valid)?,
+            flat(inputs.bootstrap_value)?,
+        ],
+        0,
+    )?
+    .to_vec1::<f32>()?;
+    let part = |i: usize| &host[i * n..(i + 1) * n];
+    let mut out = vec![0f32; 3 * n];
+    let (vs, rest) = out.split_at_mut(n);
+    let (pg_advantages, clipped_rhos) = rest.split_at_mut(n);
+    vtrace_slices(
+        &VTraceSlices {
+            batch,
+            behaviour_log_probs: part(0),
+            target_log_probs: part(1),
+            discounts: part(2),
+            rewards: part(3),
+            values: part(4),
+            valid: part(5),
+            bootstrap_value: &host[6 * n..],
+        },
+        clip,
+        VTraceSlicesOut {
+            vs,
+            pg_advantages,
+            clipped_rhos,
+        },
+    )?;
+    let out = Tensor::from_vec(out, (3, t_len, batch), inputs.values.device())?;
+    Ok(VTraceReturns {
+        vs: out.get(0)?,
+        pg_advantages: out.get(1)?,
+        clipped_rhos: out.get(2)?,
+    })
 }
 
 /// Time-major `f32` slices for [`vtrace_slices`]: element `(t, b)` is at
@@ -201,8 +167,8 @@ pub struct VTraceSlicesOut<'a> {
 
 /// V-trace on plain `f32` slices: one backward pass, no allocation.
 ///
-/// This is the kernel of [`Recursion::HostLoop`]; it is public so benchmarks
-/// and host-side callers can skip tensors. Errors if a slice length disagrees.
+/// This is the kernel of [`vtrace`]; it is public so benchmarks and
+/// host-side callers can skip tensors. Errors if a slice length disagrees.
 pub fn vtrace_slices(
     inputs: &VTraceSlices<'_>,
     clip: &VTraceClip,
@@ -283,158 +249,6 @@ pub fn vtrace_slices(
     Ok(())
 }
 
-/// [`Recursion::Auto`]'s choice: the host loop on a CPU, or for at most
-/// [`HOST_RECURSION_MAX_ELEMENTS`] elements on an accelerator.
-fn auto_uses_host(on_cpu: bool, elements: usize) -> bool {
-    on_cpu || elements <= HOST_RECURSION_MAX_ELEMENTS
-}
-
-/// The host loop for an accelerator: one concatenation on the device, one
-/// download, one upload (see the module docs). Same arithmetic as
-/// [`vtrace_host_loop`], so the same results.
-fn vtrace_host_loop_staged(
-    inputs: &VTraceInputs<'_>,
-    clip: &VTraceClip,
-    t_len: usize,
-    batch: usize,
-    device: &Device,
-) -> Result<VTraceReturns> {
-    let n = t_len * batch;
-    let flat = |t: &Tensor| t.detach().flatten_all();
-    let staged = Tensor::cat(
-        &[
-            flat(inputs.behaviour_log_probs)?,
-            flat(inputs.target_log_probs)?,
-            flat(inputs.discounts)?,
-            flat(inputs.rewards)?,
-            flat(inputs.values)?,
-            flat(inputs.valid)?,
-            flat(inputs.bootstrap_value)?,
-        ],
-        0,
-    )?
-    .to_vec1::<f32>()?;
-    let part = |i: usize| &staged[i * n..(i + 1) * n];
-    let mut out = vec![0f32; 3 * n];
-    let (vs, rest) = out.split_at_mut(n);
-    let (pg_advantages, clipped_rhos) = rest.split_at_mut(n);
-    vtrace_slices(
-        &VTraceSlices {
-            batch,
-            behaviour_log_probs: part(0),
-            target_log_probs: part(1),
-            discounts: part(2),
-            rewards: part(3),
-            values: part(4),
-            valid: part(5),
-            bootstrap_value: &staged[6 * n..],
-        },
-        clip,
-        VTraceSlicesOut {
-            vs,
-            pg_advantages,
-            clipped_rhos,
-        },
-    )?;
-    let out = Tensor::from_vec(out, (3, t_len, batch), device)?;
-    Ok(VTraceReturns {
-        vs: out.get(0)?,
-        pg_advantages: out.get(1)?,
-        clipped_rhos: out.get(2)?,
-    })
-}
-
-fn vtrace_host_loop(
-    inputs: &VTraceInputs<'_>,
-    clip: &VTraceClip,
-    t_len: usize,
-    batch: usize,
-    device: &Device,
-) -> Result<VTraceReturns> {
-    let host = |t: &Tensor| t.flatten_all()?.to_vec1::<f32>();
-    let behaviour_log_probs = host(inputs.behaviour_log_probs)?;
-    let target_log_probs = host(inputs.target_log_probs)?;
-    let discounts = host(inputs.discounts)?;
-    let rewards = host(inputs.rewards)?;
-    let values = host(inputs.values)?;
-    let bootstrap_value = host(inputs.bootstrap_value)?;
-    let valid = host(inputs.valid)?;
-    let n = t_len * batch;
-    let mut vs = vec![0f32; n];
-    let mut pg_advantages = vec![0f32; n];
-    let mut clipped_rhos = vec![0f32; n];
-    vtrace_slices(
-        &VTraceSlices {
-            batch,
-            behaviour_log_probs: &behaviour_log_probs,
-            target_log_probs: &target_log_probs,
-            discounts: &discounts,
-            rewards: &rewards,
-            values: &values,
-            bootstrap_value: &bootstrap_value,
-            valid: &valid,
-        },
-        clip,
-        VTraceSlicesOut {
-            vs: &mut vs,
-            pg_advantages: &mut pg_advantages,
-            clipped_rhos: &mut clipped_rhos,
-        },
-    )?;
-    let shape = (t_len, batch);
-    Ok(VTraceReturns {
-        vs: Tensor::from_vec(vs, shape, device)?,
-        pg_advantages: Tensor::from_vec(pg_advantages, shape, device)?,
-        clipped_rhos: Tensor::from_vec(clipped_rhos, shape, device)?,
-    })
-}
-
-fn vtrace_device_ops(
-    inputs: &VTraceInputs<'_>,
-    clip: &VTraceClip,
-    t_len: usize,
-) -> Result<VTraceReturns> {
-    let behaviour_log_probs = inputs.behaviour_log_probs.detach();
-    let target_log_probs = inputs.target_log_probs.detach();
-    let discounts = inputs.discounts.detach();
-    let rewards = inputs.rewards.detach();
-    let values = inputs.values.detach();
-    let bootstrap_value = inputs.bootstrap_value.detach().unsqueeze(0)?;
-    let valid = inputs.valid.detach();
-
-    // where_cond rather than a product, for the reason given in `vtrace_slices`.
-    let is_valid = valid.gt(0.0)?;
-    let zeros = values.zeros_like()?;
-    let ratios = (target_log_probs - behaviour_log_probs)?.exp()?;
-    let clipped = |bar: f32| is_valid.where_cond(&ratios.minimum(bar)?, &zeros);
-    let rhos = clipped(clip.rho)?;
-    let cs = clipped(clip.c)?;
-    let pg_rhos = clipped(clip.pg_rho)?;
-
-    // V(x_{t+1}) for t = 0..T-1: values shifted by one, then the bootstrap.
-    let values_next = Tensor::cat(&[&values.narrow(0, 1, t_len - 1)?, &bootstrap_value], 0)?;
-    let deltas = (&rhos * ((&rewards + (&discounts * &values_next)?)? - &values)?)?;
-    let discounted_cs = (&discounts * &cs)?;
-
-    // vs_t − V(x_t) = δ_t + γ_t c_t (vs_{t+1} − V(x_{t+1})), from vs_T − V(x_T) = 0.
-    let mut corrections = Vec::with_capacity(t_len);
-    let mut correction = bootstrap_value.zeros_like()?;
-    for t in (0..t_len).rev() {
-        correction = (deltas.narrow(0, t, 1)? + (discounted_cs.narrow(0, t, 1)? * &correction)?)?;
-        corrections.push(correction.clone());
-    }
-    corrections.reverse();
-    let vs = (Tensor::cat(&corrections, 0)? + &values)?;
-
-    let vs_next = Tensor::cat(&[&vs.narrow(0, 1, t_len - 1)?, &bootstrap_value], 0)?;
-    let pg_advantages = (pg_rhos * ((&rewards + (&discounts * &vs_next)?)? - &values)?)?;
-    Ok(VTraceReturns {
-        vs,
-        pg_advantages,
-        clipped_rhos: rhos,
-    })
-}
-
 /// Checks every input is `[T, B]` (bootstrap `[B]`) with `T, B ≥ 1`, all `f32`;
 /// returns `(T, B)`.
 fn check_shapes(inputs: &VTraceInputs<'_>) -> Result<(usize, usize)> {
@@ -500,6 +314,7 @@ fn shape_error(name: &str, expected: (usize, usize), got_len: usize) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use candle_core::Device;
     use proptest::prelude::*;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
@@ -619,7 +434,7 @@ mod tests {
         Tensor::from_vec(flat, (t_len, batch), &Device::Cpu).unwrap()
     }
 
-    fn run(case: &Case, clip: &VTraceClip, recursion: Recursion) -> VTraceReturns {
+    fn run(case: &Case, clip: &VTraceClip) -> VTraceReturns {
         let behaviour = tensor2(&case.behaviour_log_probs);
         let target = tensor2(&case.target_log_probs);
         let discounts = tensor2(&case.discounts);
@@ -628,7 +443,7 @@ mod tests {
         let valid = tensor2(&case.valid);
         let bootstrap: Vec<f32> = case.bootstrap_value.iter().map(|&x| x as f32).collect();
         let bootstrap = Tensor::new(bootstrap, &Device::Cpu).unwrap();
-        vtrace_with(
+        vtrace(
             &VTraceInputs {
                 behaviour_log_probs: &behaviour,
                 target_log_probs: &target,
@@ -639,7 +454,6 @@ mod tests {
                 valid: &valid,
             },
             clip,
-            recursion,
         )
         .unwrap()
     }
@@ -674,12 +488,10 @@ mod tests {
             let case = random_case(t_len, batch, seed);
             let clip = VTraceClip { rho, c, pg_rho };
             let want = reference(&case, &clip);
-            for recursion in [Recursion::HostLoop, Recursion::DeviceOps] {
-                let got = run(&case, &clip, recursion);
-                assert_close("vs", &got.vs, &want.vs);
-                assert_close("pg_advantages", &got.pg_advantages, &want.pg_advantages);
-                assert_close("clipped_rhos", &got.clipped_rhos, &want.clipped_rhos);
-            }
+            let got = run(&case, &clip);
+            assert_close("vs", &got.vs, &want.vs);
+            assert_close("pg_advantages", &got.pg_advantages, &want.pg_advantages);
+            assert_close("clipped_rhos", &got.clipped_rhos, &want.clipped_rhos);
         }
 
         #[test]
@@ -691,7 +503,7 @@ mod tests {
             let mut case = random_case(t_len, batch, seed);
             case.behaviour_log_probs = case.target_log_probs.clone();
             case.valid = vec![vec![1.0; batch]; t_len];
-            let got = run(&case, &VTraceClip::NONE, Recursion::Auto);
+            let got = run(&case, &VTraceClip::NONE);
             // n-step return to the end of the unroll, bootstrapped with V(x_T):
             // Σ_{t=s}^{T-1} (Π_{i=s}^{t-1} γ_i) r_t + (Π_{i=s}^{T-1} γ_i) V(x_T).
             let n_step_return = |s: usize, b: usize| {
@@ -729,7 +541,7 @@ mod tests {
             bootstrap_value: vec![bootstrap],
             valid: col(valid),
         };
-        let vs = run(&case, &VTraceClip::default(), Recursion::Auto).vs;
+        let vs = run(&case, &VTraceClip::default()).vs;
         vs.flatten_all()
             .unwrap()
             .to_vec1::<f32>()
@@ -791,12 +603,10 @@ mod tests {
         let mut case = random_case(3, 2, 7);
         case.target_log_probs[1][0] = 200.0; // exp overflows to ∞
         case.valid[1][0] = 0.0;
-        for recursion in [Recursion::HostLoop, Recursion::DeviceOps] {
-            let got = run(&case, &VTraceClip::NONE, recursion);
-            let want = reference(&case, &VTraceClip::NONE);
-            assert_close("vs", &got.vs, &want.vs);
-            assert_close("pg_advantages", &got.pg_advantages, &want.pg_advantages);
-        }
+        let got = run(&case, &VTraceClip::NONE);
+        let want = reference(&case, &VTraceClip::NONE);
+        assert_close("vs", &got.vs, &want.vs);
+        assert_close("pg_advantages", &got.pg_advantages, &want.pg_advantages);
     }
 
     #[test]
@@ -826,44 +636,69 @@ mod tests {
         assert!(err.to_string().contains("bootstrap_value"), "{err}");
     }
 
-    /// The accelerator's host loop (one staged transfer each way) is the
-    /// same arithmetic as the CPU's: equal bits, not just close.
+    /// The tensor path stages the seven inputs in one buffer and splits
+    /// the outputs from another: it must give the kernel's results on the
+    /// same data, bit for bit, in `[T, B]` order.
     #[test]
-    fn staged_host_loop_equals_the_host_loop() {
+    fn tensor_path_equals_the_slice_kernel() {
         let case = random_case(9, 5, 17);
         let clip = VTraceClip::default();
-        let t = |rows: &Vec<Vec<f64>>| tensor2(rows);
-        let (behaviour, target) = (t(&case.behaviour_log_probs), t(&case.target_log_probs));
-        let (discounts, rewards) = (t(&case.discounts), t(&case.rewards));
-        let (values, valid) = (t(&case.values), t(&case.valid));
-        let bootstrap: Vec<f32> = case.bootstrap_value.iter().map(|&x| x as f32).collect();
-        let bootstrap = Tensor::new(bootstrap, &Device::Cpu).unwrap();
-        let inputs = VTraceInputs {
-            behaviour_log_probs: &behaviour,
-            target_log_probs: &target,
-            discounts: &discounts,
-            rewards: &rewards,
-            values: &values,
-            bootstrap_value: &bootstrap,
-            valid: &valid,
+        let f32s = |rows: &Vec<Vec<f64>>| -> Vec<f32> {
+            rows.iter().flatten().map(|&x| x as f32).collect()
         };
-        let a = vtrace_host_loop(&inputs, &clip, 9, 5, &Device::Cpu).unwrap();
-        let b = vtrace_host_loop_staged(&inputs, &clip, 9, 5, &Device::Cpu).unwrap();
-        for (x, y) in [(a.vs, b.vs), (a.pg_advantages, b.pg_advantages)] {
-            assert_eq!(x.dims(), y.dims());
-            assert_eq!(x.to_vec2::<f32>().unwrap(), y.to_vec2::<f32>().unwrap());
+        let bootstrap: Vec<f32> = case.bootstrap_value.iter().map(|&x| x as f32).collect();
+        let n = 9 * 5;
+        let (mut vs, mut pg, mut rhos) = (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
+        vtrace_slices(
+            &VTraceSlices {
+                batch: 5,
+                behaviour_log_probs: &f32s(&case.behaviour_log_probs),
+                target_log_probs: &f32s(&case.target_log_probs),
+                discounts: &f32s(&case.discounts),
+                rewards: &f32s(&case.rewards),
+                values: &f32s(&case.values),
+                bootstrap_value: &bootstrap,
+                valid: &f32s(&case.valid),
+            },
+            &clip,
+            VTraceSlicesOut {
+                vs: &mut vs,
+                pg_advantages: &mut pg,
+                clipped_rhos: &mut rhos,
+            },
+        )
+        .unwrap();
+        let got = run(&case, &clip);
+        for (name, tensor, want) in [
+            ("vs", &got.vs, &vs),
+            ("pg_advantages", &got.pg_advantages, &pg),
+            ("clipped_rhos", &got.clipped_rhos, &rhos),
+        ] {
+            assert_eq!(tensor.dims(), &[9, 5], "{name}");
+            assert_eq!(
+                &tensor.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+                want,
+                "{name}"
+            );
         }
-        assert_eq!(
-            a.clipped_rhos.to_vec2::<f32>().unwrap(),
-            b.clipped_rhos.to_vec2::<f32>().unwrap()
-        );
     }
 
     #[test]
-    fn auto_keeps_small_batches_on_the_host_everywhere() {
-        assert!(auto_uses_host(true, usize::MAX));
-        assert!(auto_uses_host(false, 16 * 64));
-        assert!(auto_uses_host(false, HOST_RECURSION_MAX_ELEMENTS));
-        assert!(!auto_uses_host(false, HOST_RECURSION_MAX_ELEMENTS + 1));
+    fn rejects_inputs_that_are_not_f32_naming_them() {
+        let device = Device::Cpu;
+        let tb = Tensor::zeros((4, 2), DType::F32, &device).unwrap();
+        let valid_u8 = Tensor::zeros((4, 2), DType::U8, &device).unwrap();
+        let bootstrap = Tensor::zeros(2, DType::F32, &device).unwrap();
+        let inputs = VTraceInputs {
+            behaviour_log_probs: &tb,
+            target_log_probs: &tb,
+            discounts: &tb,
+            rewards: &tb,
+            values: &tb,
+            bootstrap_value: &bootstrap,
+            valid: &valid_u8,
+        };
+        let err = vtrace(&inputs, &VTraceClip::default()).unwrap_err();
+        assert!(err.to_string().contains("valid must be f32"), "{err}");
     }
 }

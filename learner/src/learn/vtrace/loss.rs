@@ -18,7 +18,7 @@
 //! of the logits and `−Σ_a π log π`; for a diagonal Gaussian the log-density
 //! of the (unclipped) sampled action and `Σ_i (½ + ½ log 2π + log σ_i)`.
 //!
-//! with `vs` and `pg_advantages` from [`vtrace`](super::vtrace) (no gradient
+//! with `vs` and `pg_advantages` from [`vtrace`] (no gradient
 //! through them; rewards are multiplied by `reward_scale` first) and
 //! `mean_valid(f) = Σ_{t,b} valid_t f_t / max(1, Σ_{t,b} valid_t)`:
 //! a mean over the transitions actually trained on. A mean rather than IMPALA's
@@ -32,43 +32,10 @@
 //! device-to-host copy of five scalars for the logged values.
 use candle_core::{DType, Error, Result, Tensor};
 
+use super::config::ImpalaLossConfig;
+use super::targets::{vtrace, VTraceInputs};
 use super::transitions::Transitions;
-use super::vtrace::{vtrace, VTraceClip, VTraceInputs};
 use crate::model::ActionDistribution;
-
-/// Hyperparameters of [`impala_loss`]. The learner's defaults are in
-/// `crate::app::settings`; [`ImpalaLossConfig::impala_paper`] gives the
-/// paper's values for tests and benches.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct ImpalaLossConfig {
-    /// γ, the per-step discount.
-    pub discount: f32,
-    /// Weight of `value_loss` in `total`.
-    pub baseline_cost: f32,
-    /// Weight of the entropy bonus in `total`.
-    pub entropy_cost: f32,
-    /// Every reward is multiplied by this before V-trace, so values and
-    /// advantages are in scaled units (Pendulum's rewards reach −16 per
-    /// step; 0.1 keeps its values within tens).
-    pub reward_scale: f32,
-    /// V-trace clipping thresholds ρ̄, c̄, ρ̄_pg.
-    pub clip: VTraceClip,
-}
-
-impl ImpalaLossConfig {
-    /// IMPALA's published values (γ 0.99, baseline 0.5, entropy 0.01, no
-    /// reward scaling, clips of 1): a fixed reference for tests and
-    /// benches, not the learner's defaults.
-    pub fn impala_paper() -> Self {
-        Self {
-            discount: 0.99,
-            baseline_cost: 0.5,
-            entropy_cost: 0.01,
-            reward_scale: 1.0,
-            clip: VTraceClip::default(),
-        }
-    }
-}
 
 /// One batch of unrolls, step-aligned (`T + 1` steps, time-major), all on one device.
 #[derive(Debug, Clone, Copy)]
@@ -118,6 +85,100 @@ pub struct ImpalaLoss {
 /// the rest but Gaussian actions, `[T+1, B, D]`; `T ≥ 1`), if categorical
 /// `actions` are not an integer tensor, or if such an action is out of range.
 pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> Result<ImpalaLoss> {
+    check_inputs(inputs)?;
+
+    // 1. Per-transition rewards, discounts and masks, `[T, B]`.
+    let scaled_rewards;
+    let rewards = if config.reward_scale == 1.0 {
+        inputs.rewards
+    } else {
+        scaled_rewards = inputs.rewards.affine(f64::from(config.reward_scale), 0.0)?;
+        &scaled_rewards
+    };
+    let transitions = Transitions::from_steps(
+        rewards,
+        inputs.terminated,
+        inputs.truncated,
+        config.discount,
+    )?;
+    let t_len = transitions.rewards.dim(0)?;
+
+    // 2. π(·|x_t) and μ(·|x_t) for t = 0..T-1; log π(a_t|x_t), log μ(a_t|x_t): [T, B].
+    let target_policy = inputs
+        .distribution
+        .over(&inputs.target_params.narrow(0, 0, t_len)?)?;
+    let behaviour_policy = inputs
+        .distribution
+        .over(&inputs.behaviour_params.detach().narrow(0, 0, t_len)?)?;
+    let actions = inputs.actions.narrow(0, 0, t_len)?;
+    let target_log_probs = target_policy.log_prob(&actions)?;
+    let behaviour_log_probs = behaviour_policy.log_prob(&actions)?;
+
+    // 3. V-trace targets and advantages, no gradient through them.
+    let values = inputs.values.narrow(0, 0, t_len)?;
+    let bootstrap_value = inputs.values.get(t_len)?.detach();
+    let returns = vtrace(
+        &VTraceInputs {
+            behaviour_log_probs: &behaviour_log_probs,
+            target_log_probs: &target_log_probs.detach(),
+            discounts: &transitions.discounts,
+            rewards: &transitions.rewards,
+            values: &values.detach(),
+            bootstrap_value: &bootstrap_value,
+            valid: &transitions.valid,
+        },
+        &config.clip,
+    )?;
+
+    // 4. The three terms, each a mean over the valid transitions.
+    let valid = &transitions.valid;
+    // 1 / max(1, Σ valid) as a [1] tensor: stays on device, no host sync.
+    let inverse_count = valid.sum_all()?.maximum(1.0)?.recip()?.reshape(1)?;
+    let mean_valid = |per_transition: &Tensor| -> Result<Tensor> {
+        (per_transition * valid)?
+            .sum_all()?
+            .reshape(1)?
+            .mul(&inverse_count)
+    };
+    let pg_loss = mean_valid(&(&returns.pg_advantages * &target_log_probs)?)?.neg()?;
+    let value_errors = (&returns.vs - &values)?;
+    let value_loss = mean_valid(&value_errors.sqr()?)?.affine(0.5, 0.0)?;
+    let entropy = mean_valid(&target_policy.entropy()?)?;
+    let total = ((&pg_loss + value_loss.affine(f64::from(config.baseline_cost), 0.0)?)?
+        - entropy.affine(f64::from(config.entropy_cost), 0.0)?)?
+    .squeeze(0)?;
+
+    // 5. The logged figures, in one device-to-host transfer.
+    let logged = Tensor::cat(
+        &[
+            &pg_loss,
+            &value_loss,
+            &entropy,
+            &mean_valid(&returns.clipped_rhos)?,
+            &mean_valid(&returns.pg_advantages)?,
+        ],
+        0,
+    )?
+    .detach()
+    .to_vec1::<f32>()?;
+    let [pg_loss, value_loss, entropy, mean_clipped_rho, mean_pg_advantage] = logged[..] else {
+        return Err(Error::Msg(
+            "impala_loss: expected five logged scalars".to_string(),
+        ));
+    };
+    Ok(ImpalaLoss {
+        total,
+        pg_loss,
+        value_loss,
+        entropy,
+        mean_clipped_rho,
+        mean_pg_advantage,
+    })
+}
+
+/// The shapes and dtypes [`impala_loss`] needs (its doc's errors), each
+/// mismatch named by its field.
+fn check_inputs(inputs: &ImpalaLossInputs<'_>) -> Result<()> {
     let (steps, batch, _params) = inputs.target_params.dims3()?;
     if inputs.behaviour_params.shape() != inputs.target_params.shape() {
         return Err(Error::UnexpectedShape {
@@ -161,96 +222,7 @@ pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> 
             inputs.actions.dtype()
         )));
     }
-    let scaled_rewards;
-    let rewards = if config.reward_scale == 1.0 {
-        inputs.rewards
-    } else {
-        scaled_rewards = inputs.rewards.affine(f64::from(config.reward_scale), 0.0)?;
-        &scaled_rewards
-    };
-    let transitions = Transitions::from_steps(
-        rewards,
-        inputs.terminated,
-        inputs.truncated,
-        config.discount,
-    )?;
-    let t_len = steps - 1;
-
-    // π(·|x_t) and μ(·|x_t) for t = 0..T-1, over [T, B].
-    let target_policy = inputs
-        .distribution
-        .over(&inputs.target_params.narrow(0, 0, t_len)?)?;
-    let behaviour_policy = inputs
-        .distribution
-        .over(&inputs.behaviour_params.detach().narrow(0, 0, t_len)?)?;
-    let actions = inputs.actions.narrow(0, 0, t_len)?;
-    // log π(a_t|x_t), log μ(a_t|x_t): [T, B].
-    let target_log_probs = target_policy.log_prob(&actions)?;
-    let behaviour_log_probs = behaviour_policy.log_prob(&actions)?;
-
-    let values = inputs.values.narrow(0, 0, t_len)?;
-    let bootstrap_value = inputs.values.get(t_len)?.detach();
-    let values_detached = values.detach();
-    let target_log_probs_detached = target_log_probs.detach();
-    let returns = vtrace(
-        &VTraceInputs {
-            behaviour_log_probs: &behaviour_log_probs,
-            target_log_probs: &target_log_probs_detached,
-            discounts: &transitions.discounts,
-            rewards: &transitions.rewards,
-            values: &values_detached,
-            bootstrap_value: &bootstrap_value,
-            valid: &transitions.valid,
-        },
-        &config.clip,
-    )?;
-
-    let valid = &transitions.valid;
-    // 1 / max(1, Σ valid) as a [1] tensor: stays on device, no host sync.
-    let inverse_count = valid.sum_all()?.maximum(1.0)?.recip()?.reshape(1)?;
-    let mean_valid = |per_transition: &Tensor| -> Result<Tensor> {
-        (per_transition * valid)?
-            .sum_all()?
-            .reshape(1)?
-            .mul(&inverse_count)
-    };
-
-    let pg_loss = mean_valid(&(&returns.pg_advantages * &target_log_probs)?)?.neg()?;
-    let value_errors = (&returns.vs - &values)?;
-    let value_loss = mean_valid(&value_errors.sqr()?)?.affine(0.5, 0.0)?;
-    let entropy = mean_valid(&target_policy.entropy()?)?;
-    let total = ((&pg_loss + value_loss.affine(f64::from(config.baseline_cost), 0.0)?)?
-        - entropy.affine(f64::from(config.entropy_cost), 0.0)?)?
-    .squeeze(0)?;
-
-    let mean_clipped_rho = mean_valid(&returns.clipped_rhos)?;
-    let mean_pg_advantage = mean_valid(&returns.pg_advantages)?;
-    // One device-to-host transfer for all logged numbers.
-    let logged = Tensor::cat(
-        &[
-            &pg_loss,
-            &value_loss,
-            &entropy,
-            &mean_clipped_rho,
-            &mean_pg_advantage,
-        ],
-        0,
-    )?
-    .detach()
-    .to_vec1::<f32>()?;
-    let [pg_loss, value_loss, entropy, mean_clipped_rho, mean_pg_advantage] = logged[..] else {
-        return Err(Error::Msg(
-            "impala_loss: expected five logged scalars".to_string(),
-        ));
-    };
-    Ok(ImpalaLoss {
-        total,
-        pg_loss,
-        value_loss,
-        entropy,
-        mean_clipped_rho,
-        mean_pg_advantage,
-    })
+    Ok(())
 }
 
 #[cfg(test)]
