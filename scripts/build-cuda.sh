@@ -48,7 +48,7 @@ fi
 # shellcheck disable=SC1091
 source "$TOOLCHAIN/cuda-env.sh"
 CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/cuda}
-# Absolute: the Python wheel below is built from actor/python.
+# Absolute: the Python wheel below is built from python.
 mkdir -p "$CARGO_TARGET_DIR"
 CARGO_TARGET_DIR=$(cd "$CARGO_TARGET_DIR" && pwd)
 export CARGO_TARGET_DIR
@@ -77,7 +77,7 @@ if [ "$PONG_WHEELS" = 1 ]; then
   PYV=${PONG_PYTHON_VERSION:-3.12}
   echo "[build-cuda] wheels for the Pong phase (CPython $PYV) into $GPU_DIR/wheels" >&2
   mkdir -p "$GPU_DIR/wheels"
-  python3 -m pip wheel --no-deps -w "$GPU_DIR/wheels" ./actor/python
+  python3 -m pip wheel --no-deps -w "$GPU_DIR/wheels" ./python
   python3 -m pip download --no-deps --only-binary=:all: --python-version "$PYV" --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 -d "$GPU_DIR/wheels" -r scripts/cuda/pong-requirements.txt

@@ -1,7 +1,7 @@
 //! The `learner` command as a function of its arguments ([`run`]): what
 //! the `learner` binary runs, and what the Python package runs in process
 //! for `seed-rs learner` (so one wheel carries the learner; see
-//! `actor/python`). Parses flags, resolves the settings (defaults, preset,
+//! `python`). Parses flags, resolves the settings (defaults, preset,
 //! config file, flags), sets up logging, runs the library and maps the
 //! outcome to an exit code (0 clean stop, 1 error, 2 usage).
 use std::ffi::OsString;

@@ -7,12 +7,11 @@
 //! importing the trainer's error, the CLI importing the server's constants),
 //! so no stage could be read, tested or replaced alone. A new file lands in
 //! its folder's layer; a new top-level module must be added below, or this
-//! test fails. The checker is the replay crate's (`learner/replay/tests/
-//! layering_check/`), included by path so both crates share one.
+//! test fails. The checker is the dev-only crate `seed-layering-check`
+//! (`shared/layering-check/`), which every crate's layering test shares.
 use std::path::Path;
 
-#[path = "../../replay/tests/layering_check/mod.rs"]
-mod layering_check;
+use seed_layering_check as layering_check;
 
 use layering_check::Layers;
 

@@ -80,7 +80,7 @@ fn cli_md() -> String {
             "`actor`",
             "Steps the built-in envs and streams them to a learner (package `seed-actor`).\n\
              Gymnasium envs run through the Python actor instead\n\
-             (`python -m seed_rs.actor`, see `actor/python/README.md`).",
+             (`python -m seed_rs.actor`, see `python/README.md`).",
             &render(actor, true),
         ),
         block(

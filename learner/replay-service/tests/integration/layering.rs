@@ -9,13 +9,12 @@
 //! could break every client. A folder's entry covers every file in it, so a
 //! new file under `server/` or `client/` needs no edit here; a new top-level
 //! module must be given a layer below, or this test fails. The checker is
-//! the replay crate's (`learner/replay/tests/layering_check/`), included by
-//! path so the three crates share one.
+//! the dev-only crate `seed-layering-check` (`shared/layering-check/`),
+//! which every crate's layering test shares.
 use std::collections::BTreeSet;
 use std::path::Path;
 
-#[path = "../../../replay/tests/layering_check/mod.rs"]
-mod layering_check;
+use seed_layering_check as layering_check;
 
 use layering_check::Layers;
 

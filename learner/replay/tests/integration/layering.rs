@@ -6,13 +6,13 @@
 //! (`error` and `layout`; `buffer`, `checkpoint`, `slot`, `storage`, the
 //! samplers), which made every part depend on all of them. Stating the
 //! layers is cheap; this keeps the statement true. A new file must be given
-//! a layer in [`LAYERS`], or this test fails. The checker itself is
-//! `layering_check/` (shared with the learner's layering test).
+//! a layer in [`LAYERS`], or this test fails. The checker itself is the
+//! dev-only crate `seed-layering-check` (`shared/layering-check/`), which
+//! every crate's layering test shares.
 use std::collections::BTreeSet;
 use std::path::Path;
 
-#[path = "../layering_check/mod.rs"]
-mod layering_check;
+use seed_layering_check as layering_check;
 
 use layering_check::Layers;
 

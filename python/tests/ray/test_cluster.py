@@ -25,7 +25,7 @@ import ray
 
 import seed_rs.ray as sr
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 
 # The Ray tasks below travel by value: this test module is not importable
 # in the workers.

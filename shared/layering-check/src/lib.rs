@@ -1,5 +1,5 @@
-//! The layering checker shared by the `layering` tests of `seed-replay`
-//! and `seed-learner` (which includes this file by path): reads a crate's
+//! The layering checker (dev-only) of the `layering` tests of
+//! `seed-replay`, `seed-replay-service` and `seed-learner`: reads a crate's
 //! sources as text and reports imports that go up its stated layers, and
 //! import cycles between its files.
 //!
@@ -11,7 +11,6 @@
 //! `super::` is resolved from the file's own module: inline `mod { }` blocks
 //! are not tracked, so code inside them names crate items by `crate::` paths.
 //! Cost: reading a few hundred KB of source, a few milliseconds.
-#![allow(dead_code)] // each crate's test uses what it needs
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

@@ -4,7 +4,7 @@ into a fresh venv on a PATH without cargo, trains CartPole with
 other subcommands answer.
 
 The wheel is ``$SEED_RS_WHEEL``, else the newest ``target/wheels/seed_rs-*.whl``
-(CI builds it: ``pip wheel ./actor/python -w target/wheels``).
+(CI builds it: ``pip wheel ./python -w target/wheels``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def the_wheel() -> pathlib.Path:
         return pathlib.Path(given)
     wheels = sorted((REPO / "target" / "wheels").glob("seed_rs-*.whl"), key=lambda p: p.stat().st_mtime)
     if not wheels:
-        pytest.fail("no wheel: build it with `pip wheel --no-deps ./actor/python -w target/wheels` "
+        pytest.fail("no wheel: build it with `pip wheel --no-deps ./python -w target/wheels` "
                     "(or set SEED_RS_WHEEL)")
     return wheels[-1]
 

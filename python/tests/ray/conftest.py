@@ -7,7 +7,7 @@ back on the other when its node is removed) and two actor nodes (resource
 Run inside a network namespace that holds only loopback, with every node
 on 127.0.0.1 (what these machines allow): ``.ci/run`` does::
 
-    unshare --net sh -c 'ip link set lo up && RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 pytest actor/python/tests/ray'
+    unshare --net sh -c 'ip link set lo up && RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 pytest python/tests/ray'
 
 The fixtures check both (every node's address is 127.0.0.1).
 """

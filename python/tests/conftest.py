@@ -24,7 +24,7 @@ from typing import List, Optional, Sequence
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[3]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 LEARNER_BIN = pathlib.Path(os.environ.get("SEED_LEARNER_BIN", REPO / "target" / "release" / "learner"))
 #: What the learner must serve for Gymnasium's CartPole-v1.
 CARTPOLE_FLAGS = ["--env", "cartpole"]
