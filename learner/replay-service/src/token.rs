@@ -59,7 +59,7 @@ pub struct AddToken(Option<MetadataValue<Ascii>>);
 
 impl AddToken {
     /// The interceptor for `token` (`None`: adds nothing). Errors when the
-    /// token cannot travel in a header (not printable ASCII).
+    /// token cannot travel in a header (a control character, say).
     pub fn new(token: Option<&Token>) -> Result<Self, NotAHeader> {
         token
             .map(|t| format!("Bearer {}", t.reveal()).parse::<MetadataValue<Ascii>>())
@@ -85,9 +85,9 @@ impl tonic::service::Interceptor for AddToken {
     }
 }
 
-/// A token that cannot travel in a header: it must be printable ASCII.
+/// A token that cannot travel in a header (a control character, say).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("must be printable ASCII")]
+#[error("must be printable ASCII (it travels in a header)")]
 pub struct NotAHeader;
 
 #[cfg(test)]
@@ -116,7 +116,7 @@ mod tests {
     }
 
     #[test]
-    fn add_token_sends_what_the_check_accepts_and_refuses_non_ascii() {
+    fn add_token_sends_what_the_check_accepts_and_refuses_what_no_header_holds() {
         use tonic::service::Interceptor;
         let token = Token::new("s3cret");
         let mut add = AddToken::new(token.as_ref()).unwrap();
@@ -124,7 +124,7 @@ mod tests {
         assert!(TokenCheck::new(token).check(request).is_ok());
         assert!(!format!("{add:?}").contains("s3cret"));
         assert_eq!(
-            AddToken::new(Token::new("é").as_ref()).unwrap_err(),
+            AddToken::new(Token::new("line\nbreak").as_ref()).unwrap_err(),
             NotAHeader
         );
         let mut none = AddToken::new(None).unwrap();

@@ -37,18 +37,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use seed_replay::{FollowRead, SampleBatch};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, watch};
 use tonic::Status;
 
 use crate::error::RequestError;
-use crate::pb::{follow_reply, FieldBlock, FollowGap, FollowItems, FollowReply, FollowRequest};
+use crate::pb::{follow_reply, FollowGap, FollowItems, FollowReply, FollowRequest};
 use crate::server::closing::stopping;
+use crate::server::field_block::batch_blocks;
 use crate::server::sample_stream::{DEFAULT_MAX_IN_FLIGHT, MAX_IN_FLIGHT};
 use crate::server::table::Table;
-use crate::wire_dtype;
 
 /// Items per message when the request leaves it to the server.
 pub const DEFAULT_FOLLOW_BATCH: u32 = 1024;
@@ -203,17 +202,7 @@ fn items(table: &Table, batch: &SampleBatch, first: u64, next: u64) -> FollowIte
     FollowItems {
         first_key: first,
         rows: batch.len() as u32,
-        fields: layout
-            .fields()
-            .iter()
-            .enumerate()
-            .map(|(i, spec)| FieldBlock {
-                name: spec.name().to_owned(),
-                dtype: wire_dtype::to_wire(spec.dtype()) as i32,
-                shape: spec.shape().iter().map(|&d| d as u32).collect(),
-                data: Bytes::copy_from_slice(batch.field_bytes(i).unwrap_or_default()),
-            })
-            .collect(),
+        fields: batch_blocks(layout, batch),
         policy_versions: batch.policy_versions().to_vec(),
         replaced_first: if replaced_count > 0 {
             replaced_from - capacity

@@ -19,12 +19,12 @@ use tonic::Status;
 use crate::error::RequestError;
 use crate::pb::{
     CompleteTrajectoryReply, CompleteTrajectoryRequest, FetchGroupReply, FetchGroupRequest,
-    FieldBlock, GroupedTableInfo, SubmitStepsReply, SubmitStepsRequest, TableInfo,
+    GroupedTableInfo, SubmitStepsReply, SubmitStepsRequest, TableInfo,
 };
+use crate::server::field_block::field_block;
 use crate::server::grouped_table::{GroupedTable, ReleasedGroup};
 use crate::server::layout_info;
 use crate::server::step_request;
-use crate::wire_dtype;
 
 /// Counts a refusal against `table` and turns it into the call's status.
 fn refuse(table: &GroupedTable, e: RequestError) -> Status {
@@ -98,12 +98,7 @@ fn reply_of(table: &GroupedTable, group: ReleasedGroup) -> FetchGroupReply {
                 }
                 out
             };
-            FieldBlock {
-                name: spec.name().to_owned(),
-                dtype: wire_dtype::to_wire(spec.dtype()) as i32,
-                shape: spec.shape().iter().map(|&d| d as u32).collect(),
-                data: Bytes::from(data),
-            }
+            field_block(spec, Bytes::from(data))
         })
         .collect();
     FetchGroupReply {

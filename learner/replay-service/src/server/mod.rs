@@ -8,7 +8,9 @@
 //! its real address (port 0 picks one) and stops on [`RunningServer::stop`].
 //!
 //! Pieces, one per file: [`table`] (a served buffer and its counters),
-//! `closing` (the stop signal streams watch), `insert_request` (checks and
+//! `closing` (the stop signal streams watch), `field_block` (a batch's
+//! fields as the wire's blocks, for every reply that carries items),
+//! `insert_request` (checks and
 //! stores one insert), `block_check` (the field blocks of an insert or a
 //! submit checked against the layout), `sample_stream` (the
 //! producer of one sample stream, with its flow control), `sample_source`
@@ -25,6 +27,7 @@
 //! [`mirror`] (a server copying another's tables through `Follow`).
 mod block_check;
 mod closing;
+mod field_block;
 mod follow_stream;
 mod group_calls;
 pub mod grouped_table;

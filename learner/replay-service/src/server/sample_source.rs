@@ -11,13 +11,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
 use seed_replay::{ReplayError, SampleBatch, SamplerConfig};
 
 use crate::error::RequestError;
-use crate::pb::{FieldBlock, SampleReply};
+use crate::pb::SampleReply;
+use crate::server::field_block::batch_blocks;
 use crate::server::table::Table;
-use crate::wire_dtype;
 
 /// A table a sample stream can read.
 pub(crate) trait SampleSource: Send + Sync + 'static {
@@ -87,17 +86,7 @@ impl SampleSource for Table {
         let layout = self.buffer.layout();
         Ok(SampleReply {
             rows: batch.len() as u32,
-            fields: layout
-                .fields()
-                .iter()
-                .enumerate()
-                .map(|(i, spec)| FieldBlock {
-                    name: spec.name().to_owned(),
-                    dtype: wire_dtype::to_wire(spec.dtype()) as i32,
-                    shape: spec.shape().iter().map(|&d| d as u32).collect(),
-                    data: Bytes::copy_from_slice(batch.field_bytes(i).unwrap_or_default()),
-                })
-                .collect(),
+            fields: batch_blocks(layout, batch),
             keys: batch.keys().iter().map(|k| k.0).collect(),
             weights: batch.weights().to_vec(),
             policy_versions: batch.policy_versions().to_vec(),

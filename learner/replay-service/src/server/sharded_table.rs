@@ -63,8 +63,9 @@ use tracing::info;
 use crate::config::TableSpec;
 use crate::error::{RequestError, ServeError};
 use crate::pb::{
-    FieldBlock, SampleReply, ShardInfo, TableInfo, UpdatePrioritiesReply, UpdatePrioritiesRequest,
+    SampleReply, ShardInfo, TableInfo, UpdatePrioritiesReply, UpdatePrioritiesRequest,
 };
+use crate::server::field_block::field_block;
 use crate::server::layout_info;
 use crate::server::sample_source::SampleSource;
 use crate::server::sample_stream::{self, SamplePlan};
@@ -564,12 +565,7 @@ impl SampleSource for ShardedTable {
                 .fields()
                 .iter()
                 .zip(&batch.fields)
-                .map(|(spec, data)| FieldBlock {
-                    name: spec.name().to_owned(),
-                    dtype: wire_dtype::to_wire(spec.dtype()) as i32,
-                    shape: spec.shape().iter().map(|&d| d as u32).collect(),
-                    data: Bytes::copy_from_slice(data),
-                })
+                .map(|(spec, data)| field_block(spec, Bytes::copy_from_slice(data)))
                 .collect(),
             keys: batch.keys.clone(),
             weights: batch.weights.clone(),
