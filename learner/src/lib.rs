@@ -19,7 +19,7 @@
 //! | 7 | `app` | everything below |
 //! | 6 | `report` | metrics |
 //! | 5 | `serve` | infer, model, metrics |
-//! | 4 | `learn` | infer's sink interface and exploration schedule, model, metrics, unroll_store |
+//! | 4 | `learn` | infer's sink interface and exploration schedule, model, metrics, unroll_store; inside it, bottom first: the stages (unroll, prefetch, optimizer, checkpoint) < `agent_step` < `vtrace/`, `r2d2/` < `agent` < the trainer |
 //! | 3 | `unroll_store` (the seam to replay: in-process buffer or remote table) | leaves, `seed_replay`, `seed_replay_service` |
 //! | 2 | `infer` | model, metrics |
 //! | 1 | `model` (networks, weights) | leaves |

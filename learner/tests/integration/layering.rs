@@ -31,7 +31,25 @@ const LAYERS: Layers = &[
         &["unroll_store"],
     ),
     (
-        "learning: unrolls (the inference sink), prefetch, training, checkpoints",
+        "learning's stages: unrolls (the inference sink), prefetch, the optimizer, checkpoints",
+        &[
+            "learn/unroll",
+            "learn/prefetch",
+            "learn/optimizer",
+            "learn/checkpoint",
+        ],
+    ),
+    (
+        "the interface every algorithm's training step implements",
+        &["learn/agent_step"],
+    ),
+    (
+        "the algorithms, one folder each: neither imports the trainer",
+        &["learn/vtrace", "learn/r2d2"],
+    ),
+    ("the choice of algorithm (`--algo`)", &["learn/agent"]),
+    (
+        "the trainer (algorithm-neutral), its figures and thread, the learning side's settings",
         &["learn"],
     ),
     ("serving: the tonic service and its transports", &["serve"]),

@@ -3,10 +3,10 @@
 //! sources as text and reports imports that go up its stated layers, and
 //! import cycles between its files.
 //!
-//! How: each `src/**/*.rs` is read as text; comments, string and char
-//! literals, and `#[cfg(..test..)] mod tests { .. }` bodies are dropped; then
-//! every `crate::`, `super::` and `self::` path, and every `use` of a child
-//! module, is resolved to the file it names (the longest module prefix of
+//! How: each `src/**/*.rs` but a `tests.rs` is read as text; comments,
+//! string and char literals, and `#[cfg(..test..)] mod tests { .. }` bodies
+//! are dropped; then every `crate::`, `super::` and `self::` path, and
+//! every `use` of a child module, is resolved to the file it names (the longest module prefix of
 //! the path; a path that names no module below the root names `lib`).
 //! `super::` is resolved from the file's own module: inline `mod { }` blocks
 //! are not tracked, so code inside them names crate items by `crate::` paths.
@@ -119,7 +119,9 @@ fn rank_of(
 
 /// Module path -> file path relative to `src`, for every `.rs` file except
 /// those under the folders `skip` (e.g. loom tests, built only under
-/// `cfg(loom)`).
+/// `cfg(loom)`) and the test modules kept in a file of their own
+/// (`tests.rs` beside a `mod.rs`): test code, like the inline test modules
+/// the tokenizer drops.
 fn source_files(src: &Path, skip: &[&str]) -> BTreeMap<String, PathBuf> {
     let mut out = BTreeMap::new();
     let mut dirs = vec![src.to_path_buf()];
@@ -133,7 +135,7 @@ fn source_files(src: &Path, skip: &[&str]) -> BTreeMap<String, PathBuf> {
                 }
                 continue;
             }
-            if path.extension().is_some_and(|e| e == "rs") {
+            if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("tests.rs") {
                 out.insert(module_of(&rel), rel);
             }
         }
