@@ -22,30 +22,31 @@ use seed_shared::{
 use tracing::info;
 
 use crate::client::{run_actor, ActorReport};
-use crate::config::{default_actor_id, ActorConfig, ReconnectPolicy};
+use crate::config::{default_actor_id, ActorConfig, ReconnectPolicy, DEFAULT_NUM_ENVS};
 use crate::error::ActorError;
 use crate::tls::ClientTls;
 
 /// Flags of the `actor` binary (and of `learner actor`).
 ///
-/// Each doc comment states its flag's default; clap's own `[default: ...]`
-/// is hidden so help does not print it twice.
+/// A default is read from its one home (a constant or `Default` of the
+/// library) and printed by clap; a doc comment states only what has no
+/// value to print (`[default: none]`, a rule).
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct ActorArgs {
     /// Learner address: `host:port`, `http://host:port`, `unix:/path/to/socket`,
     /// or `https://host:port` (TLS; needs --tls-ca, with which `host:port`
-    /// means TLS too) [default: 127.0.0.1:50051].
-    #[arg(long, env = "SEED_LEARNER", hide_default_value = true, default_value = DEFAULT_LEARNER_ADDR)]
+    /// means TLS too).
+    #[arg(long, env = "SEED_LEARNER", default_value = DEFAULT_LEARNER_ADDR)]
     pub learner: String,
-    /// Number of environments K this actor runs, stepped in two halves of K/2 [default: 16].
-    #[arg(long, hide_default_value = true, default_value_t = 16)]
+    /// Number of environments K this actor runs, stepped in two halves of K/2.
+    #[arg(long, default_value_t = DEFAULT_NUM_ENVS)]
     pub envs: usize,
     /// The environment these envs run.
     #[command(flatten)]
     pub environment: EnvArgs,
     /// Log lines as `text` (colour only on a terminal without NO_COLOR) or
-    /// `json` (one object per line, for log shippers) [default: text].
-    #[arg(long, value_enum, hide_default_value = true, default_value_t = LogFormat::Text)]
+    /// `json` (one object per line, for log shippers).
+    #[arg(long, value_enum, default_value_t = LogFormat::default())]
     pub log_format: LogFormat,
     /// Actor id sent in the hello [default: `hostname-pid`].
     #[arg(long)]
@@ -71,8 +72,8 @@ pub struct ActorArgs {
     /// Consecutive failed connects before giving up with an error [default: retry forever].
     #[arg(long)]
     pub max_reconnects: Option<u32>,
-    /// Largest gRPC message sent or accepted, in bytes [default: 67108864 (64 MiB)].
-    #[arg(long, hide_default_value = true, default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
+    /// Largest gRPC message sent or accepted, in bytes.
+    #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
     pub max_message_bytes: usize,
     /// Write the actor's report (steps, batches, round-trip percentiles) as
     /// JSON to this file when it stops cleanly [default: none].
@@ -82,13 +83,13 @@ pub struct ActorArgs {
     /// (HTTP/2 keepalive; also the TCP keepalive idle time); 0 disables
     /// both. A learner that does not answer within --keepalive-timeout-secs
     /// (frozen, or its host gone without closing the connection) is
-    /// dropped and the actor reconnects: with the defaults within about
-    /// 20 s [default: 10].
-    #[arg(help_heading = "Liveness and TLS", long, hide_default_value = true, default_value_t = DEFAULT_KEEPALIVE_SECS)]
+    /// dropped and the actor reconnects (with the defaults, within the sum
+    /// of the two).
+    #[arg(help_heading = "Liveness and TLS", long, default_value_t = DEFAULT_KEEPALIVE_SECS)]
     pub keepalive_secs: u64,
     /// Seconds a keepalive ping may stay unanswered before the connection
-    /// is dropped; at least 1 while --keepalive-secs is on [default: 10].
-    #[arg(help_heading = "Liveness and TLS", long, hide_default_value = true, default_value_t = DEFAULT_KEEPALIVE_TIMEOUT_SECS)]
+    /// is dropped; at least 1 while --keepalive-secs is on.
+    #[arg(help_heading = "Liveness and TLS", long, default_value_t = DEFAULT_KEEPALIVE_TIMEOUT_SECS)]
     pub keepalive_timeout_secs: u64,
     /// `--tls-ca`, `--tls-domain`, `--tls-cert`, `--tls-key`: TLS to the
     /// learner ([`LearnerTlsNames`]).
@@ -257,7 +258,7 @@ mod tests {
         if std::env::var_os("SEED_LEARNER").is_none() {
             assert_eq!(cfg.learner, DEFAULT_LEARNER_ADDR);
         }
-        assert_eq!(cfg.num_envs, 16);
+        assert_eq!(cfg.num_envs, DEFAULT_NUM_ENVS);
         assert_eq!(cfg.env, EnvConfig::CartPole);
         assert_eq!(cfg.seed, 3);
         assert_eq!(cfg.reconnect, ReconnectPolicy::default());

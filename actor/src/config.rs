@@ -13,6 +13,10 @@ use crate::error::ActorError;
 use crate::learner_address::Dialer;
 use crate::tls::ClientTls;
 
+/// Envs one actor runs by default (`--envs`; the Python actor's default
+/// too, read from here through `seed_rs`'s native module).
+pub const DEFAULT_NUM_ENVS: usize = 16;
+
 /// How the actor reconnects when the learner is unreachable or the stream breaks.
 ///
 /// The n-th consecutive retry waits a uniformly random time in

@@ -19,7 +19,7 @@ pub mod round_trip;
 pub mod tls;
 
 pub use client::{run_actor, run_actor_with_envs, ActorReport};
-pub use config::{ActorConfig, ReconnectPolicy};
+pub use config::{ActorConfig, ReconnectPolicy, DEFAULT_NUM_ENVS};
 pub use error::{ActorError, ProtocolViolation};
 pub use pool::{EnvPool, HalfActions};
 pub use round_trip::{RoundTripHistogram, RoundTripPercentiles};
