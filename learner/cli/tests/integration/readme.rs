@@ -1,12 +1,15 @@
 //! The README is the front door and stays one: at most 250 lines and 20 KB,
 //! at most 8 headline figures, the two commands first (the test command is
-//! exactly what `.ci/run` runs), and every relative link in it and in
-//! `docs/` names a file that exists. Details belong in `docs/`.
+//! exactly what `.ci/run` runs), and every relative link in it, in `docs/`
+//! and in `benches/results/` names a file that exists. Details belong in
+//! `docs/`; figures in `benches/results/`, one file per topic, whose index
+//! stays an index (at most 150 lines).
 use std::path::{Path, PathBuf};
 
 const MAX_LINES: usize = 250;
 const MAX_BYTES: usize = 20 * 1024;
 const MAX_HEADLINE_FIGURES: usize = 8;
+const MAX_RESULTS_INDEX_LINES: usize = 150;
 
 const TRAIN_COMMAND: &str = "cargo run --release --bin learner ";
 const TEST_COMMAND: &str = "RAYON_NUM_THREADS=1 cargo test --workspace --release";
@@ -93,13 +96,15 @@ fn relative_links(text: &str) -> Vec<String> {
 }
 
 #[test]
-fn links_in_the_readme_and_docs_name_existing_files() {
+fn links_in_the_readme_docs_and_results_name_existing_files() {
     let root = repo_root();
     let mut pages = vec![root.join("README.md")];
-    for entry in std::fs::read_dir(root.join("docs")).expect("docs/") {
-        let path = entry.expect("docs/ entry").path();
-        if path.extension().is_some_and(|e| e == "md") {
-            pages.push(path);
+    for folder in ["docs", "benches/results"] {
+        for entry in std::fs::read_dir(root.join(folder)).expect(folder) {
+            let path = entry.expect("a folder entry").path();
+            if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
         }
     }
     let mut broken = Vec::new();
@@ -116,6 +121,31 @@ fn links_in_the_readme_and_docs_name_existing_files() {
         "links to missing files:\n{}",
         broken.join("\n")
     );
+}
+
+#[test]
+fn the_results_index_is_an_index() {
+    let path = repo_root().join("benches/results/README.md");
+    let text = read(&path);
+    let lines = text.lines().count();
+    assert!(
+        lines <= MAX_RESULTS_INDEX_LINES,
+        "benches/results/README.md has {lines} lines (at most {MAX_RESULTS_INDEX_LINES}): \
+         figures belong in the topic files it lists"
+    );
+    let topics: Vec<String> = std::fs::read_dir(repo_root().join("benches/results"))
+        .expect("benches/results/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "md") && !p.ends_with("README.md"))
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    assert!(topics.len() >= 3, "topic files: {topics:?}");
+    for topic in &topics {
+        assert!(
+            relative_links(&text).iter().any(|l| l == topic),
+            "benches/results/README.md does not list {topic}"
+        );
+    }
 }
 
 #[test]
