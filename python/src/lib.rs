@@ -28,6 +28,7 @@
 //! observation is converted in Python first only where its dtype or layout
 //! differs from the wire's). Per batch: what the Rust actor costs.
 
+mod defaults;
 mod error;
 mod interrupt;
 mod native_actor;
@@ -50,29 +51,47 @@ mod _native {
     #[pymodule_export]
     use crate::replay::arrays::call_floor;
     #[pymodule_export]
-    use crate::replay::client::PyFollowStream;
-    #[pymodule_export]
     use crate::replay::client::PyReplayClient;
-    #[pymodule_export]
-    use crate::replay::client::PySampleStream;
     #[pymodule_export]
     use crate::replay::error::ReplayError;
     #[pymodule_export]
-    use crate::replay::local_buffer::PyLocalSampleStream;
-    #[pymodule_export]
     use crate::replay::local_buffer::PyReplayBuffer;
+    #[pymodule_export]
+    use crate::replay::local_streams::PyLocalFollowStream;
+    #[pymodule_export]
+    use crate::replay::local_streams::PyLocalSampleStream;
+    #[pymodule_export]
+    use crate::replay::remote_streams::PyFollowStream;
+    #[pymodule_export]
+    use crate::replay::remote_streams::PySampleStream;
     #[pymodule_export]
     use crate::replay::table_handle::PyReplayTable;
 
+    use pyo3::exceptions::PyRuntimeError;
     use pyo3::prelude::*;
+    use pyo3::types::PyTuple;
 
-    /// `ReplayArgumentError` (a `ReplayError` and a `ValueError`) is made
-    /// at run time: pyo3's exceptions take one base class.
+    /// What is made at import rather than declared: `ReplayArgumentError`
+    /// (a `ReplayError` and a `ValueError`: pyo3's exceptions take one base
+    /// class); the table method lists `TABLE_METHODS` and
+    /// `CLIENT_TABLE_METHODS` (tuples); the defaults whose home is Rust,
+    /// `DEFAULT_LEARNER_ADDR` and `DEFAULT_NUM_ENVS` (read by
+    /// `seed_rs.defaults`).
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        use crate::replay::table_api::{CLIENT_TABLE_METHODS, TABLE_METHODS};
+        let py = m.py();
         m.add(
             "ReplayArgumentError",
-            crate::replay::error::argument_error_type(m.py())?,
-        )
+            crate::replay::error::argument_error_type(py)?,
+        )?;
+        m.add("TABLE_METHODS", PyTuple::new(py, TABLE_METHODS)?)?;
+        m.add(
+            "CLIENT_TABLE_METHODS",
+            PyTuple::new(py, CLIENT_TABLE_METHODS)?,
+        )?;
+        m.add("DEFAULT_LEARNER_ADDR", crate::defaults::LEARNER_ADDR)?;
+        let num_envs = crate::defaults::actor_num_envs().map_err(PyRuntimeError::new_err)?;
+        m.add("DEFAULT_NUM_ENVS", num_envs)
     }
 }

@@ -208,31 +208,20 @@ pub fn check_spec(spec: &Bound<'_, PyDict>) -> PyResult<()> {
 
 /// Sends the Rust actor's log lines (connects, reconnects, stops) to
 /// stderr, filtered by `filter` (`RUST_LOG` syntax; default: `$RUST_LOG`,
-/// else `info`), as text or JSON lines. Returns `False` if logging was
-/// already set up.
+/// else `info`), as text or JSON lines: the binaries' own set-up
+/// ([`seed_shared::logging::init_logging_with`]). Returns `False` if
+/// logging was already set up; a filter that does not parse is a
+/// `ValueError`.
 #[pyfunction]
 #[pyo3(signature = (filter=None, json=false))]
 pub fn enable_logging(filter: Option<&str>, json: bool) -> PyResult<bool> {
-    use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
-    let filter = match filter {
-        Some(f) => EnvFilter::try_new(f).map_err(|e| PyValueError::new_err(e.to_string()))?,
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-    };
-    let ansi = seed_shared::logging::use_color(
-        std::io::stderr().is_terminal(),
-        std::env::var_os("NO_COLOR").as_deref(),
-    );
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
-    let installed = if json {
-        builder.json().try_init().is_ok()
+    use seed_shared::logging::{init_logging_with, LogFormat};
+    let format = if json {
+        LogFormat::Json
     } else {
-        builder.try_init().is_ok()
+        LogFormat::Text
     };
-    Ok(installed)
+    init_logging_with(format, filter).map_err(PyValueError::new_err)
 }
 
 /// The [`EnvSpec`] a spec dict describes, checked as the learner checks a hello.

@@ -343,3 +343,15 @@ def test_run_is_not_reentrant(learner):
     assert holder.get("refused") and report["env_steps"] >= 200
     # And runs again once the first run is over.
     assert holder["actor"].run(max_steps=20, max_seconds=MAX_SECONDS)["env_steps"] >= 20
+
+
+def test_enable_logging_is_the_binaries_set_up_once_per_process():
+    import subprocess
+
+    # In a child: the subscriber is process-wide, and this process keeps none.
+    code = "import seed_rs; print(seed_rs.enable_logging('info'), seed_rs.enable_logging(json=True))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False"]  # the second keeps the first
+    with pytest.raises(ValueError, match="seed=notalevel"):
+        seed_rs.enable_logging("seed=notalevel")

@@ -499,6 +499,77 @@ def test_follow_yields_every_insert_in_key_order(start_replay_server):
     stream.close()
 
 
+def test_follow_from_a_cursor_sees_exactly_the_items_inserted_since(make_table):
+    t = make_table(table(capacity=100))
+    t.insert(items(range(5)))
+    stream = t.follow(3)
+    t.insert(items([5, 6, 7]))
+    seen, last = [], None
+    while len(seen) < 5:
+        event = next(stream)
+        assert "gap" not in event and event["replaced"] == (0, 0)
+        first = 3 + len(seen)
+        assert event["keys"].tolist() == list(range(first, event["next_key"]))
+        assert event["policy_versions"].tolist() == [0] * len(event["keys"])
+        assert_whole(event["fields"])
+        seen.extend(event["fields"]["id"].tolist())
+        last = event
+    assert seen == [3, 4, 5, 6, 7]  # from the cursor on, in order, each once
+    assert last["next_key"] == 8 and last["head_key"] == 8
+    # Nothing new: the next step waits, without the GIL, for the next insert.
+    entered, got = threading.Event(), []
+
+    def follower():
+        entered.set()
+        got.append(next(stream))
+
+    th = threading.Thread(target=follower)
+    th.start()
+    assert entered.wait(30)
+    progressed = sum(i for i in range(200_000))
+    assert progressed > 0 and th.is_alive() and got == []
+    t.insert(items([8]))
+    th.join(30)
+    assert got[0]["keys"].tolist() == [8] and got[0]["fields"]["id"].tolist() == [8]
+    stream.close()
+    assert next(stream, None) is None
+
+
+def test_follow_names_the_items_overwritten_before_they_were_read(make_table):
+    t = make_table(table(capacity=4))
+    for ids in (range(4), range(4, 8), range(8, 10)):
+        t.insert(items(ids))  # keys 0..9: 6..9 are still stored
+    stream = t.follow(2)
+    assert next(stream) == {"gap": (2, 6)}
+    event = next(stream)
+    assert event["keys"].tolist() == [6, 7, 8, 9] and event["fields"]["id"].tolist() == [6, 7, 8, 9]
+    assert event["replaced"] == (2, 6)  # item k took the slot of k - 4
+    stream.close()
+    with pytest.raises(ValueError, match="cursor"):
+        t.follow(11)  # ahead of the table's next key, 10
+
+
+def test_closing_a_buffer_ends_its_followers():
+    t = seed_rs.ReplayBuffer(table())
+    stream = t.follow(0)
+    entered, errors = threading.Event(), []
+
+    def follower():
+        entered.set()
+        try:
+            next(stream)
+        except seed_rs.ReplayError as e:
+            errors.append(e)
+
+    th = threading.Thread(target=follower)
+    th.start()
+    assert entered.wait(30)
+    t.close()
+    th.join(30)
+    assert not th.is_alive()
+    assert errors and errors[0].code == "UNAVAILABLE"
+
+
 # --- constructors, processes ---------------------------------------------------
 
 

@@ -1,5 +1,7 @@
-//! Logging setup for both binaries: `tracing` to stderr, as text or JSON
-//! lines (`--log-format`), filtered by `RUST_LOG` (default `info`).
+//! Logging setup for the binaries and the Python package's Rust actor
+//! (`seed_rs.enable_logging`): `tracing` to stderr, as text or JSON lines
+//! (`--log-format`), filtered by `RUST_LOG` (default `info`) or a filter
+//! given.
 //!
 //! Colour codes only where a person reads them: when stderr is a terminal
 //! and `NO_COLOR` (<https://no-color.org>) is unset or empty. A log file
@@ -25,9 +27,25 @@ pub fn use_color(stderr_is_terminal: bool, no_color: Option<&OsStr>) -> bool {
     stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
-/// Installs the global subscriber (once, before anything logs).
+/// Installs the global subscriber (once, before anything logs), filtered
+/// by `RUST_LOG` (default `info`).
 pub fn init_logging(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // A process that already has a subscriber (a second command run in
+    // the same Python process) keeps it; without a filter given nothing
+    // else can fail.
+    let _ = init_logging_with(format, None);
+}
+
+/// [`init_logging`] with a filter (`RUST_LOG` syntax) instead of
+/// `RUST_LOG`'s when `filter` is given: what the Python package's
+/// `seed_rs.enable_logging(filter)` runs. `Ok(false)` when the process
+/// already has a subscriber (it is kept); `Err` names a filter that does
+/// not parse.
+pub fn init_logging_with(format: LogFormat, filter: Option<&str>) -> Result<bool, String> {
+    let filter = match filter {
+        Some(f) => EnvFilter::try_new(f).map_err(|e| format!("log filter `{f}`: {e}"))?,
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
     let ansi = use_color(
         std::io::stderr().is_terminal(),
         std::env::var_os("NO_COLOR").as_deref(),
@@ -36,12 +54,11 @@ pub fn init_logging(format: LogFormat) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(ansi);
-    // A process that already has a subscriber (a second command run in
-    // the same Python process) keeps it.
-    let _ = match format {
+    let installed = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+    Ok(installed.is_ok())
 }
 
 #[cfg(test)]
@@ -54,5 +71,11 @@ mod tests {
         assert!(use_color(true, Some(OsStr::new(""))));
         assert!(!use_color(true, Some(OsStr::new("1"))));
         assert!(!use_color(false, None));
+    }
+
+    #[test]
+    fn a_filter_that_does_not_parse_is_named() {
+        let err = init_logging_with(LogFormat::Text, Some("seed=notalevel")).unwrap_err();
+        assert!(err.contains("`seed=notalevel`"), "{err}");
     }
 }

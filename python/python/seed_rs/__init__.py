@@ -7,8 +7,9 @@ it. :class:`Actor` runs the Rust actor client over Python envs::
     import gymnasium as gym
     import seed_rs
 
-    actor = seed_rs.Actor(lambda: gym.make("CartPole-v1"), num_envs=32,
-                          learner="127.0.0.1:50051")
+    # learner= the learner's address; without it, the default one
+    # (seed_rs.defaults.LEARNER_ADDR)
+    actor = seed_rs.Actor(lambda: gym.make("CartPole-v1"), num_envs=32)
     report = actor.run(max_steps=100_000)
     print(report["env_steps"], report["episodes"], report["round_trip"]["p50_us"])
 
@@ -29,12 +30,14 @@ moving a table out of the process is changing one constructor::
     keys = replay.insert({"obs": np.zeros((32, 3, 4), np.float32)})
     fields, keys, weights = replay.sample(128)
 
-Contents: :class:`Actor`; :mod:`seed_rs.spaces` (which spaces map to what,
-:class:`UnsupportedSpaceError`); :func:`make_env` (Gymnasium ids with the
-Atari and MinAtar preprocessing); :class:`ActorError`;
+Contents: :class:`Actor`; :mod:`seed_rs.defaults` (the defaults the actor,
+its command line and :mod:`seed_rs.ray` share); :mod:`seed_rs.spaces`
+(which spaces map to what, :class:`UnsupportedSpaceError`); :func:`make_env`
+(Gymnasium ids with the Atari and MinAtar preprocessing); :class:`ActorError`;
 :func:`enable_logging` (the Rust actor's log lines on stderr);
 :class:`ReplayBuffer` (a table in process), :class:`ReplayClient` and
-:class:`ReplayTable` (a replay server and one of its tables),
+:class:`ReplayTable` (a replay server and one of its tables; both table
+classes have the methods of :data:`TABLE_METHODS`),
 :class:`ReplayError` (the gRPC status of a refused call) and
 :class:`ReplayArgumentError` (a refusal of bad input: also a ``ValueError``).
 """
@@ -48,6 +51,7 @@ if TYPE_CHECKING:  # for type checkers; at run time they load on first use
     from ._native import (
         ActorError,
         FollowStream,
+        LocalFollowStream,
         LocalSampleStream,
         ReplayArgumentError,
         ReplayBuffer,
@@ -55,6 +59,7 @@ if TYPE_CHECKING:  # for type checkers; at run time they load on first use
         ReplayError,
         ReplayTable,
         SampleStream,
+        TABLE_METHODS,
         enable_logging,
     )
     from .gym_actor import DEFAULT_LEARNER, Actor
@@ -67,6 +72,7 @@ _NATIVE = {
     "ActorError": "_native",
     "enable_logging": "_native",
     "FollowStream": "_native",
+    "LocalFollowStream": "_native",
     "LocalSampleStream": "_native",
     "ReplayArgumentError": "_native",
     "ReplayBuffer": "_native",
@@ -74,6 +80,7 @@ _NATIVE = {
     "ReplayError": "_native",
     "ReplayTable": "_native",
     "SampleStream": "_native",
+    "TABLE_METHODS": "_native",
 }
 
 
@@ -97,6 +104,7 @@ __all__ = [
     "DEFAULT_LEARNER",
     "EnvSpec",
     "FollowStream",
+    "LocalFollowStream",
     "LocalSampleStream",
     "ReplayArgumentError",
     "ReplayBuffer",
@@ -104,6 +112,7 @@ __all__ = [
     "ReplayError",
     "ReplayTable",
     "SampleStream",
+    "TABLE_METHODS",
     "UnsupportedSpaceError",
     "enable_logging",
     "env_factory",

@@ -3,7 +3,7 @@
 Example::
 
     learner --local-actors 0 --env cartpole &
-    python -m seed_rs.actor --env CartPole-v1 --envs 32 --learner 127.0.0.1:50051
+    python -m seed_rs.actor --env CartPole-v1 --envs 32     # the learner's default address
 
 Exit status: 0 after a clean stop (limit reached), 1 when the actor
 failed (the learner refused it or stayed unreachable, or an env raised),
@@ -19,6 +19,7 @@ import os
 import sys
 from typing import List, Optional
 
+from . import defaults
 from .make import channels_last_for, env_factory
 
 __all__ = ["main", "parser", "summary_line"]
@@ -47,14 +48,18 @@ def parser() -> argparse.ArgumentParser:
         "MinAtar/Breakout-v1 (needs minatar) [required]",
     )
     p.add_argument(
-        "--envs", type=int, default=16, metavar="N", help="number of envs K this actor steps [default: 16]"
+        "--envs",
+        type=int,
+        default=defaults.NUM_ENVS,
+        metavar="N",
+        help="number of envs K this actor steps [default: %(default)s]",
     )
     p.add_argument(
         "--learner",
-        default=os.environ.get("SEED_LEARNER", "127.0.0.1:50051"),
+        default=os.environ.get("SEED_LEARNER", defaults.LEARNER_ADDR),
         metavar="HOST:PORT",
         help="learner address: host:port, http://host:port, https://host:port "
-        "(needs --tls-ca) or unix:/path [default: $SEED_LEARNER, else 127.0.0.1:50051]",
+        f"(needs --tls-ca) or unix:/path [default: $SEED_LEARNER, else {defaults.LEARNER_ADDR}]",
     )
     p.add_argument(
         "--token",

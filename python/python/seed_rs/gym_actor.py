@@ -26,15 +26,16 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 
 import gymnasium as gym
 
-from . import _native
+from . import _native, defaults
 from .spaces import BoxActions, EnvSpec, env_spec
 
 __all__ = ["Actor", "EnvAdapter", "DEFAULT_LEARNER", "DEFAULT_NUM_ENVS"]
 
-#: The learner's default listen address.
-DEFAULT_LEARNER = "127.0.0.1:50051"
-#: Envs made from an env factory when ``num_envs`` is not given (as ``actor --envs``).
-DEFAULT_NUM_ENVS = 16
+#: The learner's default listen address (:data:`seed_rs.defaults.LEARNER_ADDR`).
+DEFAULT_LEARNER = defaults.LEARNER_ADDR
+#: Envs made from an env factory when ``num_envs`` is not given
+#: (:data:`seed_rs.defaults.NUM_ENVS`, as ``actor --envs``).
+DEFAULT_NUM_ENVS = defaults.NUM_ENVS
 
 EnvSource = Union[Callable[[], gym.Env], gym.Env, Sequence[gym.Env], "gym.vector.SyncVectorEnv"]
 
@@ -75,10 +76,12 @@ class Actor:
               one by one (the actor pipelines its two halves itself). An
               ``AsyncVectorEnv`` is refused: pass its env factory instead.
             All envs must have the same spaces and must not reset themselves.
-        num_envs: number of envs K [default: 16 for a callable, else the
-            number given].
+        num_envs: number of envs K [default: :data:`seed_rs.defaults.NUM_ENVS`
+            for a callable, else the number given].
         learner: the learner's address: ``host:port``, ``http://host:port``,
-            ``https://host:port`` (needs ``tls_ca``) or ``unix:/path``.
+            ``https://host:port`` (needs ``tls_ca``) or ``unix:/path``
+            [default: the learner's default address,
+            :data:`seed_rs.defaults.LEARNER_ADDR`].
         token: shared secret the learner checks [default: none].
         actor_id: sent in the hello, names this actor in the learner's logs
             [default: ``hostname-pid``].

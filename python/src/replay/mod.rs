@@ -4,16 +4,39 @@
 //! [`seed_replay_service::ReplayClient`], and `ReplayClient.table(name)`,
 //! the handle with the buffer's methods).
 //!
+//! # One list of methods
+//! A table's methods are written once, as the list of
+//! [`table_api::table_methods!`] (name, docstring, Python signature,
+//! parameters, return type). From it come the [`table_api::TableApi`]
+//! trait, the `#[pymethods]` of `ReplayBuffer` and `ReplayTable` and the
+//! client's table methods (the same signatures with `table` first), and
+//! the names Python sees as `seed_rs._native.TABLE_METHODS` (which
+//! `seed_rs.ray.ReplayHandle` forwards). The bodies are the trait's two
+//! implementations: [`local_table`] (in process) and [`remote_table`] (on
+//! a server); `ReplayTable` and `ReplayClient` both delegate to the
+//! remote one.
+//!
 //! # Files
-//! - [`local_buffer`]: `ReplayBuffer`, a table in this process, and its
-//!   sample stream;
+//! - [`table_api`]: the list, the trait and the generators;
+//! - [`local_table`]: `LocalTable`, a table in this process: the bodies
+//!   `ReplayBuffer` runs;
+//! - [`local_buffer`]: the `ReplayBuffer` class (constructors, `restore`);
+//! - [`local_streams`]: `LocalSampleStream` and `LocalFollowStream`, the
+//!   in-process table's iterators (following with the buffer's own
+//!   `read_since`, as the server's `Follow` does);
+//! - [`connection`]: [`connection::Connection`], the runtime and
+//!   connection a client owns (and `call`/`run`, which run one Rust call
+//!   with the GIL released and Ctrl-C honoured), with the tables' layouts;
+//! - [`remote_table`]: `RemoteTable`, a table of a server: the bodies of
+//!   `ReplayTable` and of the client's table methods;
+//! - [`remote_streams`]: `SampleStream` and `FollowStream`, the iterators
+//!   over server streams;
+//! - [`client`]: the `ReplayClient` class (connecting, `table(name)`,
+//!   `info()` of every table);
+//! - [`table_handle`]: the `ReplayTable` class, `ReplayClient.table(name)`;
+//! - [`follow_event`]: a follow event as a dict, the same from either side;
 //! - [`table_config`]: the `table` argument (a server config's table
 //!   object) checked by the server's config code;
-//! - [`client`]: the `ReplayClient` class, [`client::Connection`] (the
-//!   runtime and connection it owns, and `call`/`run`, which run one Rust
-//!   call with the GIL released and Ctrl-C honoured), `SampleStream` and
-//!   `FollowStream`, the iterators over server streams;
-//! - [`table_handle`]: `ReplayTable`, `ReplayClient.table(name)`;
 //! - [`arrays`]: arrays in (numpy, `__dlpack__`, buffer protocol) and out,
 //!   with the checks that name the field, shared by both sides;
 //! - [`grouped`]: grouped tables' step batches and fetched groups;
@@ -24,24 +47,37 @@
 //!   statuses.
 //!
 //! # Adding a call
-//! A unary call (a grouped table's `FetchGroup`, say) is one method of
-//! `PyReplayClient`: convert the arguments with the GIL held (`arrays`),
-//! `self.connection.call(py, |mut c| async move { c.the_call(..).await })`,
-//! convert the reply (`arrays::fields_dict` turns any reply's field
-//! blocks into arrays). A server stream (`Follow`) is a `#[pyclass]` of
-//! its own shaped like `SampleStream`: `__iter__`/`__next__`, an
-//! `Arc<Connection>` and the Rust stream behind a mutex, each message read
-//! with `Connection::run`; the client's method opens it.
+//! One entry in the list of [`table_api::table_methods!`] (its docstring,
+//! Python signature, parameters and return type), then its body in both
+//! implementations of `TableApi`, which the compiler asks for:
+//! [`local_table`] (the server's table types directly, the arguments
+//! converted by `arrays`) and [`remote_table`] (convert the arguments
+//! with the GIL held, `connection.call(py, |mut c| async move {
+//! c.the_call(..).await })`, convert the reply; `arrays::fields_dict`
+//! turns any reply's field blocks into arrays). A server stream is a
+//! `#[pyclass]` of its own shaped like `SampleStream` in
+//! [`remote_streams`]. `ReplayBuffer`, `ReplayTable`, the client (for a
+//! `call` entry) and `seed_rs.ray.ReplayHandle` then have it; add its
+//! line to `_native.pyi`, which `python/tests/test_table_api.py` compares
+//! with the classes.
 //!
-//! Cost: see `client` and `arrays`; nothing beyond the Rust client's calls
-//! except one memcpy per field each way and the GIL hand-offs.
+//! Cost: see `connection`, `local_table` and `arrays`; nothing beyond the
+//! Rust client's calls except one memcpy per field each way and the GIL
+//! hand-offs.
 
 pub mod arrays;
 pub mod client;
+pub mod connection;
 pub mod error;
+pub mod follow_event;
 pub mod grouped;
 pub mod layout;
 pub mod local_buffer;
+pub mod local_streams;
+pub mod local_table;
 pub mod process_guard;
+pub mod remote_streams;
+pub mod remote_table;
+pub mod table_api;
 pub mod table_config;
 pub mod table_handle;

@@ -23,6 +23,8 @@ import sys
 import time
 from typing import List, Optional
 
+from ..defaults import ENVS_PER_ACTOR
+
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m seed_rs.ray", description=__doc__.split("\n\n")[0])
@@ -31,8 +33,9 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--address", default=None,
                    help="Ray cluster address (`auto`, `ray://host:10001`) [default: a local Ray]")
     t.add_argument("--env", required=True, help="Gymnasium env id the actors run")
-    t.add_argument("--actors", type=int, default=2, help="Gymnasium actors [default: 2]")
-    t.add_argument("--envs-per-actor", type=int, default=8, help="envs per actor [default: 8]")
+    t.add_argument("--actors", type=int, default=2, help="Gymnasium actors [default: %(default)s]")
+    t.add_argument("--envs-per-actor", type=int, default=ENVS_PER_ACTOR,
+                   help=f"envs per actor [default: {ENVS_PER_ACTOR}]")
     t.add_argument("--learner-resources", default=None,
                    help='JSON resources of the learner, e.g. \'{"GPU": 1}\' [default: 1 CPU]')
     t.add_argument("--actor-resources", default=None,
@@ -49,7 +52,7 @@ def parser() -> argparse.ArgumentParser:
                    help="actors connect with TLS trusting this CA (a path on every actor node); "
                         "give the learner --tls-cert/--tls-key after `--` [default: plaintext]")
     t.add_argument("--progress-secs", type=float, default=5.0,
-                   help="seconds between progress lines; 0: none [default: 5]")
+                   help="seconds between progress lines; 0: none [default: %(default)s]")
     t.add_argument("learner_flags", nargs=argparse.REMAINDER,
                    help="after `--`: flags for the learner, unchanged")
     return p

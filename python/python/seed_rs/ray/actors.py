@@ -18,6 +18,8 @@ import os
 import socket
 from typing import Any, Dict, List, Optional, Sequence
 
+from ..defaults import ENVS_PER_ACTOR, START_TIMEOUT_S
+
 #: Failed connects to one address before asking the learner's actor again.
 RECONNECTS_PER_ADDRESS = 3
 #: How `seed_rs.ActorError` begins when the learner could not be reached
@@ -93,7 +95,8 @@ class ActorFleet:
         env_id: a Gymnasium id (``seed_rs.make_env`` applies the Atari and
             MinAtar preprocessing).
         n: actors to start.
-        envs_per_actor: envs per actor (``K``).
+        envs_per_actor: envs per actor (``K``) [default:
+            :data:`seed_rs.defaults.ENVS_PER_ACTOR`].
         resources: each actor's resources (``{"CPU": 1, "actor": 1}``).
         max_restarts: Ray's restart policy for each actor (-1: always).
         token: the learner's secret.
@@ -102,7 +105,7 @@ class ActorFleet:
             ``tls_key``: paths every actor node can read), ``channels_last``...
     """
 
-    def __init__(self, learner, env_id: str, n: int, envs_per_actor: int = 8,
+    def __init__(self, learner, env_id: str, n: int, envs_per_actor: int = ENVS_PER_ACTOR,
                  resources: Optional[Dict[str, float]] = None, max_restarts: int = -1,
                  make_kwargs: Optional[dict] = None, token: Optional[str] = None,
                  actor_kwargs: Optional[dict] = None):
@@ -155,7 +158,7 @@ class ActorFleet:
     def workers(self) -> List[Any]:
         return list(self._workers)
 
-    def placements(self, timeout: float = 120.0) -> List[Dict[str, Any]]:
+    def placements(self, timeout: float = START_TIMEOUT_S) -> List[Dict[str, Any]]:
         """Where each actor runs (``index``, ``node_id``, ``pid``)."""
         import ray
 
@@ -170,7 +173,7 @@ class ActorFleet:
         for ref in done:
             ray.get(ref)
 
-    def check_started(self, timeout: float = 120.0) -> None:
+    def check_started(self, timeout: float = START_TIMEOUT_S) -> None:
         """Raises the first actor's creation error (an unknown env id, say);
         ``GetTimeoutError`` if they are not placed within ``timeout``."""
         self.placements(timeout)

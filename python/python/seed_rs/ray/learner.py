@@ -30,6 +30,7 @@ import tempfile
 import urllib.request
 from typing import Dict, List, Optional, Sequence
 
+from ..defaults import START_TIMEOUT_S
 from .process import ChildProgram, seed_rs_command
 
 _LISTENING = r"learner listening addr=(\S+)"
@@ -53,7 +54,7 @@ class LearnerService:
 
     def __init__(self, flags: Sequence[str] = (), binary: Optional[str] = None,
                  run_dir: Optional[str] = None, token: Optional[str] = None,
-                 start_timeout: float = 120.0):
+                 start_timeout: float = START_TIMEOUT_S):
         import ray
 
         self.node_ip = ray.util.get_node_ip_address()

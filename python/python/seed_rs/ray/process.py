@@ -25,12 +25,12 @@ import threading
 import time
 from typing import Deque, List, Optional, Sequence
 
+from ..defaults import START_TIMEOUT_S
+
 #: ``prctl`` option: signal this process when its parent thread dies.
 _PR_SET_PDEATHSIG = 1
 #: Log lines kept for error messages and :meth:`ChildProgram.log_tail`.
 LOG_LINES = 400
-#: How long a program may take to log its listening address.
-START_TIMEOUT_S = 120.0
 
 
 def seed_rs_command(program: str) -> List[str]:

@@ -1,9 +1,9 @@
 """A replay server placed and restarted by Ray (:class:`ReplayService`), and
 a handle on one of its tables that any Ray task or actor can use
-(:class:`ReplayHandle`), with the Python replay API of
-:class:`seed_rs.ReplayTable`: ``insert``, ``sample``, ``update_priorities``,
-``info``, the grouped trajectory calls (``submit_steps``,
-``complete_trajectory``, ``fetch_group``: the DataPool shape).
+(:class:`ReplayHandle`), with every method of :class:`seed_rs.ReplayTable`
+(the list ``seed_rs._native.TABLE_METHODS``: inserts, samples and sample
+streams, priorities, ``follow``, the grouped trajectory calls of the
+DataPool shape...).
 
 The server is this wheel's ``replay-server`` run by a Ray actor with the
 config given (a dict, as the server's ``--config`` file takes it), on the
@@ -13,16 +13,21 @@ tables: every acknowledged insert) or, with ``restore=True``, from its
 checkpoint dir. A handle pickles as (the server's Ray actor, the table
 name): in each process it connects on first use and, when a call finds
 the server gone, asks the server's actor for its address again and retries
-once (Ray answers that call once the actor is back).
+once (Ray answers that call once the actor is back). A stream
+(``sample_stream``, ``follow``) is retried only while it opens; one that
+breaks later raises, and the caller opens another.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import tempfile
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
+from .. import _native
+from ..defaults import START_TIMEOUT_S
 from .process import ChildProgram, seed_rs_command
 
 _LISTENING = r"replay server listening addr=(\S+)"
@@ -33,7 +38,8 @@ class ReplayService:
     (see :func:`seed_rs.ray.start_replay_server`)."""
 
     def __init__(self, config: Dict[str, Any], restore: bool = False, binary: Optional[str] = None,
-                 extra_flags=(), token: Optional[str] = None, start_timeout: float = 120.0):
+                 extra_flags=(), token: Optional[str] = None,
+                 start_timeout: float = START_TIMEOUT_S):
         import ray
 
         self.node_ip = ray.util.get_node_ip_address()
@@ -64,75 +70,116 @@ class ReplayService:
         return self._program.stop()
 
 
+#: Status codes of a call that found the server gone: the handle asks for
+#: its address again and retries once.
+_SERVER_GONE = ("UNAVAILABLE", "CANCELLED", "UNKNOWN")
+
+
 class ReplayHandle:
     """Table ``table`` of the replay server behind ``server`` (its Ray actor
     handle), usable from any Ray task or actor; see the module docs.
     ``client_kwargs``: :class:`seed_rs.ReplayClient` arguments (``token``,
-    ``tls_ca``...), pickled with the handle."""
+    ``tls_ca``...), pickled with the handle.
+
+    ``name`` (the table's name) and ``close()`` (ends this handle: its
+    connection is closed and later calls raise ``RuntimeError``; a copy
+    unpickled elsewhere is a handle of its own) are the handle's own; a
+    context manager closes it on exit.
+    """
 
     def __init__(self, server, table: str, **client_kwargs):
         self._server = server
-        self._table_name = table
+        self._name = table
         self._client_kwargs = client_kwargs
         self._table = None
+        self._closed = False
 
     def __reduce__(self):
-        return (_rebuild_handle, (self._server, self._table_name, self._client_kwargs))
+        return (_rebuild_handle, (self._server, self._name, self._client_kwargs))
 
     @property
-    def table_name(self) -> str:
-        return self._table_name
+    def name(self) -> str:
+        """The table's name."""
+        return self._name
+
+    def _address(self) -> str:
+        import ray
+
+        return ray.get(self._server.address.remote())
 
     def _connect(self):
-        import ray
         import seed_rs
 
-        address = ray.get(self._server.address.remote())
-        self._table = seed_rs.ReplayClient(address, **self._client_kwargs).table(self._table_name)
+        self._table = seed_rs.ReplayClient(self._address(), **self._client_kwargs).table(self._name)
         return self._table
 
     def _call(self, method: str, *args, **kwargs):
         import seed_rs
 
+        if self._closed:
+            raise RuntimeError(f"this handle of table `{self._name}` is closed")
         table = self._table or self._connect()
         try:
             return getattr(table, method)(*args, **kwargs)
         except seed_rs.ReplayError as e:
-            if getattr(e, "code", None) not in ("UNAVAILABLE", "CANCELLED", "UNKNOWN"):
+            if getattr(e, "code", None) not in _SERVER_GONE:
                 raise
         # The server went away: its address again (after Ray restarted it).
         self._table = None
         return getattr(self._connect(), method)(*args, **kwargs)
 
-    def insert(self, fields, priorities=None, policy_versions=None):
-        return self._call("insert", fields, priorities=priorities, policy_versions=policy_versions)
+    def close(self) -> None:
+        """Ends this handle (its connection; the server goes on). Idempotent."""
+        self._closed = True
+        table, self._table = self._table, None
+        if table is not None:
+            table.close()
 
-    def sample(self, batch_size: int, timeout=None):
-        return self._call("sample", batch_size, timeout=timeout)
+    def __enter__(self) -> "ReplayHandle":
+        return self
 
-    def update_priorities(self, keys, priorities):
-        return self._call("update_priorities", keys, priorities)
-
-    def set_policy_version(self, version: int):
-        return self._call("set_policy_version", version)
-
-    def info(self):
-        return self._call("info")
-
-    def checkpoint(self):
-        return self._call("checkpoint")
-
-    def submit_steps(self, *args, **kwargs):
-        return self._call("submit_steps", *args, **kwargs)
-
-    def complete_trajectory(self, *args, **kwargs):
-        return self._call("complete_trajectory", *args, **kwargs)
-
-    def fetch_group(self, *args, **kwargs):
-        return self._call("fetch_group", *args, **kwargs)
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
 
     def __repr__(self) -> str:
-        return f"ReplayHandle(table={self._table_name!r})"
+        return f"ReplayHandle(table={self._name!r})"
+
+
+def _forwarder(method: str) -> Callable[..., Any]:
+    """``ReplayHandle.<method>``: the table's method through ``_call``, with
+    ``seed_rs.ReplayTable``'s signature and docstring."""
+    target = getattr(_native.ReplayTable, method)
+
+    def forward(self, *args, **kwargs):
+        return self._call(method, *args, **kwargs)
+
+    forward.__name__ = method
+    forward.__qualname__ = f"ReplayHandle.{method}"
+    forward.__doc__ = target.__doc__
+    forward.__signature__ = inspect.signature(target)
+    return forward
+
+
+def _forward_table_methods() -> tuple:
+    """Gives :class:`ReplayHandle` a forwarder for every table method it
+    does not define itself (``name``, ``close``), so a method added to the
+    list in Rust (``src/replay/table_api.rs``) reaches Ray tasks with
+    nothing written here; returns their names and completes the class's
+    docstring with them."""
+    forwarded = tuple(m for m in _native.TABLE_METHODS if m not in vars(ReplayHandle))
+    for method in forwarded:
+        setattr(ReplayHandle, method, _forwarder(method))
+    ReplayHandle.__doc__ = (ReplayHandle.__doc__ or "").rstrip() + (
+        "\n\n    Forwarded to the table, with :class:`seed_rs.ReplayTable`'s signatures\n"
+        "    and docstrings, each retried once when it finds the server gone: "
+        + ", ".join(f"``{m}``" for m in forwarded)
+        + ".\n"
+    )
+    return forwarded
+
+
+_FORWARDED = _forward_table_methods()
 
 
 def _rebuild_handle(server, table: str, client_kwargs: dict) -> ReplayHandle:

@@ -1,0 +1,285 @@
+//! [`RemoteTable`]: one table of a replay server, the [`TableApi`] bodies
+//! that run its calls over a [`Connection`]. `ReplayTable`
+//! (`ReplayClient(addr).table(name)`) holds one; the client makes one per
+//! call of its own table methods (`client.insert("t", ...)`).
+//!
+//! Each call converts its arguments with the GIL held (`arrays`, with the
+//! checks the in-process buffer makes, so both refuse the same input with
+//! the same error), runs the Rust client's call with the GIL released
+//! ([`Connection::call`]) and converts the reply. `close()` ends this
+//! handle only (the connection is shared with the client's other
+//! handles); after it every call raises.
+//!
+//! Cost: the Rust client's call, the array conversions and the GIL
+//! hand-offs; making one is an `Arc` clone.
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use seed_replay_service::client::{FollowOptions, SampleOptions};
+use seed_replay_service::ClientError;
+
+use crate::replay::arrays;
+use crate::replay::connection::Connection;
+use crate::replay::grouped;
+use crate::replay::layout::info_dict;
+use crate::replay::remote_streams::{PyFollowStream, PySampleStream};
+use crate::replay::table_api::TableApi;
+
+/// A table of a replay server (module docs).
+pub struct RemoteTable {
+    connection: Arc<Connection>,
+    name: String,
+    /// Set by `close`. Relaxed: a flag read by the same or later calls,
+    /// ordering nothing else.
+    closed: AtomicBool,
+}
+
+impl RemoteTable {
+    pub fn new(connection: Arc<Connection>, name: String) -> Self {
+        RemoteTable {
+            connection,
+            name,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// The connection, unless this handle is closed.
+    fn open(&self) -> PyResult<&Connection> {
+        // Relaxed: see `closed`.
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(PyRuntimeError::new_err(format!(
+                "this handle of table `{}` is closed",
+                self.name
+            )));
+        }
+        Ok(&self.connection)
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> &str {
+        self.connection.addr()
+    }
+}
+
+/// `what` seconds as a duration (`None` stays `None`).
+fn seconds(what: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
+    match value {
+        None => Ok(None),
+        Some(t) if t.is_finite() && t > 0.0 => Ok(Some(Duration::from_secs_f64(t))),
+        Some(t) => Err(PyValueError::new_err(format!(
+            "{what} must be a positive number of seconds, is {t}"
+        ))),
+    }
+}
+
+impl TableApi for RemoteTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn insert<'py>(
+        &self,
+        py: Python<'py>,
+        fields: &Bound<'py, PyDict>,
+        priorities: Option<&Bound<'py, PyAny>>,
+        policy_versions: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let connection = self.open()?;
+        let table = self.name.as_str();
+        let layout = connection.layout(py, table)?;
+        let batch = arrays::insert_batch(table, &layout, fields, priorities, policy_versions)?;
+        let keys = connection.call(py, move |mut c| async move { c.insert(table, batch).await })?;
+        let keys: Vec<u64> = keys.iter().collect();
+        Ok(arrays::u64_array(py, &keys))
+    }
+
+    fn sample<'py>(
+        &self,
+        py: Python<'py>,
+        batch_size: u32,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let connection = self.open()?;
+        let table = self.name.as_str();
+        let mut options = SampleOptions::new(batch_size);
+        options.max_batches = 1;
+        options.timeout = seconds("timeout", timeout)?;
+        let reply = connection.call(py, move |mut c| async move {
+            let mut stream = c.sample_stream(table, options).await?;
+            let batch = stream.next().await?.ok_or(ClientError::StreamClosed)?;
+            // Read the stream to its end (its trailers) rather than drop
+            // it: hyper answers many reset streams with GOAWAY.
+            if stream.next().await?.is_some() {
+                return Err(ClientError::Protocol {
+                    reason: "a one-batch sample stream sent a second batch".into(),
+                });
+            }
+            Ok(batch.into_reply())
+        })?;
+        arrays::sampled_tuple(py, &reply)
+    }
+
+    fn sample_stream<'py>(
+        &self,
+        py: Python<'py>,
+        batch_size: u32,
+        max_batches: u64,
+        max_in_flight: u32,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let connection = self.open()?;
+        let table = self.name.as_str();
+        let mut options = SampleOptions::new(batch_size);
+        options.max_batches = max_batches;
+        options.max_in_flight = max_in_flight;
+        options.timeout = seconds("timeout", timeout)?;
+        let stream = connection.call(py, move |mut c| async move {
+            c.sample_stream(table, options).await
+        })?;
+        let stream = PySampleStream::new(Arc::clone(&self.connection), stream);
+        Ok(Bound::new(py, stream)?.into_any())
+    }
+
+    fn update_priorities<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+        priorities: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let connection = self.open()?;
+        let table = self.name.as_str();
+        let keys = arrays::keys(keys)?;
+        let priorities = arrays::priorities(priorities, keys.len())?;
+        let (keys, priorities) = (&keys, &priorities);
+        let report = connection.call(py, move |mut c| async move {
+            c.update_priorities(table, keys, priorities).await
+        })?;
+        let d = PyDict::new(py);
+        d.set_item("applied", report.applied)?;
+        d.set_item("stale", report.stale)?;
+        d.set_item("invalid", report.invalid)?;
+        Ok(d)
+    }
+
+    fn set_policy_version<'py>(&self, py: Python<'py>, version: u64) -> PyResult<()> {
+        let connection = self.open()?;
+        let table = self.name.as_str();
+        connection.call(py, move |mut c| async move {
+            c.set_policy_version(table, version).await
+        })
+    }
+
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let info = self.open()?.table_info(py, &self.name)?;
+        info_dict(py, &info)
+    }
+
+    fn checkpoint<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let connection = self.open()?;
+        let table = self.name.as_str();
+        let reply = connection.call(py, move |mut c| async move { c.checkpoint(table).await })?;
+        let d = PyDict::new(py);
+        d.set_item("path", reply.path)?;
+        d.set_item("items", reply.items)?;
+        d.set_item("bytes", reply.bytes)?;
+        Ok(d)
+    }
+
+    fn submit_steps<'py>(
+        &self,
+        py: Python<'py>,
+        trajectory_ids: &Bound<'py, PyAny>,
+        group_ids: &Bound<'py, PyAny>,
+        fields: &Bound<'py, PyDict>,
+        policy_versions: Option<&Bound<'py, PyAny>>,
+        is_last: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let connection = self.open()?;
+        let table = self.name.as_str();
+        let layout = connection.layout(py, table)?;
+        let batch = grouped::step_batch(
+            table,
+            &layout,
+            trajectory_ids,
+            group_ids,
+            fields,
+            policy_versions,
+            is_last,
+        )?;
+        let report = connection.call(py, move |mut c| async move {
+            c.submit_steps(table, batch).await
+        })?;
+        grouped::submit_dict(
+            py,
+            &seed_replay_service::pb::SubmitStepsReply {
+                groups_completed: report.groups_completed,
+                groups_dropped_over_capacity: report.groups_dropped_over_capacity,
+            },
+        )
+    }
+
+    fn complete_trajectory<'py>(&self, py: Python<'py>, trajectory_id: u64) -> PyResult<bool> {
+        let connection = self.open()?;
+        let table = self.name.as_str();
+        connection.call(py, move |mut c| async move {
+            c.complete_trajectory(table, trajectory_id).await
+        })
+    }
+
+    fn fetch_group<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let connection = self.open()?;
+        let table = self.name.as_str();
+        let wait = match timeout {
+            None => Duration::MAX,
+            Some(t) if t.is_finite() && t >= 0.0 => Duration::from_secs_f64(t),
+            Some(t) => {
+                return Err(PyValueError::new_err(format!(
+                    "timeout must be a number of seconds >= 0, is {t}"
+                )))
+            }
+        };
+        let group = connection.call(
+            py,
+            move |mut c| async move { c.fetch_group(table, wait).await },
+        )?;
+        match group {
+            None => Ok(None),
+            Some(g) => grouped::group_dict(py, &g.into_reply()),
+        }
+    }
+
+    fn follow<'py>(
+        &self,
+        py: Python<'py>,
+        cursor: u64,
+        max_batch: u32,
+        max_in_flight: u32,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let connection = self.open()?;
+        let table = self.name.as_str();
+        let options = FollowOptions {
+            cursor,
+            max_batch,
+            max_in_flight,
+        };
+        let stream = connection.call(py, move |mut c| async move {
+            c.follow_with(table, options).await
+        })?;
+        let stream = PyFollowStream::new(Arc::clone(&self.connection), stream);
+        Ok(Bound::new(py, stream)?.into_any())
+    }
+
+    fn close<'py>(&self, _py: Python<'py>) -> PyResult<()> {
+        // Relaxed: see `closed`.
+        self.closed.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+}
