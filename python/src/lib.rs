@@ -28,7 +28,6 @@
 //! observation is converted in Python first only where its dtype or layout
 //! differs from the wire's). Per batch: what the Rust actor costs.
 
-mod defaults;
 mod error;
 mod interrupt;
 mod native_actor;
@@ -67,7 +66,6 @@ mod _native {
     #[pymodule_export]
     use crate::replay::table_handle::PyReplayTable;
 
-    use pyo3::exceptions::PyRuntimeError;
     use pyo3::prelude::*;
     use pyo3::types::PyTuple;
 
@@ -90,8 +88,9 @@ mod _native {
             "CLIENT_TABLE_METHODS",
             PyTuple::new(py, CLIENT_TABLE_METHODS)?,
         )?;
-        m.add("DEFAULT_LEARNER_ADDR", crate::defaults::LEARNER_ADDR)?;
-        let num_envs = crate::defaults::actor_num_envs().map_err(PyRuntimeError::new_err)?;
-        m.add("DEFAULT_NUM_ENVS", num_envs)
+        // The defaults whose home is Rust, for `seed_rs.defaults`: each value
+        // written once across both languages.
+        m.add("DEFAULT_LEARNER_ADDR", seed_shared::DEFAULT_LEARNER_ADDR)?;
+        m.add("DEFAULT_NUM_ENVS", seed_actor::DEFAULT_NUM_ENVS)
     }
 }

@@ -3,7 +3,8 @@
 Where a value already has a home in Rust, it is read from there through
 the compiled module: :data:`LEARNER_ADDR` is the learner's own default
 listen address (``seed_shared::DEFAULT_LEARNER_ADDR``) and
-:data:`NUM_ENVS` the default of the Rust actor's ``--envs``. The others
+:data:`NUM_ENVS` the default of the Rust actor's ``--envs``
+(``seed_actor::DEFAULT_NUM_ENVS``). The others
 are Python's own. ``seed_rs.actor`` (``python -m seed_rs.actor``),
 :class:`seed_rs.Actor` and ``seed_rs.ray`` read their defaults here, and
 their help texts print these values.

@@ -19,7 +19,6 @@
 //! cursor's slot per [`POLL`].
 //!
 //! [`ReplayBuffer::read_since`]: seed_replay::ReplayBuffer::read_since
-use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,6 +26,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use seed_replay::{FollowRead, ReplayError, SampleBatch};
+use seed_replay_service::server::in_process;
 
 use crate::replay::follow_event::{gap_dict, items_dict, FollowedItems};
 use crate::replay::local_table::{batch_fields, LocalTable, WAIT_SLICE};
@@ -135,18 +135,6 @@ impl PyLocalFollowStream {
     }
 }
 
-/// The keys whose slots items `first .. next` took in a ring of
-/// `capacity` (item `k` takes the slot of `k - capacity`), as the server's
-/// `Follow` names them: empty (`0..0`) when none did.
-fn replaced(first: u64, next: u64, capacity: u64) -> Range<u64> {
-    let from = first.max(capacity);
-    let count = next.saturating_sub(from);
-    if count == 0 {
-        return 0..0;
-    }
-    from - capacity..from - capacity + count
-}
-
 #[pymethods]
 impl PyLocalFollowStream {
     fn __iter__(slf: Py<Self>) -> Py<Self> {
@@ -200,7 +188,7 @@ impl PyLocalFollowStream {
                         fields: batch_fields(py, self.table.layout(), batch)?,
                         policy_versions: batch.policy_versions(),
                         head_key: buffer.next_key(),
-                        replaced: replaced(first, next, buffer.capacity() as u64),
+                        replaced: in_process::replaced_keys(first, next, buffer.capacity() as u64),
                     };
                     return items_dict(py, items).map(Some);
                 }

@@ -35,10 +35,10 @@ use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use seed_replay::{FieldRef, ReplayError, SampleBatch, SamplerConfig, Values};
-use seed_replay_service::pb::{CompleteTrajectoryRequest, FetchGroupRequest, TableInfo};
-use seed_replay_service::server::{
-    in_process, GroupedTable, Table, DEFAULT_FOLLOW_BATCH, MAX_IN_FLIGHT,
+use seed_replay_service::pb::{
+    CompleteTrajectoryRequest, FetchGroupRequest, FollowRequest, TableInfo,
 };
+use seed_replay_service::server::{in_process, GroupedTable, Table};
 use seed_replay_service::RequestError;
 use tokio::sync::watch;
 use tonic::Status;
@@ -582,8 +582,9 @@ impl TableApi for Arc<LocalTable> {
         }
     }
 
-    /// The checks of the server's `Follow` (a cursor ahead of the table, a
-    /// `max_in_flight` above the cap), then a [`PyLocalFollowStream`].
+    /// The server's `Follow` checks ([`in_process::follow_plan`]: a cursor
+    /// ahead of the table, a `max_in_flight` above the cap), then a
+    /// [`PyLocalFollowStream`].
     fn follow<'py>(
         &self,
         py: Python<'py>,
@@ -592,35 +593,17 @@ impl TableApi for Arc<LocalTable> {
         max_in_flight: u32,
     ) -> PyResult<Bound<'py, PyAny>> {
         let table = self.plain("follow")?;
-        let buffer = table.buffer();
-        let next = buffer.next_key();
-        if cursor > next {
-            return Err(request_err(
-                py,
-                RequestError::invalid(
-                    "cursor",
-                    format!(
-                        "{cursor} is ahead of table `{}`'s next key {next}: was the table rebuilt?",
-                        self.name
-                    ),
-                ),
-            ));
-        }
-        if max_in_flight > MAX_IN_FLIGHT {
-            return Err(request_err(
-                py,
-                RequestError::invalid(
-                    "max_in_flight",
-                    format!("{max_in_flight} exceeds {MAX_IN_FLIGHT}"),
-                ),
-            ));
-        }
-        let max_batch = match max_batch {
-            0 => DEFAULT_FOLLOW_BATCH,
-            n => n,
-        } as usize;
-        let batch = buffer.new_batch(max_batch.min(buffer.capacity()));
-        let stream = PyLocalFollowStream::new(Arc::clone(self), cursor, batch);
+        let request = FollowRequest {
+            table: self.name.clone(),
+            cursor,
+            max_batch,
+            max_in_flight,
+        };
+        // No message to fit in process.
+        let plan =
+            in_process::follow_plan(table, &request, usize::MAX).map_err(|e| request_err(py, e))?;
+        let batch = table.buffer().new_batch(plan.max_batch);
+        let stream = PyLocalFollowStream::new(Arc::clone(self), plan.cursor, batch);
         Ok(Bound::new(py, stream)?.into_any())
     }
 

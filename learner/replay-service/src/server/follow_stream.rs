@@ -55,16 +55,21 @@ pub const DEFAULT_FOLLOW_BATCH: u32 = 1024;
 /// not through the service, signal nothing).
 pub const POLL: Duration = Duration::from_millis(10);
 
-/// A checked `FollowRequest`.
+/// A checked `FollowRequest` (a stream's, or an in-process follower's:
+/// `seed_rs.ReplayBuffer.follow`).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct FollowPlan {
+pub struct FollowPlan {
+    /// The first key to read.
     pub cursor: u64,
+    /// Items per message (or per read in process).
     pub max_batch: usize,
+    /// Messages prepared ahead of the reader.
     pub max_in_flight: usize,
 }
 
-/// Checks the request against the table and the message limit.
-pub(crate) fn plan(
+/// Checks the request against the table and the message limit (in
+/// process: `usize::MAX`, no message).
+pub fn plan(
     table: &Table,
     req: &FollowRequest,
     max_message_bytes: usize,
@@ -192,24 +197,29 @@ async fn produce(
     }
 }
 
+/// The keys whose slots items `first .. next` took in a ring of
+/// `capacity` (item `k >= capacity` takes the slot of `k - capacity`), as
+/// `FollowItems` names them: empty (`0..0`) when none did.
+pub fn replaced_keys(first: u64, next: u64, capacity: u64) -> std::ops::Range<u64> {
+    let from = first.max(capacity);
+    let count = next.saturating_sub(from);
+    if count == 0 {
+        return 0..0;
+    }
+    from - capacity..from - capacity + count
+}
+
 /// The message for items `first .. next` in `batch`.
 fn items(table: &Table, batch: &SampleBatch, first: u64, next: u64) -> FollowItems {
     let layout = table.buffer.layout();
-    let capacity = table.buffer.capacity() as u64;
-    // Keys `k >= capacity` of the batch took the slots of `k - capacity`.
-    let replaced_from = first.max(capacity);
-    let replaced_count = next.saturating_sub(replaced_from);
+    let replaced = replaced_keys(first, next, table.buffer.capacity() as u64);
     FollowItems {
         first_key: first,
         rows: batch.len() as u32,
         fields: batch_blocks(layout, batch),
         policy_versions: batch.policy_versions().to_vec(),
-        replaced_first: if replaced_count > 0 {
-            replaced_from - capacity
-        } else {
-            0
-        },
-        replaced_count: replaced_count as u32,
+        replaced_first: replaced.start,
+        replaced_count: (replaced.end - replaced.start) as u32,
         next_key: next,
         head_key: table.buffer.next_key(),
     }

@@ -11,7 +11,10 @@
 //! [`GroupedTable`](super::GroupedTable) driven through the same request
 //! functions as the RPCs: [`submit_steps`], [`complete_trajectory`],
 //! [`fetch_group`] and [`grouped_table_info`]. Their errors are the
-//! `tonic::Status` a client would receive.
+//! `tonic::Status` a client would receive. An in-process follower starts
+//! from the `Follow` request's checks ([`follow_plan`]) and names
+//! overwritten slots as the stream does ([`replaced_keys`]).
+pub use super::follow_stream::{plan as follow_plan, replaced_keys, FollowPlan};
 pub use super::group_calls::{
     complete_trajectory, fetch_group, submit_steps, table_info as grouped_table_info,
 };
