@@ -12,14 +12,16 @@
 //! client's table methods (the same signatures with `table` first), and
 //! the names Python sees as `seed_rs._native.TABLE_METHODS` (which
 //! `seed_rs.ray.ReplayHandle` forwards). The bodies are the trait's two
-//! implementations: [`local_table`] (in process) and [`remote_table`] (on
+//! implementations: [`local_calls`] (in process) and [`remote_table`] (on
 //! a server); `ReplayTable` and `ReplayClient` both delegate to the
 //! remote one.
 //!
 //! # Files
 //! - [`table_api`]: the list, the trait and the generators;
-//! - [`local_table`]: `LocalTable`, a table in this process: the bodies
-//!   `ReplayBuffer` runs;
+//! - [`local_table`]: `LocalTable`, a table in this process (opening it,
+//!   its waits without the GIL);
+//! - [`local_calls`]: the bodies `ReplayBuffer` runs, `TableApi` for the
+//!   in-process table (above its streams, which it opens);
 //! - [`local_buffer`]: the `ReplayBuffer` class (constructors, `restore`);
 //! - [`local_streams`]: `LocalSampleStream` and `LocalFollowStream`, the
 //!   in-process table's iterators (following with the buffer's own
@@ -73,6 +75,7 @@ pub mod follow_event;
 pub mod grouped;
 pub mod layout;
 pub mod local_buffer;
+pub mod local_calls;
 pub mod local_streams;
 pub mod local_table;
 pub mod process_guard;
