@@ -35,17 +35,18 @@
 //!
 //! O(T·B) work. The backward recursion is sequential in `T`, so [`vtrace`]
 //! runs it on the host, in [`vtrace_slices`]: one fused pass over plain
-//! slices, no allocation per step. The seven inputs are concatenated (one
-//! op on their device) and copied out together, the three outputs copied
-//! back as one buffer and split into views: on an accelerator two
-//! transfers and one op in place of the `~2T+20` small kernel launches a
-//! recursion in tensor ops would take, on a CPU two memcpys (an
-//! elementwise-tensor-op recursion was 1.4-4.4x slower there,
-//! `benches/results/micro.md`). The download waits for the forward pass,
-//! which the trainer waits for anyway (it reads the loss back every step).
+//! slices, no allocation per step. On a CPU the inputs are copied out and
+//! the outputs become tensors as they are (a memcpy each way per column;
+//! an elementwise-tensor-op recursion was 1.4-4.4x slower there,
+//! `benches/results/micro.md`). On an accelerator the seven inputs are
+//! concatenated on the device (one op) and downloaded together, the three
+//! outputs uploaded as one buffer and split into views: two transfers and
+//! one op in place of the `~2T+20` small kernel launches a recursion in
+//! tensor ops would take. The download waits for the forward pass, which
+//! the trainer waits for anyway (it reads the loss back every step).
 //! `benches/benches/vtrace.rs` measures the kernel alone and through
 //! tensors.
-use candle_core::{DType, Error, Result, Shape, Tensor};
+use candle_core::{DType, Device, Error, Result, Shape, Tensor};
 
 use super::config::VTraceClip;
 
@@ -88,48 +89,96 @@ pub struct VTraceReturns {
 pub fn vtrace(inputs: &VTraceInputs<'_>, clip: &VTraceClip) -> Result<VTraceReturns> {
     let (t_len, batch) = check_shapes(inputs)?;
     let n = t_len * batch;
-    let flat = |t: &Tensor| t.detach().flatten_all();
-    let host = Tensor::cat(
-        &[
-            flat(inputs.behaviour_log_probs)?,
-            flat(inputs.target_log_probs)?,
-            flat(inputs.discounts)?,
-            flat(inputs.rewards)?,
-            flat(inputs.values)?,
-            flat(inputs.valid)?,
-            flat(inputs.bootstrap_value)?,
-        ],
-        0,
-    )?
-    .to_vec1::<f32>()?;
-    let part = |i: usize| &host[i * n..(i + 1) * n];
-    let mut out = vec![0f32; 3 * n];
-    let (vs, rest) = out.split_at_mut(n);
-    let (pg_advantages, clipped_rhos) = rest.split_at_mut(n);
+    let device = inputs.values.device();
+    let staged = !device.is_cpu();
+    let [behaviour_log_probs, target_log_probs, discounts, rewards, values, valid, bootstrap_value] =
+        download(
+            [
+                inputs.behaviour_log_probs,
+                inputs.target_log_probs,
+                inputs.discounts,
+                inputs.rewards,
+                inputs.values,
+                inputs.valid,
+                inputs.bootstrap_value,
+            ],
+            staged,
+        )?;
+    let (mut vs, mut pg_advantages, mut clipped_rhos) =
+        (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
     vtrace_slices(
         &VTraceSlices {
             batch,
-            behaviour_log_probs: part(0),
-            target_log_probs: part(1),
-            discounts: part(2),
-            rewards: part(3),
-            values: part(4),
-            valid: part(5),
-            bootstrap_value: &host[6 * n..],
+            behaviour_log_probs: &behaviour_log_probs,
+            target_log_probs: &target_log_probs,
+            discounts: &discounts,
+            rewards: &rewards,
+            values: &values,
+            bootstrap_value: &bootstrap_value,
+            valid: &valid,
         },
         clip,
         VTraceSlicesOut {
-            vs,
-            pg_advantages,
-            clipped_rhos,
+            vs: &mut vs,
+            pg_advantages: &mut pg_advantages,
+            clipped_rhos: &mut clipped_rhos,
         },
     )?;
-    let out = Tensor::from_vec(out, (3, t_len, batch), inputs.values.device())?;
+    let [vs, pg_advantages, clipped_rhos] = upload(
+        [vs, pg_advantages, clipped_rhos],
+        (t_len, batch),
+        device,
+        staged,
+    )?;
     Ok(VTraceReturns {
-        vs: out.get(0)?,
-        pg_advantages: out.get(1)?,
-        clipped_rhos: out.get(2)?,
+        vs,
+        pg_advantages,
+        clipped_rhos,
     })
+}
+
+/// `columns` in host memory, flattened. `staged` (an accelerator's inputs):
+/// concatenated on their device and downloaded in one transfer; else each
+/// copied out as it is (on a CPU a memcpy each, nothing staged).
+fn download(columns: [&Tensor; 7], staged: bool) -> Result<[Vec<f32>; 7]> {
+    let flat = columns.map(|t| t.detach().flatten_all());
+    let mut host: [Vec<f32>; 7] = Default::default();
+    if !staged {
+        for (out, column) in host.iter_mut().zip(flat) {
+            *out = column?.to_vec1::<f32>()?;
+        }
+        return Ok(host);
+    }
+    let flat = flat.into_iter().collect::<Result<Vec<Tensor>>>()?;
+    let all = Tensor::cat(&flat, 0)?.to_vec1::<f32>()?;
+    let mut rest = all.as_slice();
+    for (out, column) in host.iter_mut().zip(&flat) {
+        let (here, tail) = rest.split_at(column.elem_count());
+        *out = here.to_vec();
+        rest = tail;
+    }
+    Ok(host)
+}
+
+/// The outputs as `shape` tensors on `device`. `staged`: uploaded as one
+/// buffer and split into views; else each buffer becomes its tensor (on a
+/// CPU without a copy).
+fn upload(
+    outputs: [Vec<f32>; 3],
+    shape: (usize, usize),
+    device: &Device,
+    staged: bool,
+) -> Result<[Tensor; 3]> {
+    if !staged {
+        let [a, b, c] = outputs;
+        return Ok([
+            Tensor::from_vec(a, shape, device)?,
+            Tensor::from_vec(b, shape, device)?,
+            Tensor::from_vec(c, shape, device)?,
+        ]);
+    }
+    let all = Tensor::from_vec(outputs.concat(), (3, shape.0, shape.1), device)?;
+    Ok([all.get(0)?, all.get(1)?, all.get(2)?])
 }
 
 /// Time-major `f32` slices for [`vtrace_slices`]: element `(t, b)` is at
@@ -314,7 +363,6 @@ fn shape_error(name: &str, expected: (usize, usize), got_len: usize) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::Device;
     use proptest::prelude::*;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
@@ -680,6 +728,33 @@ mod tests {
                 want,
                 "{name}"
             );
+        }
+    }
+
+    /// An accelerator's staging (one concatenated download, one upload
+    /// split into views) moves the same numbers as a CPU's column by
+    /// column; here both run on the CPU.
+    #[test]
+    fn staged_transfers_move_the_same_columns() {
+        let case = random_case(6, 3, 5);
+        let t = |rows: &Vec<Vec<f64>>| tensor2(rows);
+        let (a, b, c) = (t(&case.rewards), t(&case.values), t(&case.discounts));
+        let bootstrap = Tensor::new(&[1f32, 2.0, 3.0], &Device::Cpu).unwrap();
+        let columns = [&a, &b, &c, &a, &b, &c, &bootstrap];
+        assert_eq!(
+            download(columns, true).unwrap(),
+            download(columns, false).unwrap()
+        );
+        let outputs = [
+            vec![1f32; 18],
+            vec![2f32; 18],
+            (0..18).map(|i| i as f32).collect(),
+        ];
+        let staged = upload(outputs.clone(), (6, 3), &Device::Cpu, true).unwrap();
+        let plain = upload(outputs, (6, 3), &Device::Cpu, false).unwrap();
+        for (s, p) in staged.iter().zip(&plain) {
+            assert_eq!(s.dims(), &[6, 3]);
+            assert_eq!(s.to_vec2::<f32>().unwrap(), p.to_vec2::<f32>().unwrap());
         }
     }
 
