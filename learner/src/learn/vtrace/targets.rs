@@ -141,15 +141,18 @@ pub fn vtrace(inputs: &VTraceInputs<'_>, clip: &VTraceClip) -> Result<VTraceRetu
 /// concatenated on their device and downloaded in one transfer; else each
 /// copied out as it is (on a CPU a memcpy each, nothing staged).
 fn download(columns: [&Tensor; 7], staged: bool) -> Result<[Vec<f32>; 7]> {
-    let flat = columns.map(|t| t.detach().flatten_all());
     let mut host: [Vec<f32>; 7] = Default::default();
     if !staged {
-        for (out, column) in host.iter_mut().zip(flat) {
-            *out = column?.to_vec1::<f32>()?;
+        for (out, column) in host.iter_mut().zip(columns) {
+            *out = column.flatten_all()?.to_vec1::<f32>()?;
         }
         return Ok(host);
     }
-    let flat = flat.into_iter().collect::<Result<Vec<Tensor>>>()?;
+    // Detached: the concatenation is no part of any gradient.
+    let flat = columns
+        .iter()
+        .map(|t| t.detach().flatten_all())
+        .collect::<Result<Vec<Tensor>>>()?;
     let all = Tensor::cat(&flat, 0)?.to_vec1::<f32>()?;
     let mut rest = all.as_slice();
     for (out, column) in host.iter_mut().zip(&flat) {
