@@ -1,5 +1,6 @@
 //! [`TableLayout`]: a table's fields as its `Info` reply describes them,
-//! and that reply as a Python dict.
+//! and that reply (and a `Checkpoint` reply) as a Python dict, the same
+//! from a table in process or on a server.
 //!
 //! Why the client keeps layouts: `insert` checks a dict of arrays against
 //! the table (names, dtypes, shapes) before sending, so a wrong array is a
@@ -14,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString};
 use seed_replay::DType;
-use seed_replay_service::pb::TableInfo;
+use seed_replay_service::pb::{CheckpointReply, TableInfo};
 use seed_replay_service::wire_dtype;
 
 /// One field: its name, dtype and the shape of one item.
@@ -86,6 +87,18 @@ impl TableLayout {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// A written checkpoint as a dict: `{"path", "items", "bytes"}`.
+pub fn checkpoint_dict<'py>(
+    py: Python<'py>,
+    reply: CheckpointReply,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("path", reply.path)?;
+    d.set_item("items", reply.items)?;
+    d.set_item("bytes", reply.bytes)?;
+    Ok(d)
 }
 
 /// One table's `Info` as a dict: `name`, `sampler`, `fields` (a list of

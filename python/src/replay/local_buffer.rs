@@ -74,16 +74,6 @@ table_methods!(table_pymethods {
             })
         }
 
-        fn __enter__(slf: Py<Self>) -> Py<Self> {
-            slf
-        }
-
-        #[pyo3(signature = (*_args))]
-        fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
-            self.table.close(py)?;
-            Ok(false)
-        }
-
         fn __reduce__(&self) -> PyResult<()> {
             ProcessGuard::refuse_pickle("ReplayBuffer")
         }

@@ -22,7 +22,7 @@ use crate::interrupt::InterruptWatch;
 use crate::replay::arrays;
 use crate::replay::error::status_to_py_err;
 use crate::replay::grouped;
-use crate::replay::layout::info_dict;
+use crate::replay::layout::{checkpoint_dict, info_dict};
 use crate::replay::local_streams::{PyLocalFollowStream, PyLocalSampleStream};
 use crate::replay::local_table::{
     deadline_of, request_err, sampled_tuple, wait_in_slices, LocalKind, LocalTable,
@@ -240,11 +240,7 @@ impl TableApi for Arc<LocalTable> {
         let reply = py
             .detach(|| table.checkpoint())
             .map_err(|e| request_err(py, e))?;
-        let d = PyDict::new(py);
-        d.set_item("path", reply.path)?;
-        d.set_item("items", reply.items)?;
-        d.set_item("bytes", reply.bytes)?;
-        Ok(d)
+        checkpoint_dict(py, reply)
     }
 
     fn submit_steps<'py>(

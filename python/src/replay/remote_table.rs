@@ -25,7 +25,7 @@ use seed_replay_service::ClientError;
 use crate::replay::arrays;
 use crate::replay::connection::Connection;
 use crate::replay::grouped;
-use crate::replay::layout::info_dict;
+use crate::replay::layout::{checkpoint_dict, info_dict};
 use crate::replay::remote_streams::{PyFollowStream, PySampleStream};
 use crate::replay::table_api::TableApi;
 
@@ -182,11 +182,7 @@ impl TableApi for RemoteTable {
         let connection = self.open()?;
         let table = self.name.as_str();
         let reply = connection.call(py, move |mut c| async move { c.checkpoint(table).await })?;
-        let d = PyDict::new(py);
-        d.set_item("path", reply.path)?;
-        d.set_item("items", reply.items)?;
-        d.set_item("bytes", reply.bytes)?;
-        Ok(d)
+        checkpoint_dict(py, reply)
     }
 
     fn submit_steps<'py>(

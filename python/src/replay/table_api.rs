@@ -200,10 +200,22 @@ macro_rules! table_trait {
 pub(crate) use table_trait;
 
 /// The `#[pymethods]` of a table class: `{ Class, field, { other items } }`
-/// then the list. Each method calls [`TableApi`]'s of `self.field`.
+/// then the list. Each method calls [`TableApi`]'s of `self.field`; the
+/// context manager (`with table: ...` closes it on the way out) is every
+/// table's too.
 macro_rules! table_pymethods {
     ({ $class:ty, $field:ident, { $($extra:tt)* } } $($list:tt)*) => {
-        $crate::replay::table_api::table_pymethods!(@munch $class, $field, [$($extra)*] $($list)*);
+        $crate::replay::table_api::table_pymethods!(@munch $class, $field, [$($extra)*
+            fn __enter__(slf: Py<Self>) -> Py<Self> {
+                slf
+            }
+
+            #[pyo3(signature = (*_args))]
+            fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+                $crate::replay::table_api::TableApi::close(&self.$field, py)?;
+                Ok(false)
+            }
+        ] $($list)*);
     };
     (@munch $class:ty, $field:ident, [$($out:tt)*]) => {
         #[pymethods]
