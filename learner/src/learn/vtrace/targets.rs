@@ -660,6 +660,19 @@ mod tests {
         assert_close("pg_advantages", &got.pg_advantages, &want.pg_advantages);
     }
 
+    /// Inputs whose every `[T, B]` column is `tb`.
+    fn uniform<'a>(tb: &'a Tensor, bootstrap_value: &'a Tensor) -> VTraceInputs<'a> {
+        VTraceInputs {
+            behaviour_log_probs: tb,
+            target_log_probs: tb,
+            discounts: tb,
+            rewards: tb,
+            values: tb,
+            bootstrap_value,
+            valid: tb,
+        }
+    }
+
     #[test]
     fn rejects_mismatched_shapes() {
         let device = Device::Cpu;
@@ -667,13 +680,8 @@ mod tests {
         let wrong = Tensor::zeros((4, 3), DType::F32, &device).unwrap();
         let bootstrap = Tensor::zeros(2, DType::F32, &device).unwrap();
         let inputs = VTraceInputs {
-            behaviour_log_probs: &tb,
-            target_log_probs: &tb,
             discounts: &wrong,
-            rewards: &tb,
-            values: &tb,
-            bootstrap_value: &bootstrap,
-            valid: &tb,
+            ..uniform(&tb, &bootstrap)
         };
         let err = vtrace(&inputs, &VTraceClip::default()).unwrap_err();
         assert!(err.to_string().contains("discounts"), "{err}");
@@ -768,13 +776,8 @@ mod tests {
         let valid_u8 = Tensor::zeros((4, 2), DType::U8, &device).unwrap();
         let bootstrap = Tensor::zeros(2, DType::F32, &device).unwrap();
         let inputs = VTraceInputs {
-            behaviour_log_probs: &tb,
-            target_log_probs: &tb,
-            discounts: &tb,
-            rewards: &tb,
-            values: &tb,
-            bootstrap_value: &bootstrap,
             valid: &valid_u8,
+            ..uniform(&tb, &bootstrap)
         };
         let err = vtrace(&inputs, &VTraceClip::default()).unwrap_err();
         assert!(err.to_string().contains("valid must be f32"), "{err}");
