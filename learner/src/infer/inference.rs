@@ -10,7 +10,7 @@
 //!    or on a new run id), when the model is recurrent;
 //! 3. runs the current policy snapshot (loaded once per batch), downloads the
 //!    `[B, P]` distribution parameters once (a batch of at most
-//!    [`HOST_FORWARD_MAX_ROWS`] rows of a feed-forward CPU model runs as
+//!    [`crate::model::host_forward::HOST_FORWARD_MAX_ROWS`] rows of a feed-forward CPU model runs as
 //!    plain loops on the gather buffers instead: no tensors, see
 //!    [`crate::model::host_forward`]) and samples actions on the host
 //!    (an index per row from a categorical's logits, or `D` unclipped floats
@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use candle_core::{Device, Tensor};
+use candle_core::Device;
 use seed_shared::codec::read_f32_le_into;
 use seed_shared::{pb, EnvSpec, ObsDType};
 use tracing::{debug, error};
@@ -43,9 +43,10 @@ use crate::infer::sink::{InferenceSink, InferredBatch, SinkFactory};
 use crate::infer::state_table::StateTable;
 use crate::infer::step_request::StepRequest;
 use crate::metrics::Metrics;
-use crate::model::host_forward::{HostObs, HOST_FORWARD_MAX_ROWS};
+use crate::model::host_batch::{BatchOutputs, HostBatch};
+use crate::model::host_forward::HostObs;
 use crate::model::weights::WeightsHandle;
-use crate::model::{ActionDistribution, ActionSampler, RecurrentState};
+use crate::model::{ActionDistribution, ActionSampler};
 
 /// What the inference threads share.
 pub struct InferenceShared {
@@ -211,8 +212,6 @@ struct InferenceWorker {
     /// The envs' action distribution (from the spec the actors announce).
     distribution: ActionDistribution,
     obs_len: usize,
-    /// `[B, ...obs_shape]` with the batch dimension rewritten per batch.
-    dims: Vec<usize>,
     obs_f32: Vec<f32>,
     obs_u8: Vec<u8>,
     h: Vec<f32>,
@@ -222,11 +221,8 @@ struct InferenceWorker {
     actions: Vec<u32>,
     /// `[B, D]` sampled floats (Gaussian).
     continuous_actions: Vec<f32>,
-    /// `[B, P]` distribution parameters and `[B]` values of the batch.
-    params: Vec<f32>,
-    values: Vec<f32>,
-    /// The host forward's layer outputs.
-    host_scratch: Vec<f32>,
+    /// The batch's distribution parameters, values and next state.
+    out: BatchOutputs,
     /// Reused by [`InlineInference`] for its one-request batches.
     inline_requests: Vec<StepRequest>,
 }
@@ -240,8 +236,6 @@ impl InferenceWorker {
             ObsDType::U8 => (0, max_rows * obs_len),
         };
         let h = shared.table.state_size();
-        let mut dims = vec![0];
-        dims.extend(&shared.spec.obs_shape);
         let distribution = ActionDistribution::for_space(&shared.spec.action);
         InferenceWorker {
             index,
@@ -252,7 +246,6 @@ impl InferenceWorker {
                 .map(|e| EpsilonGreedy::new(e, shared.seed.wrapping_add(index as u64))),
             distribution,
             obs_len,
-            dims,
             obs_f32: vec![0.0; f32_cap],
             obs_u8: vec![0; u8_cap],
             h: vec![0.0; max_rows * h],
@@ -260,9 +253,7 @@ impl InferenceWorker {
             episode_start: Vec::with_capacity(max_rows),
             actions: Vec::with_capacity(max_rows),
             continuous_actions: Vec::with_capacity(max_rows * distribution.continuous_dim()),
-            params: Vec::new(),
-            values: Vec::new(),
-            host_scratch: Vec::new(),
+            out: BatchOutputs::default(),
             inline_requests: Vec::with_capacity(1),
         }
     }
@@ -359,62 +350,26 @@ impl InferenceWorker {
         }
         debug_assert_eq!(row, rows);
 
-        // 3. The forward: for a small batch of a feed-forward CPU model,
-        // loops over the gather buffers (`model::host_forward`); otherwise
-        // one upload, one forward, one download.
+        // 3. The forward: loops over the gather buffers for a small batch
+        // of a feed-forward CPU model, one upload, forward and download
+        // otherwise (`model::host_batch`).
         let policy = shared.weights.load();
-        let host = if hsize == 0 && rows <= HOST_FORWARD_MAX_ROWS {
-            policy.host_forward()
-        } else {
-            None
+        let obs = match shared.spec.obs_dtype {
+            ObsDType::F32 => HostObs::F32(&self.obs_f32[..rows * len]),
+            ObsDType::U8 => HostObs::U8(&self.obs_u8[..rows * len]),
         };
-        let mut next_state = None;
-        if let Some(host) = host {
-            let obs = match shared.spec.obs_dtype {
-                ObsDType::F32 => HostObs::F32(&self.obs_f32[..rows * len]),
-                ObsDType::U8 => HostObs::U8(&self.obs_u8[..rows * len]),
-            };
-            host.step(
-                obs,
-                rows,
-                &mut self.params,
-                &mut self.values,
-                &mut self.host_scratch,
-            );
-        } else {
-            self.dims[0] = rows;
-            let obs = match shared.spec.obs_dtype {
-                ObsDType::F32 => Tensor::from_slice(
-                    &self.obs_f32[..rows * len],
-                    self.dims.as_slice(),
-                    &shared.device,
-                )?,
-                ObsDType::U8 => Tensor::from_slice(
-                    &self.obs_u8[..rows * len],
-                    self.dims.as_slice(),
-                    &shared.device,
-                )?,
-            };
-            let state = if hsize > 0 {
-                Some(RecurrentState {
-                    h: Tensor::from_slice(&self.h[..rows * hsize], (rows, hsize), &shared.device)?,
-                    c: Tensor::from_slice(&self.c[..rows * hsize], (rows, hsize), &shared.device)?,
-                })
-            } else {
-                None
-            };
-            let step = policy.model.step(&obs, state.as_ref())?;
-            self.params = step.policy_params.flatten_all()?.to_vec1::<f32>()?;
-            if self.sink.is_some() {
-                self.values = step.values.to_vec1::<f32>()?;
-            }
-            next_state = step.state;
-        }
+        let batch = HostBatch {
+            obs,
+            rows,
+            h: &self.h[..rows * hsize],
+            c: &self.c[..rows * hsize],
+        };
+        policy.forward_batch(&batch, &shared.device, self.sink.is_some(), &mut self.out)?;
         let distribution = self.distribution;
-        if self.params.len() != rows * distribution.param_width() {
+        if self.out.params.len() != rows * distribution.param_width() {
             candle_core::bail!(
                 "the policy gave {} distribution parameters for {rows} rows of a {distribution}",
-                self.params.len()
+                self.out.params.len()
             );
         }
         self.actions.clear();
@@ -424,10 +379,10 @@ impl InferenceWorker {
                 None => {
                     self.actions.resize(rows, 0);
                     self.sampler
-                        .sample(&self.params, num_actions, &mut self.actions);
+                        .sample(&self.out.params, num_actions, &mut self.actions);
                 }
                 Some(explore) => {
-                    let mut rows = self.params.chunks_exact(num_actions);
+                    let mut rows = self.out.params.chunks_exact(num_actions);
                     for req in requests.iter() {
                         for &env in &req.batch.env_indices {
                             let q = rows.next().unwrap_or(&[]);
@@ -440,15 +395,14 @@ impl InferenceWorker {
             ActionDistribution::Gaussian { dim } => {
                 self.continuous_actions.resize(rows * dim, 0.0);
                 self.sampler
-                    .sample_gaussian(&self.params, dim, &mut self.continuous_actions);
+                    .sample_gaussian(&self.out.params, dim, &mut self.continuous_actions);
             }
         }
         let dim = distribution.continuous_dim();
 
         // 4. Recurrent write-back, sink, replies.
-        if let Some(next) = &next_state {
-            let h = next.h.flatten_all()?.to_vec1::<f32>()?;
-            let c = next.c.flatten_all()?.to_vec1::<f32>()?;
+        if hsize > 0 {
+            let (h, c) = (&self.out.h, &self.out.c);
             let mut row = 0;
             for req in requests.iter_mut() {
                 for j in 0..req.batch.env_indices.len() {
@@ -467,8 +421,8 @@ impl InferenceWorker {
                 state_size: hsize,
                 actions: &self.actions,
                 continuous_actions: &self.continuous_actions,
-                policy_params: &self.params,
-                values: &self.values,
+                policy_params: &self.out.params,
+                values: &self.out.values,
                 episode_start: &self.episode_start,
                 recurrent_h: &self.h[..rows * hsize],
                 recurrent_c: &self.c[..rows * hsize],

@@ -34,6 +34,7 @@ pub mod dense;
 pub mod distribution;
 pub mod dueling;
 pub mod graph_ops;
+pub mod host_batch;
 pub mod host_forward;
 pub mod init;
 pub mod lstm;
