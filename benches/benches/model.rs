@@ -8,18 +8,16 @@
 //!   {1, 8, 32}.
 //!
 //! - `model/activation_1024x64`: the MLP's activation on one hidden layer's
-//!   output, `[1024, 64]`: our vectorised `tanh` (`seed_learner::model::tanh`,
+//!   output, `[1024, 64]`: our vectorised `tanh` (`seed_learner::model::cpu::tanh`,
 //!   what the MLP uses) against candle's `tanh` (a scalar libm call per
 //!   element on CPU, which was ~80% of `mlp_cartpole/forward/1024` in perf)
 //!   and `relu` as the floor.
 //!
-//! - `model/first_conv_train`: forward and backward of the conv torso's
-//!   first layer (plus ReLU and a sum) on a training batch of MinAtar
-//!   frames (`[320, 4, 10, 10]`: B 16 x T 20) and of Atari frames
-//!   (`[64, 4, 84, 84]`): candle's `Conv2d` (whose backward also computes
-//!   the observations' gradient), `PatchConv` built from candle ops
-//!   (patches x weights, then the ReLU) and `PatchConv::forward_relu` (the
-//!   layer and its ReLU as one op, what the torso uses in f32 on the CPU).
+//! - `model/conv_train`: forward and backward of a conv layer and its ReLU
+//!   (then a sum) on a training batch: MinAtar's layer (`[320, 4, 10,
+//!   10]`: B 16 x T 20) and the Atari torso's two (`[64, 4, 84, 84]`, and
+//!   `[64, 16, 20, 20]` whose input takes a gradient): candle's `conv2d`
+//!   against the CPU op the torso uses (`model::cpu::conv_relu`).
 //!
 //! - `model/bias_train`: forward and backward of a bias added to a layer's
 //!   output (times a fixed weighting, summed): candle's `broadcast_add`
@@ -35,10 +33,10 @@
 //!
 //! Run: `RAYON_NUM_THREADS=1 cargo bench -p seed-benches --bench model`
 //! (candle re-reads /proc/cpuinfo per matmul when the pool size is unset).
-use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::{Conv2dConfig, VarBuilder, VarMap};
+use candle_core::{DType, Device, Tensor};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use seed_learner::model::patch_conv::PatchConv;
+use seed_learner::model::cpu::conv_relu::ConvRelu;
+use seed_learner::model::cpu::im2col::ConvGeometry;
 use seed_learner::model::{ModelConfig, TrainableModel};
 use seed_shared::{EnvSpec, ObsDType};
 
@@ -80,60 +78,81 @@ fn bench_activation(c: &mut Criterion) {
     let mut group = c.benchmark_group("model/activation_1024x64");
     group.throughput(Throughput::Elements(1024 * 64));
     group.bench_function("tanh_vectorised", |b| {
-        b.iter(|| seed_learner::model::tanh::tanh(&x))
+        b.iter(|| seed_learner::model::cpu::tanh::tanh(&x))
     });
     group.bench_function("tanh_candle", |b| b.iter(|| x.tanh()));
     group.bench_function("relu", |b| b.iter(|| x.relu()));
     group.finish();
 }
 
-/// One training pass through a first conv layer: forward, ReLU, sum, backward.
-fn train_pass(layer: &dyn Module, xs: &Tensor) -> candle_core::Result<()> {
-    layer.forward(xs)?.relu()?.sum_all()?.backward()?;
+/// One training pass through a conv layer and its ReLU: forward, a sum,
+/// backward (reaching the input when it is a variable).
+fn conv_pass(
+    layer: impl Fn(&Tensor) -> candle_core::Result<Tensor>,
+    xs: &Tensor,
+) -> candle_core::Result<()> {
+    layer(xs)?.sum_all()?.backward()?;
     Ok(())
 }
 
-fn bench_first_conv(c: &mut Criterion) {
-    let mut group = c.benchmark_group("model/first_conv_train");
-    // (name, [B, C, H, W], kernel, stride): the two torsos' first layers.
-    for (name, shape, kernel, stride) in [
-        ("minatar_320x4x10x10", [320, 4, 10, 10], 3, 1),
-        ("atari_64x4x84x84", [64, 4, 84, 84], 8, 4),
+fn bench_conv(c: &mut Criterion) {
+    let mut group = c.benchmark_group("model/conv_train");
+    // (name, [B, C, H, W], out channels, kernel, stride, input gradient):
+    // the torsos' layers on a training batch.
+    for (name, shape, out, kernel, stride, input_grad) in [
+        ("minatar_320x4x10x10", [320, 4, 10, 10], 16, 3, 1, false),
+        ("atari1_64x4x84x84", [64, 4, 84, 84], 16, 8, 4, false),
+        ("atari2_64x16x20x20", [64, 16, 20, 20], 32, 4, 2, true),
     ] {
-        let map = VarMap::new();
-        let vb = VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu);
-        let frame = [shape[1], shape[2], shape[3]];
-        let built = PatchConv::new(frame, 16, kernel, stride, vb.pp("conv")).and_then(|patch| {
-            let cfg = Conv2dConfig {
-                stride,
-                ..Default::default()
+        let built = (|| -> candle_core::Result<_> {
+            let geometry = ConvGeometry::new([shape[1], shape[2], shape[3]], out, kernel, stride)
+                .map_err(candle_core::Error::Msg)?;
+            let n: usize = shape.iter().product();
+            let host: Vec<f32> = (0..n).map(|i| (i % 251) as f32 / 251.0 - 0.3).collect();
+            let data = Tensor::from_vec(host, shape.to_vec(), &Device::Cpu)?;
+            let xs = if input_grad {
+                candle_core::Var::from_tensor(&data)?.as_tensor().clone()
+            } else {
+                data
             };
-            Ok((
-                patch,
-                candle_nn::conv2d(shape[1], 16, kernel, cfg, vb.pp("conv"))?,
-            ))
-        });
-        let (patch, conv) = match built {
-            Ok(layers) => layers,
-            Err(e) => panic!("layers: {e}"),
-        };
-        let n: usize = shape.iter().product();
-        let host: Vec<f32> = (0..n).map(|i| (i % 251) as f32 / 251.0).collect();
-        let xs = match Tensor::from_vec(host, shape.to_vec(), &Device::Cpu) {
-            Ok(xs) => xs,
-            Err(e) => panic!("tensor: {e}"),
+            let weight =
+                candle_core::Var::randn(0f32, 0.1, (out, shape[1], kernel, kernel), &Device::Cpu)?;
+            let bias = candle_core::Var::zeros(out, DType::F32, &Device::Cpu)?;
+            Ok((geometry, xs, weight, bias))
+        })();
+        let (geometry, xs, weight, bias) = match built {
+            Ok(t) => t,
+            Err(e) => panic!("layer: {e}"),
         };
         group.throughput(Throughput::Elements(shape[0] as u64));
-        group.bench_function(BenchmarkId::new("conv2d", name), |b| {
-            b.iter(|| train_pass(&conv, &xs))
+        group.bench_function(BenchmarkId::new("candle_conv2d", name), |b| {
+            b.iter(|| {
+                conv_pass(
+                    |x| {
+                        x.conv2d(weight.as_tensor(), 0, stride, 1, 1)?
+                            .broadcast_add(&bias.as_tensor().reshape((1, out, 1, 1))?)?
+                            .relu()
+                    },
+                    &xs,
+                )
+            })
         });
-        group.bench_function(BenchmarkId::new("patch_conv", name), |b| {
-            b.iter(|| train_pass(&patch, &xs))
-        });
-        group.bench_function(BenchmarkId::new("patch_conv_relu", name), |b| {
-            b.iter(|| -> candle_core::Result<()> {
-                patch.forward_relu(&xs)?.sum_all()?.backward()?;
-                Ok(())
+        group.bench_function(BenchmarkId::new("conv_relu", name), |b| {
+            b.iter(|| {
+                conv_pass(
+                    |x| {
+                        let op = ConvRelu {
+                            geometry,
+                            u8_scale: 1.0,
+                        };
+                        x.reshape((shape[0], geometry.frame_len()))?.apply_op3(
+                            weight.as_tensor(),
+                            bias.as_tensor(),
+                            op,
+                        )
+                    },
+                    &xs,
+                )
             })
         });
     }
@@ -179,7 +198,7 @@ fn bench_bias(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("bias_add", name), |b| {
             b.iter(|| {
                 bias_pass(
-                    seed_learner::model::bias_add::bias_add,
+                    seed_learner::model::cpu::bias_add::bias_add,
                     &xs,
                     &bias,
                     &weights,
@@ -192,7 +211,7 @@ fn bench_bias(c: &mut Criterion) {
 
 fn bench_model(c: &mut Criterion) {
     bench_bias(c);
-    bench_first_conv(c);
+    bench_conv(c);
     bench_activation(c);
     bench_spec(
         c,

@@ -109,10 +109,16 @@ impl ActorCritic {
     }
 
     /// Converts raw observations `[N, ...obs_shape]` (u8 or f32) into the
-    /// torso input of the weights' dtype; u8 frames are scaled into `[0, 1]`
-    /// here, on the observations' device, so only raw bytes cross to the
-    /// device.
+    /// torso input of the weights' dtype; u8 vectors are scaled into `[0,
+    /// 1]` here, u8 frames by the conv torso, on the observations' device,
+    /// so only raw bytes cross to the device.
     fn torso_input(&self, obs: &Tensor) -> Result<Tensor> {
+        // The conv torso takes u8 frames as they are (its first layer
+        // scales them, on the CPU as it reads them).
+        if self.config.obs_is_u8 && obs.dtype() == DType::U8 && matches!(self.torso, Torso::Conv(_))
+        {
+            return Ok(obs.clone());
+        }
         let obs = if obs.dtype() == self.dtype {
             obs.clone()
         } else {

@@ -12,40 +12,48 @@
 //!   (`features`) -> ReLU. Striding a 10x10 frame by 4 would discard most of
 //!   it.
 //!
-//! On the CPU the first layer is a [`PatchConv`] (patches times weights,
-//! whose backward skips the gradient of the observations; in f32 one fused
-//! op with its ReLU); elsewhere it is candle's `Conv2d`. Both keep the same
-//! weights under the same names.
+//! On the CPU, with f32 weights, each layer and its ReLU is one op,
+//! patches times weights ([`crate::model::cpu::conv_relu`]), that the
+//! first layer runs on the raw u8 frames (scaled by 1/255 as it gathers
+//! them) and whose backward gives no gradient for the observations;
+//! elsewhere (a GPU, a bf16 copy) a layer is candle's `conv2d` and a ReLU.
+//! Both keep the same weights under the same names (`conv1.weight`
+//! `[16, C, k, k]`, `conv1.bias`, ...).
 //!
-//! Cost: for 84x84x4 about 18.7 MFLOP per frame; for 10x10x4 about 0.3.
+//! Cost: for 84x84x4 about 6 MFLOP per frame (conv 8x8/4: 3.3, conv 4x4/2:
+//! 1.3, linear 2592 -> 256: 1.3); for 10x10x4 about 0.6.
 //!
 //! A bf16 copy of the torso (`--inference-dtype bf16`) convolves in bf16
 //! on a GPU. candle 0.11 has no bf16 convolution on the CPU, so there each
-//! `Conv2d` (the second layer; the first is a `PatchConv`, a bf16 matrix
-//! product) upcasts its bf16 input and kernel to f32 and rounds the result
+//! layer upcasts its bf16 input and kernel to f32 and rounds the result
 //! back to bf16: bf16 products summed in f32, the arithmetic of a GPU's
 //! tensor cores, only slower (bf16 is for accelerators).
 use candle_core::{DType, Module, Result, Tensor};
-use candle_nn::{Conv2d, Conv2dConfig, VarBuilder};
+use candle_nn::VarBuilder;
 
+use super::cpu::conv_relu::ConvRelu;
+use super::cpu::im2col::ConvGeometry;
 use super::dense::Dense;
-use super::patch_conv::PatchConv;
 
 /// Frames at least this high and wide get the Atari-sized torso.
 pub const LARGE_FRAME: usize = 36;
 /// The smallest frame side the small torso takes (its 3x3 kernel).
 pub const MIN_FRAME: usize = 3;
 
-/// The layer that reads the observations: no gradient flows into its
-/// input, which [`PatchConv`] exploits on the CPU.
+/// One conv layer (no padding, no dilation) and its ReLU.
 #[derive(Debug, Clone)]
-enum FirstConv {
-    Patch(PatchConv),
-    Conv(Conv2d),
+struct ConvLayer {
+    /// `[O, C, k, k]`, as `candle_nn::Conv2d` stores it.
+    weight: Tensor,
+    /// `[O]`.
+    bias: Tensor,
+    geometry: ConvGeometry,
 }
 
-impl FirstConv {
-    /// A `kernel x kernel` / `stride` conv of `[C, H, W]` frames to `out` channels.
+impl ConvLayer {
+    /// A `kernel x kernel` / `stride` conv of `[C, H, W]` frames to `out`
+    /// channels, its weights created (or read) under `vb` as
+    /// `candle_nn::conv2d` does.
     fn new(
         shape: [usize; 3],
         out: usize,
@@ -53,32 +61,71 @@ impl FirstConv {
         stride: usize,
         vb: VarBuilder,
     ) -> Result<Self> {
-        if PatchConv::pays_on(vb.device()) {
-            return Ok(FirstConv::Patch(PatchConv::new(
-                shape, out, kernel, stride, vb,
-            )?));
-        }
-        let cfg = Conv2dConfig {
-            stride,
-            ..Default::default()
-        };
-        Ok(FirstConv::Conv(candle_nn::conv2d(
-            shape[0], out, kernel, cfg, vb,
-        )?))
+        let geometry =
+            ConvGeometry::new(shape, out, kernel, stride).map_err(candle_core::Error::Msg)?;
+        let weight = vb.get_with_hints(
+            (out, shape[0], kernel, kernel),
+            "weight",
+            candle_nn::init::DEFAULT_KAIMING_NORMAL,
+        )?;
+        let bound = 1. / (shape[0] as f64).sqrt();
+        let bias = vb.get_with_hints(
+            out,
+            "bias",
+            candle_nn::Init::Uniform {
+                lo: -bound,
+                up: bound,
+            },
+        )?;
+        Ok(ConvLayer {
+            weight,
+            bias,
+            geometry,
+        })
     }
 
-    /// `relu(conv(xs))` flattened per frame, channel-major: `[B, O·Ho·Wo]`.
-    fn forward_relu(&self, xs: &Tensor) -> Result<Tensor> {
-        match self {
-            FirstConv::Patch(conv) => conv.forward_relu(xs),
-            FirstConv::Conv(conv) => convolve(conv, xs)?.relu()?.flatten_from(1),
+    /// Whether [`ConvLayer::forward_relu`] takes the CPU op for inputs of
+    /// `dtype`: f32 weights on the CPU, f32 inputs (or u8 frames).
+    fn cpu_op(&self, dtype: DType) -> bool {
+        self.weight.device().is_cpu()
+            && self.weight.dtype() == DType::F32
+            && self.bias.dtype() == DType::F32
+            && matches!(dtype, DType::F32 | DType::U8)
+    }
+
+    /// `relu(conv(xs))` flattened per frame, channel-major: `[N, O·Ho·Wo]`.
+    /// `xs`: `[N, C, H, W]` of the weights' dtype, or u8 frames (the CPU
+    /// op only) that are scaled by `u8_scale` first.
+    fn forward_relu(&self, xs: &Tensor, u8_scale: f32) -> Result<Tensor> {
+        let n = xs.dim(0)?;
+        if self.cpu_op(xs.dtype()) {
+            let op = ConvRelu {
+                geometry: self.geometry,
+                u8_scale,
+            };
+            return xs
+                .reshape((n, self.geometry.frame_len()))?
+                .contiguous()?
+                .apply_op3(&self.weight, &self.bias, op);
         }
+        let xs = if xs.dtype() == DType::U8 {
+            xs.to_dtype(self.weight.dtype())?
+                .affine(f64::from(u8_scale), 0.0)?
+        } else {
+            xs.clone()
+        };
+        let g = &self.geometry;
+        let xs = xs.reshape((n, g.in_channels, g.height, g.width))?;
+        convolve(&self.weight, &self.bias, g.stride, &xs)?
+            .relu()?
+            .flatten_from(1)
     }
 }
 
-/// `conv.forward(xs)` over only the rows and columns its windows cover.
+/// `conv2d(xs) + bias` (candle's op) over only the rows and columns its
+/// windows cover.
 ///
-/// candle 0.11's `Conv2d` backward computes the input's gradient with a
+/// candle 0.11's `conv2d` backward computes the input's gradient with a
 /// `conv_transpose2d` that gives `(Ho − 1)·stride + k` rows, so when
 /// `(H − k)` is not a multiple of the stride (a 64x64 frame: conv 8/4 gives
 /// 15, then conv 4/2 leaves a row over) that gradient is short of the
@@ -86,24 +133,24 @@ impl FirstConv {
 /// columns no window reaches do not change the output, so cropping them
 /// first gives the same result, and the backward of the crop pads their
 /// gradient with zeros, which it is.
-fn convolve(conv: &Conv2d, xs: &Tensor) -> Result<Tensor> {
-    let (k, stride) = (conv.weight().dim(2)?, conv.config().stride);
+fn convolve(weight: &Tensor, bias: &Tensor, stride: usize, xs: &Tensor) -> Result<Tensor> {
+    let k = weight.dim(2)?;
     let covered = |size: usize| (conv_out(size, k, stride) - 1) * stride + k;
     let (h, w) = (xs.dim(2)?, xs.dim(3)?);
     let (ch, cw) = (covered(h), covered(w));
-    if (ch, cw) == (h, w) {
-        return forward_any_dtype(conv, xs);
-    }
-    forward_any_dtype(conv, &xs.narrow(2, 0, ch)?.narrow(3, 0, cw)?)
+    let xs = if (ch, cw) == (h, w) {
+        xs.clone()
+    } else {
+        xs.narrow(2, 0, ch)?.narrow(3, 0, cw)?
+    };
+    conv_any_dtype(weight, bias, stride, &xs)
 }
 
 #[derive(Debug, Clone)]
 pub struct ConvTorso {
-    conv1: FirstConv,
-    /// `[O, Ho, Wo]` of `conv1`.
-    conv1_out: [usize; 3],
+    conv1: ConvLayer,
     /// `None` for the small-frame torso.
-    conv2: Option<Conv2d>,
+    conv2: Option<ConvLayer>,
     fc: Dense,
     out_dim: usize,
 }
@@ -136,29 +183,21 @@ impl ConvTorso {
         Self::check_shape(obs_shape).map_err(candle_core::Error::Msg)?;
         let (c, h, w) = (obs_shape[0], obs_shape[1], obs_shape[2]);
         if h >= LARGE_FRAME && w >= LARGE_FRAME {
-            let c2 = Conv2dConfig {
-                stride: 2,
-                ..Default::default()
-            };
-            let conv1 = FirstConv::new([c, h, w], 16, 8, 4, vb.pp("conv1"))?;
-            let conv2 = candle_nn::conv2d(16, 32, 4, c2, vb.pp("conv2"))?;
-            let (h1, w1) = (conv_out(h, 8, 4), conv_out(w, 8, 4));
-            let (h2, w2) = (conv_out(h1, 4, 2), conv_out(w1, 4, 2));
-            let fc = Dense::new(32 * h2 * w2, features, vb.pp("fc"))?;
+            let conv1 = ConvLayer::new([c, h, w], 16, 8, 4, vb.pp("conv1"))?;
+            let (h1, w1) = conv1.geometry.out_hw();
+            let conv2 = ConvLayer::new([16, h1, w1], 32, 4, 2, vb.pp("conv2"))?;
+            let fc = Dense::new(conv2.geometry.out_len(), features, vb.pp("fc"))?;
             Ok(ConvTorso {
                 conv1,
-                conv1_out: [16, h1, w1],
                 conv2: Some(conv2),
                 fc,
                 out_dim: features,
             })
         } else {
-            let conv1 = FirstConv::new([c, h, w], 16, 3, 1, vb.pp("conv1"))?;
-            let (h1, w1) = (conv_out(h, 3, 1), conv_out(w, 3, 1));
-            let fc = Dense::new(16 * h1 * w1, features, vb.pp("fc"))?;
+            let conv1 = ConvLayer::new([c, h, w], 16, 3, 1, vb.pp("conv1"))?;
+            let fc = Dense::new(conv1.geometry.out_len(), features, vb.pp("fc"))?;
             Ok(ConvTorso {
                 conv1,
-                conv1_out: [16, h1, w1],
                 conv2: None,
                 fc,
                 out_dim: features,
@@ -171,35 +210,30 @@ impl ConvTorso {
     }
 }
 
-/// `conv.forward(x)` for a bf16 `x` on the CPU, through f32 (see the
-/// module docs); other dtypes and devices run `conv.forward(x)`.
-fn forward_any_dtype(conv: &Conv2d, x: &Tensor) -> Result<Tensor> {
+/// `conv2d(x) + bias` for any `x` (see the module docs on bf16 on the
+/// CPU, where it goes through f32).
+fn conv_any_dtype(weight: &Tensor, bias: &Tensor, stride: usize, x: &Tensor) -> Result<Tensor> {
+    let bias = |dtype: DType| -> Result<Tensor> { bias.to_dtype(dtype)?.reshape((1, (), 1, 1)) };
     if !(x.dtype() == DType::BF16 && x.device().is_cpu()) {
-        return conv.forward(x);
+        return x
+            .conv2d(weight, 0, stride, 1, 1)?
+            .broadcast_add(&bias(x.dtype())?);
     }
-    let cfg = conv.config();
-    let y = x.to_dtype(DType::F32)?.conv2d(
-        &conv.weight().to_dtype(DType::F32)?,
-        cfg.padding,
-        cfg.stride,
-        cfg.dilation,
-        cfg.groups,
-    )?;
-    let y = match conv.bias() {
-        Some(b) => y.broadcast_add(&b.to_dtype(DType::F32)?.reshape((1, (), 1, 1))?)?,
-        None => y,
-    };
+    let y = x
+        .to_dtype(DType::F32)?
+        .conv2d(&weight.to_dtype(DType::F32)?, 0, stride, 1, 1)?
+        .broadcast_add(&bias(DType::F32)?)?;
     y.to_dtype(DType::BF16)
 }
 
-impl Module for ConvTorso {
-    /// `xs`: `[B, C, H, W]` in `[0, 1]`, of the weights' dtype.
-    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        let mut x = self.conv1.forward_relu(xs)?;
+impl ConvTorso {
+    /// The torso on observations `xs` `[N, C, H, W]`: u8 frames (scaled
+    /// by 1/255 inside, by the CPU op as it reads them, or by one affine
+    /// before candle's conv) or values of the weights' dtype.
+    pub fn forward_obs(&self, xs: &Tensor) -> Result<Tensor> {
+        let mut x = self.conv1.forward_relu(xs, 1.0 / 255.0)?;
         if let Some(conv2) = &self.conv2 {
-            let [o, h, w] = self.conv1_out;
-            let frames = x.reshape((xs.dim(0)?, o, h, w))?;
-            x = convolve(conv2, &frames)?.relu()?.flatten_from(1)?;
+            x = conv2.forward_relu(&x, 1.0)?;
         }
         self.fc.forward(&x)?.relu()
     }
@@ -208,7 +242,7 @@ impl Module for ConvTorso {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::{DType, Device};
+    use candle_core::Device;
     use candle_nn::VarMap;
 
     fn torso(shape: &[usize]) -> Result<(ConvTorso, VarMap)> {
@@ -223,14 +257,14 @@ mod tests {
         assert!(atari.conv2.is_some());
         let fc = map.data().lock().unwrap()["fc.weight"].dims().to_vec();
         assert_eq!(fc, [32, 32 * 9 * 9]);
-        let y = atari.forward(&Tensor::zeros((2, 4, 84, 84), DType::F32, &Device::Cpu)?)?;
+        let y = atari.forward_obs(&Tensor::zeros((2, 4, 84, 84), DType::U8, &Device::Cpu)?)?;
         assert_eq!(y.dims(), [2, 32]);
 
         let (minatar, map) = torso(&[4, 10, 10])?;
         assert!(minatar.conv2.is_none());
         let fc = map.data().lock().unwrap()["fc.weight"].dims().to_vec();
         assert_eq!(fc, [32, 16 * 8 * 8]);
-        let y = minatar.forward(&Tensor::ones((3, 4, 10, 10), DType::F32, &Device::Cpu)?)?;
+        let y = minatar.forward_obs(&Tensor::ones((3, 4, 10, 10), DType::F32, &Device::Cpu)?)?;
         assert_eq!(y.dims(), [3, 32]);
         Ok(())
     }
@@ -243,7 +277,7 @@ mod tests {
         for shape in [[4, 64, 64], [3, 50, 71], [2, 11, 13]] {
             let (torso, map) = torso(&shape)?;
             let xs = Tensor::ones((2, shape[0], shape[1], shape[2]), DType::F32, &Device::Cpu)?;
-            let grads = torso.forward(&xs)?.sum_all()?.backward()?;
+            let grads = torso.forward_obs(&xs)?.sum_all()?.backward()?;
             for (name, var) in map.data().lock().unwrap().iter() {
                 assert!(
                     grads.get(var).is_some(),
@@ -254,25 +288,69 @@ mod tests {
         Ok(())
     }
 
+    /// candle's conv over a frame whose windows leave the last row and
+    /// column out: cropped or not, the same output, and (cropped) a
+    /// backward that reaches the input (uncropped, candle's fails).
     #[test]
-    fn the_crop_keeps_the_convolution() -> Result<()> {
-        // A conv whose windows leave the last row and column out: cropped
-        // or not, the same output.
+    fn the_crop_keeps_the_convolution_and_its_backward() -> Result<()> {
         let map = VarMap::new();
         let vb = VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu);
-        let cfg = Conv2dConfig {
-            stride: 2,
-            ..Default::default()
-        };
-        let conv = candle_nn::conv2d(3, 4, 4, cfg, vb)?;
+        let layer = ConvLayer::new([3, 15, 15], 4, 4, 2, vb)?;
         let v: Vec<f32> = (0..2 * 3 * 15 * 15)
             .map(|i| (i % 13) as f32 / 13.0)
             .collect();
-        let xs = Tensor::from_vec(v, (2, 3, 15, 15), &Device::Cpu)?;
-        let (a, b) = (convolve(&conv, &xs)?, conv.forward(&xs)?);
-        assert_eq!(a.dims(), [2, 4, 6, 6]);
-        let diff = (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+        let xs = candle_core::Var::from_vec(v, (2, 3, 15, 15), &Device::Cpu)?;
+        let ours = convolve(&layer.weight, &layer.bias, 2, xs.as_tensor())?;
+        let theirs = xs
+            .as_tensor()
+            .conv2d(&layer.weight, 0, 2, 1, 1)?
+            .broadcast_add(&layer.bias.reshape((1, 4, 1, 1))?)?;
+        assert_eq!(ours.dims(), [2, 4, 6, 6]);
+        let diff = (&ours - theirs)?
+            .abs()?
+            .flatten_all()?
+            .max(0)?
+            .to_scalar::<f32>()?;
         assert!(diff < 1e-6, "{diff}");
+        let grads = ours.sum_all()?.backward()?;
+        let dx = grads.get(xs.as_tensor()).expect("the input's gradient");
+        assert_eq!(dx.dims(), [2, 3, 15, 15]);
+        Ok(())
+    }
+
+    /// The CPU op and candle's conv2d (the GPU's and bf16's path) give the
+    /// same torso output on the same weights, u8 frames in.
+    #[test]
+    fn the_cpu_op_and_candles_conv_give_the_same_torso() -> Result<()> {
+        for shape in [[4, 84, 84], [4, 10, 10], [3, 50, 71]] {
+            let (torso, _map) = torso(&shape)?;
+            let n = 3 * shape.iter().product::<usize>();
+            let bytes: Vec<u8> = (0..n).map(|i| ((i * 131) % 256) as u8).collect();
+            let frames = Tensor::from_vec(bytes, (3, shape[0], shape[1], shape[2]), &Device::Cpu)?;
+            let ours = torso.forward_obs(&frames)?;
+            let scaled = frames.to_dtype(DType::F32)?.affine(1.0 / 255.0, 0.0)?;
+            let mut x = convolve(
+                &torso.conv1.weight,
+                &torso.conv1.bias,
+                torso.conv1.geometry.stride,
+                &scaled,
+            )?
+            .relu()?;
+            if let Some(c2) = &torso.conv2 {
+                x = convolve(&c2.weight, &c2.bias, c2.geometry.stride, &x)?.relu()?;
+            }
+            let theirs = torso.fc.forward(&x.flatten_from(1)?)?.relu()?;
+            let scale = theirs.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+            let diff = (&ours - &theirs)?
+                .abs()?
+                .flatten_all()?
+                .max(0)?
+                .to_scalar::<f32>()?;
+            assert!(
+                diff <= 1e-5 * scale.max(1e-3),
+                "{shape:?}: {diff} of {scale}"
+            );
+        }
         Ok(())
     }
 

@@ -1,5 +1,5 @@
 //! [`Dense`]: a fully connected layer, `x Wᵀ + b`, whose bias goes through
-//! [`super::bias_add`] so that its gradient is one pass over the rows.
+//! [`super::cpu::bias_add`] so that its gradient is one pass over the rows.
 //!
 //! Built by `candle_nn::linear`, so the weights are the same tensors under
 //! the same names (`weight` `[O, I]`, `bias` `[O]`) with the same
@@ -8,7 +8,7 @@
 use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::bias_add::bias_add;
+use super::cpu::bias_add::bias_add;
 
 #[derive(Debug, Clone)]
 pub struct Dense {

@@ -15,7 +15,7 @@
 //! copied once per snapshot (each weight matrix transposed to `[I, O]`, so
 //! every input adds a scaled weight row into the outputs: a loop the
 //! compiler vectorises without reordering any sum); tanh is
-//! [`super::tanh::tanh_f32`], the function the candle path applies; u8
+//! [`super::cpu::tanh::tanh_f32`], the function the candle path applies; u8
 //! observations scaled by 1/255 as [`ActorCritic`]'s torso input; a
 //! Gaussian's log-std clamped and appended to each row's means. Only the
 //! order in which a dot product's terms are added differs from the matrix
@@ -30,9 +30,9 @@
 use candle_core::{DType, Result};
 
 use crate::model::actor_critic::ActorCritic;
+use crate::model::cpu::tanh::tanh_f32;
 use crate::model::dense::Dense;
 use crate::model::distribution;
-use crate::model::tanh::tanh_f32;
 use crate::model::torso::Torso;
 
 /// Batches of at most this many rows run on [`HostForward`] when the

@@ -32,7 +32,7 @@
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::bias_add::bias_add;
+use super::cpu::bias_add::bias_add;
 
 /// How [`LstmCore::unroll`] projects its inputs (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! MLP torso for vector observations: `[B, D] -> [B, H_last]`, tanh between
 //! layers (tanh keeps CartPole-sized policies well conditioned; CleanRL's
-//! choice too). The tanh is [`super::tanh`], vectorised on the CPU.
+//! choice too). The tanh is [`super::cpu::tanh`], vectorised on the CPU.
 use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
@@ -41,7 +41,7 @@ impl Module for Mlp {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         let mut x = xs.flatten_from(1)?;
         for layer in &self.layers {
-            x = super::tanh::tanh(&layer.forward(&x)?)?;
+            x = super::cpu::tanh::tanh(&layer.forward(&x)?)?;
         }
         Ok(x)
     }

@@ -23,13 +23,16 @@
 //! Files: [`config`] (the architecture and its file format), `torso`,
 //! [`actor_critic`] (the network), [`dueling`] (R2D2's Q-values from the
 //! same heads), [`trainable`] (variables, initialisation, snapshots), the
-//! layers ([`dense`], [`mlp`], [`conv`], [`patch_conv`], [`lstm`], [`tanh`],
-//! [`bias_add`]), [`weights`] (what inference reads) and [`host_forward`]
+//! layers ([`dense`], [`mlp`], [`conv`], [`lstm`]), [`cpu`] (the CPU's f32
+//! ops where candle's generic kernels lose: matrix products on slices,
+//! conv layers as patches times weights, the bias add, tanh), [`weights`]
+//! (what inference reads), [`host_batch`] (one inference batch from host
+//! buffers) and [`host_forward`]
 //! (a feed-forward policy's step as plain loops, for small CPU batches).
 pub mod actor_critic;
-pub mod bias_add;
 pub mod config;
 pub mod conv;
+pub mod cpu;
 pub mod dense;
 pub mod distribution;
 pub mod dueling;
@@ -39,10 +42,8 @@ pub mod host_forward;
 pub mod init;
 pub mod lstm;
 pub mod mlp;
-pub mod patch_conv;
 pub mod precision;
 pub mod sampling;
-pub mod tanh;
 mod torso;
 pub mod trainable;
 pub mod weights;

@@ -21,10 +21,12 @@ impl Torso {
 }
 
 impl Module for Torso {
+    /// `xs`: `[N, D]` (the MLP), or `[N, C, H, W]` frames, u8 or of the
+    /// weights' dtype (the conv torso).
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
             Torso::Mlp(m) => m.forward(xs),
-            Torso::Conv(c) => c.forward(xs),
+            Torso::Conv(c) => c.forward_obs(xs),
         }
     }
 }

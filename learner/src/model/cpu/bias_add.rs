@@ -15,6 +15,8 @@
 //! On other devices and dtypes [`bias_add`] calls `broadcast_add`.
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, DType, Layout, Result, Shape, Tensor};
 
+use super::contiguous_f32;
+
 /// `xs + bias`, `bias` `[O]` broadcast over `xs`'s leading dimensions
 /// (`xs` `[..., O]`): the row-sum op for f32 on the CPU, candle's elsewhere.
 pub fn bias_add(xs: &Tensor, bias: &Tensor) -> Result<Tensor> {
@@ -30,23 +32,6 @@ pub fn bias_add(xs: &Tensor, bias: &Tensor) -> Result<Tensor> {
 /// The candle op behind [`bias_add`].
 #[derive(Debug, Clone, Copy)]
 struct RowBiasAdd;
-
-/// A custom op's input as a contiguous f32 slice, or an error naming the
-/// op and `what` the input is.
-pub(super) fn contiguous_f32<'a>(
-    op: &str,
-    what: &str,
-    storage: &'a CpuStorage,
-    layout: &Layout,
-) -> Result<&'a [f32]> {
-    let CpuStorage::F32(src) = storage else {
-        candle_core::bail!("{op}: {what} must be f32");
-    };
-    let Some((start, end)) = layout.contiguous_offsets() else {
-        candle_core::bail!("{op}: {what} must be contiguous");
-    };
-    Ok(&src[start..end])
-}
 
 /// `xs`'s rows of `bias.len()` as a contiguous slice, checking the shapes.
 fn rows<'a>(op: &str, storage: &'a CpuStorage, layout: &Layout, width: usize) -> Result<&'a [f32]> {

@@ -1,0 +1,40 @@
+//! The CPU's f32 math where candle's generic kernels lose: each file one
+//! op, with its backward when training needs one, and a test against
+//! candle's own op (or the definition) for values and gradients.
+//!
+//! - [`gemm`]: matrix products on slices (the `gemm` crate that candle's
+//!   `matmul` calls), bounds-checked views, the one `unsafe` call;
+//! - [`im2col`]: patches of a frame as matrix rows, and back;
+//! - [`conv_relu`]: a conv layer and its ReLU as patches times weights,
+//!   forward and backward (every conv layer of the CPU's conv torso);
+//! - [`bias_add`]: a bias whose gradient is one pass over the rows;
+//! - [`tanh`]: a vectorised tanh.
+//!
+//! Each op is taken on `Device::Cpu` with f32 tensors only; other devices
+//! and dtypes keep candle's kernels (CUDA, cuDNN, bf16), so a GPU build
+//! runs exactly what it ran before. Threads: candle's pool
+//! (`RAYON_NUM_THREADS`), as candle's own CPU kernels use it.
+use candle_core::{CpuStorage, Layout, Result};
+
+pub mod bias_add;
+pub mod conv_relu;
+pub mod gemm;
+pub mod im2col;
+pub mod tanh;
+
+/// A custom op's input as a contiguous f32 slice, or an error naming the
+/// op and `what` the input is.
+pub(crate) fn contiguous_f32<'a>(
+    op: &str,
+    what: &str,
+    storage: &'a CpuStorage,
+    layout: &Layout,
+) -> Result<&'a [f32]> {
+    let CpuStorage::F32(src) = storage else {
+        candle_core::bail!("{op}: {what} must be f32");
+    };
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{op}: {what} must be contiguous");
+    };
+    Ok(&src[start..end])
+}
