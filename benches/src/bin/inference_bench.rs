@@ -8,10 +8,10 @@
 //! measures both devices in the same run so their ratio is meaningful;
 //! `--dtypes f32,bf16` runs each with f32 weights and with the bf16 copy
 //! `--inference-dtype bf16` serves (the figures carry a `dtype` field).
-//! `--paths candle,host` adds the plain-loop forward the inference threads
-//! use for small batches of a feed-forward CPU model
-//! (`seed_learner::model::host_forward`; the figures carry a `path` field;
-//! models without one are skipped on that path).
+//! `--paths candle,host` adds the plain-code forward the inference threads
+//! use for every f32 CPU model (`seed_learner::model::host_forward`; the
+//! figures carry a `path` field; models without one, bf16 copies, are
+//! skipped on that path).
 //!
 //! `cargo run --release -p seed-benches --bin inference_bench -- --json out.json`
 use std::time::{Duration, Instant};
@@ -38,8 +38,8 @@ struct Args {
     /// Weights' dtypes: `f32`, `bf16` (as `--inference-dtype`).
     #[arg(long, value_delimiter = ',', default_value = "f32")]
     dtypes: Vec<String>,
-    /// Forward paths: `candle` (tensors), `host` (the plain loops for small
-    /// CPU batches of a feed-forward model).
+    /// Forward paths: `candle` (tensors), `host` (the plain code the
+    /// inference threads run for f32 CPU models).
     #[arg(long, value_delimiter = ',', default_value = "candle")]
     paths: Vec<String>,
     /// Time budget per (model, device, dtype, path, batch) measurement, in milliseconds.
@@ -127,15 +127,22 @@ fn measure(
         },
         other => bail!("unknown path `{other}` (expected candle or host)"),
     };
-    let (mut params, mut values, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
+    let mut out = host_forward::BatchOutputs::default();
+    let threads = candle_core::utils::get_num_threads();
     let mut iteration = || -> Result<()> {
         if let Some(h) = &host_forward {
             let obs = match &host {
                 ObsBuffer::F32(v) => host_forward::HostObs::F32(v),
                 ObsBuffer::U8(v) => host_forward::HostObs::U8(v),
             };
-            h.step(obs, batch, &mut params, &mut values, &mut scratch);
-            sampler.sample(&params, num_actions, &mut actions);
+            let rows = host_forward::HostBatch {
+                obs,
+                rows: batch,
+                h: &[],
+                c: &[],
+            };
+            h.step(&rows, &mut out, threads)?;
+            sampler.sample(&out.params, num_actions, &mut actions);
             return Ok(());
         }
         let obs = match &host {

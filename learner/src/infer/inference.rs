@@ -2,17 +2,16 @@
 //!
 //! Per batch, each thread:
 //! 1. gathers the observations of every request into one preallocated host
-//!    buffer (u8 frames stay u8, so an accelerator uploads bytes; f32 is
-//!    decoded from little-endian) and makes one tensor `[B, ...obs_shape]`
-//!    on the device;
+//!    buffer `[B, ...obs_shape]` (u8 frames stay u8, so an accelerator
+//!    uploads bytes; f32 is decoded from little-endian);
 //! 2. gathers the recurrent state `[B, H]` of the rows' env slots (zeroed
 //!    where a new episode starts: after `terminated`, after a truncated step,
 //!    or on a new run id), when the model is recurrent;
-//! 3. runs the current policy snapshot (loaded once per batch), downloads the
-//!    `[B, P]` distribution parameters once (a batch of at most
-//!    [`crate::model::host_forward::HOST_FORWARD_MAX_ROWS`] rows of a feed-forward CPU model runs as
-//!    plain loops on the gather buffers instead: no tensors, see
-//!    [`crate::model::host_forward`]) and samples actions on the host
+//! 3. runs the current policy snapshot (loaded once per batch): an f32
+//!    model on the CPU as plain code on the gather buffers, no tensors
+//!    ([`crate::model::host_forward`]); any other as one upload, one
+//!    forward and one download of the `[B, P]` distribution parameters
+//!    ([`crate::model::host_batch`]); then samples actions on the host
 //!    (an index per row from a categorical's logits, or `D` unclipped floats
 //!    per row from a Gaussian's mean and log-std, sent in
 //!    `ActionBatch.continuous_actions`);
@@ -24,8 +23,9 @@
 //! The thread also recycles released env slots, telling the sink first.
 //! Thread 0's worker is shared with [`InlineInference`]: a stream task whose
 //! request would be flushed alone anyway runs it on that worker itself.
-//! Cost per batch: one host copy of the observations, one tensor upload, one
-//! forward, one parameter download, one small `Vec` per reply.
+//! Cost per batch: one host copy of the observations, the forward (plus a
+//! tensor upload and a parameter download off the CPU), one small `Vec`
+//! per reply.
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -43,8 +43,7 @@ use crate::infer::sink::{InferenceSink, InferredBatch, SinkFactory};
 use crate::infer::state_table::StateTable;
 use crate::infer::step_request::StepRequest;
 use crate::metrics::Metrics;
-use crate::model::host_batch::{BatchOutputs, HostBatch};
-use crate::model::host_forward::HostObs;
+use crate::model::host_forward::{BatchOutputs, HostBatch, HostObs};
 use crate::model::weights::WeightsHandle;
 use crate::model::{ActionDistribution, ActionSampler};
 
@@ -350,9 +349,9 @@ impl InferenceWorker {
         }
         debug_assert_eq!(row, rows);
 
-        // 3. The forward: loops over the gather buffers for a small batch
-        // of a feed-forward CPU model, one upload, forward and download
-        // otherwise (`model::host_batch`).
+        // 3. The forward: plain code over the gather buffers for an f32
+        // CPU model, one upload, forward and download otherwise
+        // (`model::host_batch`).
         let policy = shared.weights.load();
         let obs = match shared.spec.obs_dtype {
             ObsDType::F32 => HostObs::F32(&self.obs_f32[..rows * len]),

@@ -208,6 +208,19 @@ impl ConvTorso {
     pub fn out_dim(&self) -> usize {
         self.out_dim
     }
+
+    /// The conv layers, input first: geometry, weight `[O, C, k, k]`,
+    /// bias `[O]` (a ReLU follows each).
+    pub fn layers(&self) -> impl Iterator<Item = (ConvGeometry, &Tensor, &Tensor)> {
+        std::iter::once(&self.conv1)
+            .chain(self.conv2.as_ref())
+            .map(|l| (l.geometry, &l.weight, &l.bias))
+    }
+
+    /// The dense layer after the convs (a ReLU follows it).
+    pub fn fc(&self) -> &Dense {
+        &self.fc
+    }
 }
 
 /// `conv2d(x) + bias` for any `x` (see the module docs on bf16 on the

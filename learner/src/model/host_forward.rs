@@ -1,47 +1,64 @@
-//! [`HostForward`]: a feed-forward policy's inference step as loops over
-//! `f32` slices, for batches of a few rows on the CPU.
+//! [`HostForward`]: a policy's inference step as plain code on `f32`
+//! slices, for any batch of an f32 model on the CPU: the MLP, the conv
+//! torsos, the LSTM core and the heads.
 //!
-//! Why: through candle, one CartPole-sized step (4 -> 64 -> 64 -> 2 + 1,
-//! about 4,500 multiply-adds) costs 4-8 us for one row (`inference_bench`,
-//! batch 1, forward plus sampling): every tensor op (two matrix products, two bias adds, two tanh
-//! per hidden layer, then the heads, the upload and the download)
-//! allocates its output and goes through candle's storage dispatch. On a
-//! 1 x 1 stream that was two thirds of the learner's own share of a step
-//! round trip (`perf` of the latency harness). The same arithmetic as plain
-//! loops over reused buffers costs 0.9 us per row; above
-//! [`HOST_FORWARD_MAX_ROWS`] candle's blocked matrix products win.
+//! Why: through candle every layer of a step allocates its output and goes
+//! through the storage dispatch, and its matrix products split over the
+//! pool by their own rule (two threads made a 256-row MLP step 1.8x
+//! slower than one). Here a batch runs layer after layer over reused
+//! buffers, and a large batch is split by rows over candle's pool, each
+//! task running the whole network on its rows (`benches/cpu_math.py`
+//! measures both against PyTorch).
+//!
+//! Two ways through the same layers:
+//! - up to [`HOST_FORWARD_MAX_ROWS`] rows of an MLP, one row at a time:
+//!   each weight matrix transposed to `[I, O]`, so every input adds a
+//!   scaled weight row into the outputs, the sums kept in registers in
+//!   blocks of 16 outputs (0.9 us for CartPole's one row, against 4.4
+//!   through candle);
+//! - otherwise a matrix product per layer over all the task's rows
+//!   ([`super::cpu::gemm`], the kernels of candle's `matmul`), the conv
+//!   layers as patches times weights ([`super::cpu::conv_relu`]), the
+//!   bias and activation in one pass after each product.
 //!
 //! Same function as [`ActorCritic::step`]: the snapshot's own weights,
-//! copied once per snapshot (each weight matrix transposed to `[I, O]`, so
-//! every input adds a scaled weight row into the outputs: a loop the
-//! compiler vectorises without reordering any sum); tanh is
-//! [`super::cpu::tanh::tanh_f32`], the function the candle path applies; u8
-//! observations scaled by 1/255 as [`ActorCritic`]'s torso input; a
-//! Gaussian's log-std clamped and appended to each row's means. Only the
-//! order in which a dot product's terms are added differs from the matrix
-//! product's, so outputs agree to float rounding (tested within 1e-5).
+//! copied once per snapshot; tanh is [`super::cpu::tanh::tanh_f32`], the
+//! function the candle path applies; u8 observations scaled by 1/255 as
+//! the model's input; the LSTM cell's gates in PyTorch's order (input,
+//! forget, cell, output); a Gaussian's log-std clamped and appended to
+//! each row's means. Only the order in which sums are added differs from
+//! candle's, so outputs agree to float rounding (tested within 1e-5).
 //!
-//! Which models: f32 weights on the CPU, an MLP torso and no LSTM core
-//! ([`HostForward::from_model`] gives `None` for any other: a conv torso
-//! or a recurrent core keeps candle, as does a bf16 inference copy).
+//! Which models: f32 weights on the CPU ([`HostForward::from_model`] gives
+//! `None` for a bf16 inference copy or a GPU model, which keep candle).
 //!
-//! Cost of building: one copy of the weights (18 KB for CartPole's MLP),
-//! once per published snapshot and only when a small batch asks for it.
-use candle_core::{DType, Result};
+//! Cost of building: one copy of the weights (18 KB for CartPole's MLP,
+//! 2.8 MB for the Atari torso), once per published snapshot, when the
+//! first batch asks for it.
+use candle_core::{DType, Result, Tensor};
+use rayon::prelude::*;
 
 use crate::model::actor_critic::ActorCritic;
+use crate::model::cpu::conv_relu;
+use crate::model::cpu::gemm::{matmul, MatMut, MatRef, Threads};
+use crate::model::cpu::im2col::{ConvGeometry, Frames};
 use crate::model::cpu::tanh::tanh_f32;
 use crate::model::dense::Dense;
 use crate::model::distribution;
 use crate::model::torso::Torso;
 
-/// Batches of at most this many rows run on [`HostForward`] when the
-/// model has one. Measured with `inference_bench --models mlp --paths
-/// candle,host` on the 2-core EPYC VM (CartPole's MLP, forward plus
+/// Batches of at most this many rows of an MLP model run one row at a
+/// time (see the module docs). Measured with `inference_bench --models mlp
+/// --paths candle,host` on the 2-core EPYC VM (CartPole's MLP, forward plus
 /// sampling, docs/performance.md): 0.9 against 4.4 us at one row, 3.3
 /// against 7.9 at 4, 13.3 against 15.5 at 16; somewhere before 64 rows
-/// candle's blocked matrix products win (54.7 against 39.5 us at 64).
+/// blocked matrix products win (54.7 against 39.5 us at 64).
 pub const HOST_FORWARD_MAX_ROWS: usize = 16;
+
+/// Floating-point operations a task of a split batch should hold at
+/// least: about 40 us on one core of the 2-core VMs, so the hand-off to
+/// another thread (27-42 us to wake one there) is paid by the work.
+pub const PARALLEL_MIN_FLOPS: usize = 4_000_000;
 
 /// Observations of a batch, in the gather buffers of an inference thread.
 #[derive(Debug, Clone, Copy)]
@@ -50,9 +67,53 @@ pub enum HostObs<'a> {
     U8(&'a [u8]),
 }
 
+/// One batch's inputs, in host buffers.
+#[derive(Debug, Clone, Copy)]
+pub struct HostBatch<'a> {
+    /// `[rows, ...obs_shape]` observations (at least that many).
+    pub obs: HostObs<'a>,
+    pub rows: usize,
+    /// `[rows, H]` each: the rows' recurrent state; empty for a
+    /// feed-forward model.
+    pub h: &'a [f32],
+    pub c: &'a [f32],
+}
+
+/// One batch's outputs, reused from batch to batch.
+#[derive(Debug, Default)]
+pub struct BatchOutputs {
+    /// `[rows, P]`: the action distribution's parameters.
+    pub params: Vec<f32>,
+    /// `[rows]` state values.
+    pub values: Vec<f32>,
+    /// `[rows, H]` each: the next recurrent state; empty for a
+    /// feed-forward model.
+    pub h: Vec<f32>,
+    pub c: Vec<f32>,
+    /// The layers' outputs on the calling thread.
+    scratch: Scratch,
+}
+
+/// Layer outputs, reused.
+#[derive(Debug, Default)]
+struct Scratch {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    gates: Vec<f32>,
+}
+
+/// What a layer applies after its bias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Activation {
+    None,
+    Relu,
+    Tanh,
+}
+
 /// One dense layer's weights, transposed: `y = b + sum_i x[i] * w_t[i, ..]`.
 #[derive(Debug, Clone)]
 struct HostDense {
+    in_dim: usize,
     out_dim: usize,
     /// `[I, O]`, row `i` the weights from input `i` to every output.
     weight_t: Vec<f32>,
@@ -83,6 +144,7 @@ impl HostDense {
         }
         let bias = parts.iter().flat_map(|(_, b)| b.iter().copied()).collect();
         Ok(HostDense {
+            in_dim,
             out_dim,
             weight_t,
             bias,
@@ -119,49 +181,198 @@ impl HostDense {
             *out_j = acc;
         }
     }
+
+    /// `out = act(x W^T + b)` for `n` rows (`x` `[n, I]`, `out` `[n, O]`):
+    /// one matrix product, then the bias and activation in one pass.
+    fn forward_rows(&self, x: &[f32], n: usize, out: &mut Vec<f32>, act: Activation) -> Result<()> {
+        out.resize(n * self.out_dim, 0.0);
+        matmul(
+            MatMut::row_major(out, n, self.out_dim)?,
+            MatRef::row_major(x, n, self.in_dim)?,
+            MatRef::row_major(&self.weight_t, self.in_dim, self.out_dim)?,
+            false,
+            Threads::Serial,
+        )?;
+        for row in out.chunks_exact_mut(self.out_dim) {
+            for (y, b) in row.iter_mut().zip(&self.bias) {
+                let v = *y + b;
+                *y = match act {
+                    Activation::None => v,
+                    Activation::Relu => v.max(0.0),
+                    Activation::Tanh => tanh_f32(v),
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// Multiply-adds per row.
+    fn macs(&self) -> usize {
+        self.in_dim * self.out_dim
+    }
 }
 
 /// Outputs summed together in registers: 16 f32 are four SSE registers
 /// (two AVX), leaving room for the weights being loaded.
 const OUTPUT_BLOCK: usize = 16;
 
-/// A feed-forward f32 policy's step, as loops (see the module docs).
+/// A conv layer and its ReLU.
+#[derive(Debug, Clone)]
+struct HostConv {
+    geometry: ConvGeometry,
+    /// `[O, C·k·k]`.
+    weight: Vec<f32>,
+    /// `[O]`.
+    bias: Vec<f32>,
+}
+
+/// The layers before the core and heads.
+#[derive(Debug, Clone)]
+enum HostTorso {
+    /// Dense layers, tanh after each.
+    Mlp(Vec<HostDense>),
+    /// Conv layers then a dense one, ReLU after each.
+    Conv { convs: Vec<HostConv>, fc: HostDense },
+}
+
+/// The LSTM core's weights, transposed for row products.
+#[derive(Debug, Clone)]
+struct HostLstm {
+    hidden: usize,
+    /// `[in, 4H]`.
+    w_ih_t: Vec<f32>,
+    /// `[H, 4H]`.
+    w_hh_t: Vec<f32>,
+    /// `[4H]`: `b_ih + b_hh`.
+    bias: Vec<f32>,
+}
+
+impl HostLstm {
+    /// The next state of `n` rows into `h_out`, `c_out` (`[n, H]` each)
+    /// from the torso's features `x` `[n, in]` and the state `h`, `c`.
+    fn step(
+        &self,
+        x: &[f32],
+        n: usize,
+        (h, c): (&[f32], &[f32]),
+        (h_out, c_out): (&mut [f32], &mut [f32]),
+        gates: &mut Vec<f32>,
+    ) -> Result<()> {
+        let (hs, width) = (self.hidden, 4 * self.hidden);
+        let input = self.w_ih_t.len() / width;
+        gates.resize(n * width, 0.0);
+        matmul(
+            MatMut::row_major(gates, n, width)?,
+            MatRef::row_major(x, n, input)?,
+            MatRef::row_major(&self.w_ih_t, input, width)?,
+            false,
+            Threads::Serial,
+        )?;
+        matmul(
+            MatMut::row_major(gates, n, width)?,
+            MatRef::row_major(h, n, hs)?,
+            MatRef::row_major(&self.w_hh_t, hs, width)?,
+            true,
+            Threads::Serial,
+        )?;
+        let sigmoid = |v: f32| 1.0 / (1.0 + (-v).exp());
+        for (r, g) in gates.chunks_exact(width).enumerate() {
+            let (i, f) = (&g[..hs], &g[hs..2 * hs]);
+            let (cell, o) = (&g[2 * hs..3 * hs], &g[3 * hs..]);
+            let b = &self.bias;
+            let row = r * hs..(r + 1) * hs;
+            for j in 0..hs {
+                let ig = sigmoid(i[j] + b[j]);
+                let fg = sigmoid(f[j] + b[hs + j]);
+                let cg = tanh_f32(cell[j] + b[2 * hs + j]);
+                let og = sigmoid(o[j] + b[3 * hs + j]);
+                let next = fg * c[row.start + j] + ig * cg;
+                c_out[row.start + j] = next;
+                h_out[row.start + j] = og * tanh_f32(next);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A policy's step as plain code (see the module docs).
 #[derive(Debug, Clone)]
 pub struct HostForward {
     in_dim: usize,
     /// 1/255 for u8 observations, 1 for f32.
     obs_scale: f32,
-    /// The MLP torso; tanh after each.
-    torso: Vec<HostDense>,
+    torso: HostTorso,
+    core: Option<HostLstm>,
     /// The policy head's outputs, then the value.
     heads: HostDense,
     /// A Gaussian's clamped log-std, appended to each row's means; empty
     /// for a categorical.
     log_std: Vec<f32>,
-    /// Widest layer output (scratch size per buffer).
-    width: usize,
+    /// Rows a task of a split batch takes at least ([`PARALLEL_MIN_FLOPS`]).
+    rows_per_task: usize,
+}
+
+/// `t`'s values, row-major.
+fn values(t: &Tensor) -> Result<Vec<f32>> {
+    t.flatten_all()?.to_vec1::<f32>()
 }
 
 impl HostForward {
-    /// The loops for `model`, or `None` when it is not a feed-forward f32
-    /// model on the CPU.
+    /// The code for `model`, or `None` when it is not an f32 model on the
+    /// CPU.
     pub fn from_model(model: &ActorCritic) -> Result<Option<Self>> {
         let config = model.config();
-        let Torso::Mlp(mlp) = &model.torso else {
-            return Ok(None);
-        };
-        if model.core.is_some()
-            || model.dtype() != DType::F32
-            || !model.policy.weight().device().is_cpu()
-        {
+        if model.dtype() != DType::F32 || !model.policy.weight().device().is_cpu() {
             return Ok(None);
         }
-        let torso = mlp
-            .layers()
-            .iter()
-            .map(|l| HostDense::concat(&[l]))
-            .collect::<Result<Vec<_>>>()?;
+        let mut macs = 0;
+        let torso = match &model.torso {
+            Torso::Mlp(mlp) => {
+                let layers = mlp
+                    .layers()
+                    .iter()
+                    .map(|l| HostDense::concat(&[l]))
+                    .collect::<Result<Vec<_>>>()?;
+                macs += layers.iter().map(HostDense::macs).sum::<usize>();
+                HostTorso::Mlp(layers)
+            }
+            Torso::Conv(conv) => {
+                let convs = conv
+                    .layers()
+                    .map(|(geometry, weight, bias)| {
+                        Ok(HostConv {
+                            geometry,
+                            weight: values(weight)?,
+                            bias: values(bias)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                macs += convs
+                    .iter()
+                    .map(|c| c.geometry.positions() * c.weight.len())
+                    .sum::<usize>();
+                let fc = HostDense::concat(&[conv.fc()])?;
+                macs += fc.macs();
+                HostTorso::Conv { convs, fc }
+            }
+        };
+        let core = match &model.core {
+            None => None,
+            Some(core) => {
+                let [w_ih, w_hh, b_ih, b_hh] = core.weights();
+                let (b_ih, b_hh) = (values(b_ih)?, values(b_hh)?);
+                let lstm = HostLstm {
+                    hidden: core.hidden(),
+                    w_ih_t: values(&w_ih.t()?.contiguous()?)?,
+                    w_hh_t: values(&w_hh.t()?.contiguous()?)?,
+                    bias: b_ih.iter().zip(&b_hh).map(|(a, b)| a + b).collect(),
+                };
+                macs += lstm.w_ih_t.len() + lstm.w_hh_t.len();
+                Some(lstm)
+            }
+        };
         let heads = HostDense::concat(&[&model.policy, &model.value])?;
+        macs += heads.macs();
         let log_std = match &model.log_std {
             None => Vec::new(),
             Some(t) => t
@@ -169,56 +380,214 @@ impl HostForward {
                 .to_dtype(DType::F32)?
                 .to_vec1::<f32>()?,
         };
-        let width = torso
-            .iter()
-            .map(|l| l.out_dim)
-            .chain([heads.out_dim, config.obs_len()])
-            .max()
-            .unwrap_or(0);
         Ok(Some(HostForward {
             in_dim: config.obs_len(),
             obs_scale: if config.obs_is_u8 { 1.0 / 255.0 } else { 1.0 },
             torso,
+            core,
             heads,
             log_std,
-            width,
+            rows_per_task: PARALLEL_MIN_FLOPS.div_ceil(2 * macs.max(1)).max(1),
         }))
     }
 
+    /// `[rows, H]`: the core's state size, 0 without one.
+    pub fn state_size(&self) -> usize {
+        self.core.as_ref().map_or(0, |c| c.hidden)
+    }
+
     /// Distribution parameters per row (as [`ActorCritic::step`]'s
-    /// `policy_params`, `[rows, P]` flattened) into `params`, and values
-    /// `[rows]` into `values`. `obs` holds at least `rows` observations.
+    /// `policy_params`, `[rows, P]` flattened), values `[rows]` and the
+    /// next state (`[rows, H]` each, recurrent models) into `out`, over
+    /// `threads` of candle's pool.
     pub fn step(
         &self,
-        obs: HostObs<'_>,
-        rows: usize,
-        params: &mut Vec<f32>,
-        values: &mut Vec<f32>,
-        scratch: &mut Vec<f32>,
+        batch: &HostBatch<'_>,
+        out: &mut BatchOutputs,
+        threads: usize,
+    ) -> Result<()> {
+        self.step_split(batch, out, threads, self.rows_per_task)
+    }
+
+    /// [`HostForward::step`], a task taking at least `rows_per_task` rows.
+    fn step_split(
+        &self,
+        batch: &HostBatch<'_>,
+        out: &mut BatchOutputs,
+        threads: usize,
+        rows_per_task: usize,
+    ) -> Result<()> {
+        let rows = batch.rows;
+        let hs = self.state_size();
+        let param_width = self.heads.out_dim - 1 + self.log_std.len();
+        if batch.h.len() < rows * hs || batch.c.len() < rows * hs {
+            candle_core::bail!(
+                "host forward: state of {} and {} values for {rows} rows of {hs}",
+                batch.h.len(),
+                batch.c.len()
+            );
+        }
+        let obs_len = match batch.obs {
+            HostObs::F32(v) => v.len(),
+            HostObs::U8(v) => v.len(),
+        };
+        if obs_len < rows * self.in_dim {
+            candle_core::bail!(
+                "host forward: {obs_len} observation values for {rows} rows of {}",
+                self.in_dim
+            );
+        }
+        out.params.resize(rows * param_width, 0.0);
+        out.values.resize(rows, 0.0);
+        out.h.resize(rows * hs, 0.0);
+        out.c.resize(rows * hs, 0.0);
+        let tasks = if threads > 1 {
+            (rows / rows_per_task.max(1)).clamp(1, threads)
+        } else {
+            1
+        };
+        if tasks == 1 {
+            let outputs = TaskOutputs {
+                params: &mut out.params,
+                values: &mut out.values,
+                h: &mut out.h,
+                c: &mut out.c,
+            };
+            return self.run(batch, 0, rows, outputs, &mut out.scratch);
+        }
+        let per_task = rows.div_ceil(tasks);
+        let mut slices = Vec::with_capacity(tasks);
+        let (mut params, mut values, mut h, mut c) = (
+            &mut out.params[..],
+            &mut out.values[..],
+            &mut out.h[..],
+            &mut out.c[..],
+        );
+        for first in (0..rows).step_by(per_task) {
+            let n = per_task.min(rows - first);
+            let (p, rest_p) = params.split_at_mut(n * param_width);
+            let (v, rest_v) = values.split_at_mut(n);
+            let (hh, rest_h) = h.split_at_mut(n * hs);
+            let (cc, rest_c) = c.split_at_mut(n * hs);
+            (params, values, h, c) = (rest_p, rest_v, rest_h, rest_c);
+            slices.push((
+                first,
+                n,
+                TaskOutputs {
+                    params: p,
+                    values: v,
+                    h: hh,
+                    c: cc,
+                },
+            ));
+        }
+        slices
+            .into_par_iter()
+            .try_for_each_init(Scratch::default, |scratch, (first, n, outputs)| {
+                self.run(batch, first, n, outputs, scratch)
+            })
+    }
+
+    /// Rows `first..first + n` of `batch` into `out`.
+    fn run(
+        &self,
+        batch: &HostBatch<'_>,
+        first: usize,
+        n: usize,
+        out: TaskOutputs<'_>,
+        scratch: &mut Scratch,
+    ) -> Result<()> {
+        let hs = self.state_size();
+        let obs = match batch.obs {
+            HostObs::F32(v) => Frames::F32(&v[first * self.in_dim..(first + n) * self.in_dim]),
+            HostObs::U8(v) => Frames::U8(
+                &v[first * self.in_dim..(first + n) * self.in_dim],
+                self.obs_scale,
+            ),
+        };
+        if let (HostTorso::Mlp(layers), None) = (&self.torso, &self.core) {
+            if n <= HOST_FORWARD_MAX_ROWS {
+                self.mlp_rows(layers, obs, n, out, scratch);
+                return Ok(());
+            }
+        }
+        let Scratch { a, b, gates } = scratch;
+        // The torso's features in `a`.
+        match &self.torso {
+            HostTorso::Mlp(layers) => {
+                a.clear();
+                match obs {
+                    Frames::F32(v) => a.extend_from_slice(v),
+                    Frames::U8(v, s) => a.extend(v.iter().map(|&x| f32::from(x) * s)),
+                }
+                for layer in layers {
+                    layer.forward_rows(a, n, b, Activation::Tanh)?;
+                    std::mem::swap(a, b);
+                }
+            }
+            HostTorso::Conv { convs, fc } => {
+                let mut input = obs;
+                for conv in convs {
+                    b.resize(n * conv.geometry.out_len(), 0.0);
+                    conv_relu::forward(&conv.geometry, input, &conv.weight, &conv.bias, b, 1)?;
+                    std::mem::swap(a, b);
+                    input = Frames::F32(a);
+                }
+                fc.forward_rows(a, n, b, Activation::Relu)?;
+                std::mem::swap(a, b);
+            }
+        }
+        if let Some(core) = &self.core {
+            let span = first * hs..(first + n) * hs;
+            core.step(
+                a,
+                n,
+                (&batch.h[span.clone()], &batch.c[span]),
+                (&mut *out.h, &mut *out.c),
+                gates,
+            )?;
+            a.clear();
+            a.extend_from_slice(out.h);
+        }
+        self.heads.forward_rows(a, n, b, Activation::None)?;
+        self.write_heads(b, out.params, out.values);
+        Ok(())
+    }
+
+    /// The MLP one row at a time (see the module docs).
+    fn mlp_rows(
+        &self,
+        layers: &[HostDense],
+        obs: Frames<'_>,
+        n: usize,
+        out: TaskOutputs<'_>,
+        scratch: &mut Scratch,
     ) {
-        let policy_out = self.heads.out_dim - 1;
-        let param_width = policy_out + self.log_std.len();
-        params.clear();
-        params.resize(rows * param_width, 0.0);
-        values.clear();
-        values.resize(rows, 0.0);
-        scratch.resize(2 * self.width, 0.0);
-        let (a, b) = scratch.split_at_mut(self.width);
-        for r in 0..rows {
+        let width = layers
+            .iter()
+            .map(|l| l.out_dim)
+            .chain([self.heads.out_dim, self.in_dim])
+            .max()
+            .unwrap_or(0);
+        scratch.a.resize(2 * width, 0.0);
+        let heads_out = self.heads.out_dim;
+        let param_width = heads_out - 1 + self.log_std.len();
+        let (a, b) = scratch.a.split_at_mut(width);
+        for r in 0..n {
             // The row's input, as f32, in `a`.
             let x = &mut a[..self.in_dim];
             let range = r * self.in_dim..(r + 1) * self.in_dim;
             match obs {
-                HostObs::F32(o) => x.copy_from_slice(&o[range]),
-                HostObs::U8(o) => {
+                Frames::F32(o) => x.copy_from_slice(&o[range]),
+                Frames::U8(o, s) => {
                     for (xi, &v) in x.iter_mut().zip(&o[range]) {
-                        *xi = f32::from(v) * self.obs_scale;
+                        *xi = f32::from(v) * s;
                     }
                 }
             }
             let (mut input, mut output) = (&mut *a, &mut *b);
             let mut width = self.in_dim;
-            for layer in &self.torso {
+            for layer in layers {
                 let y = &mut output[..layer.out_dim];
                 layer.forward_row(&input[..width], y);
                 for v in y.iter_mut() {
@@ -227,48 +596,58 @@ impl HostForward {
                 width = layer.out_dim;
                 std::mem::swap(&mut input, &mut output);
             }
-            let heads = &mut output[..self.heads.out_dim];
+            let heads = &mut output[..heads_out];
             self.heads.forward_row(&input[..width], heads);
-            let row = &mut params[r * param_width..(r + 1) * param_width];
-            row[..policy_out].copy_from_slice(&heads[..policy_out]);
-            row[policy_out..].copy_from_slice(&self.log_std);
-            values[r] = heads[policy_out];
+            let params = &mut out.params[r * param_width..(r + 1) * param_width];
+            self.write_heads(heads, params, &mut out.values[r..r + 1]);
         }
     }
+
+    /// Rows of `[policy outputs, value]` into parameters (the log-std
+    /// appended) and values.
+    fn write_heads(&self, heads: &[f32], params: &mut [f32], values: &mut [f32]) {
+        let policy_out = self.heads.out_dim - 1;
+        let param_width = policy_out + self.log_std.len();
+        for ((row, p), v) in heads
+            .chunks_exact(self.heads.out_dim)
+            .zip(params.chunks_exact_mut(param_width))
+            .zip(values.iter_mut())
+        {
+            p[..policy_out].copy_from_slice(&row[..policy_out]);
+            p[policy_out..].copy_from_slice(&self.log_std);
+            *v = row[policy_out];
+        }
+    }
+}
+
+/// One task's share of the outputs.
+struct TaskOutputs<'a> {
+    params: &'a mut [f32],
+    values: &'a mut [f32],
+    h: &'a mut [f32],
+    c: &'a mut [f32],
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ModelConfig, TrainableModel};
+    use crate::model::{ModelConfig, RecurrentState, TrainableModel};
     use candle_core::{Device, Tensor};
     use seed_shared::{ActionSpace, EnvSpec, ObsDType};
 
-    /// The candle step's outputs for the same rows: `(params, values)` flattened.
-    fn candle_step(model: &ActorCritic, obs: &Tensor) -> Result<(Vec<f32>, Vec<f32>)> {
-        let step = model.step(obs, None)?;
-        Ok((
-            step.policy_params.flatten_all()?.to_vec1::<f32>()?,
-            step.values.to_vec1::<f32>()?,
-        ))
-    }
-
-    fn trainable(spec: &EnvSpec, hidden: &[usize], seed: u64) -> TrainableModel {
+    fn model(spec: &EnvSpec, hidden: &[usize], lstm: Option<usize>, seed: u64) -> ActorCritic {
         let mut cfg = ModelConfig::for_spec(spec);
         cfg.hidden_sizes = hidden.to_vec();
-        TrainableModel::new(&cfg, &Device::Cpu, seed).expect("model")
-    }
-
-    fn model(spec: &EnvSpec, hidden: &[usize], seed: u64) -> ActorCritic {
-        trainable(spec, hidden, seed).snapshot().expect("snapshot")
-    }
-
-    /// Observations spread over a few units (and past tanh's saturation
-    /// after the first layer for some rows).
-    fn obs_f32(rows: usize, len: usize) -> Vec<f32> {
-        (0..rows * len)
-            .map(|i| ((i * 7919 % 1000) as f32 / 100.0) - 5.0)
-            .collect()
+        cfg.lstm_size = lstm;
+        let trainable = TrainableModel::new(&cfg, &Device::Cpu, seed).expect("model");
+        // Non-zero biases, so a bias dropped or mixed up would show.
+        for (name, var) in trainable.varmap.data().lock().unwrap().iter() {
+            if name.contains("bias") {
+                let b = Tensor::randn(0f32, 0.3, var.shape(), &Device::Cpu).unwrap();
+                var.set(&b).unwrap();
+            }
+        }
+        trainable.snapshot().expect("snapshot")
     }
 
     fn assert_close(ours: &[f32], theirs: &[f32], what: &str) {
@@ -281,71 +660,198 @@ mod tests {
         }
     }
 
-    fn check(spec: &EnvSpec, hidden: &[usize]) {
-        let m = model(spec, hidden, 7);
+    /// The host forward against candle's step for `rows` rows, on one
+    /// thread and split over three.
+    fn check(spec: &EnvSpec, hidden: &[usize], lstm: Option<usize>, rows: usize) {
+        let m = model(spec, hidden, lstm, 7);
         let host = HostForward::from_model(&m)
             .expect("build")
-            .expect("an MLP model has a host forward");
+            .expect("an f32 CPU model has a host forward");
+        let case = format!(
+            "{} {:?} lstm {lstm:?}, {rows} rows",
+            spec.env_name, spec.obs_shape
+        );
         let len = spec.obs_len();
-        for rows in [1, 3, 17] {
-            let mut dims = vec![rows];
-            dims.extend(&spec.obs_shape);
-            let (mut params, mut values, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
-            let floats = obs_f32(rows, len);
-            let bytes: Vec<u8> = (0..rows * len).map(|i| (i * 37 % 256) as u8).collect();
-            let (obs, tensor) = match spec.obs_dtype {
-                ObsDType::F32 => (
-                    HostObs::F32(&floats),
-                    Tensor::from_slice(&floats, dims.as_slice(), &Device::Cpu),
-                ),
-                ObsDType::U8 => (
-                    HostObs::U8(&bytes),
-                    Tensor::from_slice(&bytes, dims.as_slice(), &Device::Cpu),
-                ),
-            };
-            host.step(obs, rows, &mut params, &mut values, &mut scratch);
-            let (theirs_p, theirs_v) = candle_step(&m, &tensor.unwrap()).unwrap();
-            assert_close(&params, &theirs_p, "params");
-            assert_close(&values, &theirs_v, "values");
+        let mut dims = vec![rows];
+        dims.extend(&spec.obs_shape);
+        let floats: Vec<f32> = (0..rows * len)
+            .map(|i| ((i * 7919 % 1000) as f32 / 100.0) - 5.0)
+            .collect();
+        let bytes: Vec<u8> = (0..rows * len).map(|i| (i * 37 % 256) as u8).collect();
+        let (obs, tensor) = match spec.obs_dtype {
+            ObsDType::F32 => (
+                HostObs::F32(&floats),
+                Tensor::from_slice(&floats, dims.as_slice(), &Device::Cpu),
+            ),
+            ObsDType::U8 => (
+                HostObs::U8(&bytes),
+                Tensor::from_slice(&bytes, dims.as_slice(), &Device::Cpu),
+            ),
+        };
+        let hs = lstm.unwrap_or(0);
+        let h: Vec<f32> = (0..rows * hs)
+            .map(|i| (i % 13) as f32 / 13.0 - 0.5)
+            .collect();
+        let c: Vec<f32> = (0..rows * hs).map(|i| (i % 7) as f32 / 7.0 - 0.5).collect();
+        let state = lstm.map(|hs| RecurrentState {
+            h: Tensor::from_slice(&h, (rows, hs), &Device::Cpu).unwrap(),
+            c: Tensor::from_slice(&c, (rows, hs), &Device::Cpu).unwrap(),
+        });
+        let theirs = m.step(&tensor.unwrap(), state.as_ref()).unwrap();
+        let batch = HostBatch {
+            obs,
+            rows,
+            h: &h,
+            c: &c,
+        };
+        // One task; as many as the cost per row gives on three threads;
+        // three of at least a row.
+        for (threads, rows_per_task) in [(1, host.rows_per_task), (3, host.rows_per_task), (3, 1)] {
+            let mut out = BatchOutputs::default();
+            host.step_split(&batch, &mut out, threads, rows_per_task)
+                .unwrap();
+            let case = format!("{case}, {threads} threads of {rows_per_task}+ rows");
+            let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            assert_close(
+                &out.params,
+                &flat(&theirs.policy_params),
+                &format!("{case}: params"),
+            );
+            assert_close(
+                &out.values,
+                &flat(&theirs.values),
+                &format!("{case}: values"),
+            );
+            match &theirs.state {
+                Some(next) => {
+                    assert_close(&out.h, &flat(&next.h), &format!("{case}: h"));
+                    assert_close(&out.c, &flat(&next.c), &format!("{case}: c"));
+                }
+                None => assert!(out.h.is_empty() && out.c.is_empty(), "{case}: a state"),
+            }
         }
     }
 
+    /// Rows one at a time (up to 16 rows of an MLP) and as matrix products
+    /// (more rows, or any other model), on one and three threads.
+    const ROWS: [usize; 5] = [1, 3, 17, 40, 301];
+
     #[test]
-    fn matches_the_candle_step_for_categorical_gaussian_and_u8_models() {
-        check(&EnvSpec::cartpole(), &[64, 64]);
-        check(&EnvSpec::cartpole(), &[5]);
-        check(&EnvSpec::cartpole(), &[32, 48, 16]);
+    fn mlp_models_match_the_candle_step() {
         let pendulum = EnvSpec {
             env_name: "Pendulum-v1".into(),
             obs_shape: vec![3],
             obs_dtype: ObsDType::F32,
             action: ActionSpace::uniform_box(2, -2.0, 2.0),
         };
-        check(&pendulum, &[64, 64]);
         let mut u8_vector = EnvSpec::cartpole();
         u8_vector.obs_dtype = ObsDType::U8;
         u8_vector.obs_shape = vec![10];
-        check(&u8_vector, &[16, 16]);
+        for rows in ROWS {
+            check(&EnvSpec::cartpole(), &[64, 64], None, rows);
+            check(&EnvSpec::cartpole(), &[5], None, rows);
+            check(&EnvSpec::cartpole(), &[32, 48, 16], None, rows);
+            check(&pendulum, &[64, 64], None, rows);
+            check(&u8_vector, &[16, 16], None, rows);
+        }
     }
 
     #[test]
-    fn only_feed_forward_f32_cpu_models_have_one() {
+    fn lstm_models_match_the_candle_step() {
+        let masked = EnvSpec::synthetic(vec![2], ObsDType::F32, 2);
+        for rows in ROWS {
+            check(&masked, &[64, 64], Some(64), rows);
+            check(&EnvSpec::cartpole(), &[16], Some(24), rows);
+        }
+    }
+
+    /// MinAtar's torso, the Atari torso, an odd small frame, f32 frames,
+    /// and an image model with an LSTM core.
+    #[test]
+    fn conv_models_match_the_candle_step() {
+        let minatar = EnvSpec::synthetic(vec![4, 10, 10], ObsDType::U8, 6);
+        let atari = EnvSpec::synthetic(vec![4, 84, 84], ObsDType::U8, 6);
+        let odd = EnvSpec::synthetic(vec![2, 7, 9], ObsDType::U8, 3);
+        let floats = EnvSpec::synthetic(vec![3, 12, 11], ObsDType::F32, 4);
+        for rows in [1, 3, 17] {
+            check(&minatar, &[], None, rows);
+            check(&atari, &[], None, rows);
+            check(&odd, &[], None, rows);
+            check(&floats, &[], Some(8), rows);
+        }
+    }
+
+    #[test]
+    fn the_one_row_mlp_path_is_unchanged_bit_for_bit() {
+        // The row loops keep their sums' order: the same bits as a plain
+        // dot product from the bias in input order, per output.
+        // 20 hidden units: a block of 16 summed in registers, 4 one by one.
+        let m = model(&EnvSpec::cartpole(), &[20], None, 3);
+        let host = HostForward::from_model(&m).unwrap().unwrap();
+        let x = [0.1f32, -0.4, 0.25, 2.0];
+        let mut out = BatchOutputs::default();
+        let batch = HostBatch {
+            obs: HostObs::F32(&x),
+            rows: 1,
+            h: &[],
+            c: &[],
+        };
+        host.step(&batch, &mut out, 1).unwrap();
+        let HostTorso::Mlp(layers) = &host.torso else {
+            panic!("an MLP")
+        };
+        let dot = |l: &HostDense, x: &[f32], j: usize| {
+            let mut acc = l.bias[j];
+            for (i, xi) in x.iter().enumerate() {
+                acc += xi * l.weight_t[i * l.out_dim + j];
+            }
+            acc
+        };
+        let hidden: Vec<f32> = (0..20).map(|j| tanh_f32(dot(&layers[0], &x, j))).collect();
+        let heads: Vec<f32> = (0..3).map(|j| dot(&host.heads, &hidden, j)).collect();
+        assert_eq!(out.params, heads[..2]);
+        assert_eq!(out.values, heads[2..]);
+    }
+
+    #[test]
+    fn only_f32_cpu_models_have_one() {
         let mut cfg = ModelConfig::for_spec(&EnvSpec::cartpole());
-        cfg.lstm_size = Some(8);
-        let recurrent = TrainableModel::new(&cfg, &Device::Cpu, 1)
+        cfg.hidden_sizes = vec![8];
+        let bf16 = TrainableModel::new(&cfg, &Device::Cpu, 1)
             .unwrap()
-            .snapshot()
-            .unwrap();
-        assert!(HostForward::from_model(&recurrent).unwrap().is_none());
-        let bf16 = trainable(&EnvSpec::cartpole(), &[8], 1)
             .snapshot_as(DType::BF16)
             .unwrap();
         assert!(HostForward::from_model(&bf16).unwrap().is_none());
-        let image = model(
-            &EnvSpec::synthetic(vec![4, 84, 84], ObsDType::U8, 6),
-            &[],
-            1,
+    }
+
+    #[test]
+    fn short_buffers_are_refused() {
+        let m = model(&EnvSpec::cartpole(), &[8], Some(4), 1);
+        let host = HostForward::from_model(&m).unwrap().unwrap();
+        let mut out = BatchOutputs::default();
+        let obs = [0f32; 8];
+        let short = HostBatch {
+            obs: HostObs::F32(&obs),
+            rows: 2,
+            h: &[0.0; 4],
+            c: &[0.0; 8],
+        };
+        let e = host.step(&short, &mut out, 1).unwrap_err();
+        assert!(
+            e.to_string().contains("state of 4 and 8 values for 2 rows"),
+            "{e}"
         );
-        assert!(HostForward::from_model(&image).unwrap().is_none());
+        let state = [0f32; 12];
+        let few = HostBatch {
+            obs: HostObs::F32(&obs),
+            rows: 3,
+            h: &state,
+            c: &state,
+        };
+        let e = host.step(&few, &mut out, 1).unwrap_err();
+        assert!(
+            e.to_string().contains("8 observation values for 3 rows"),
+            "{e}"
+        );
     }
 }

@@ -90,6 +90,16 @@ impl LstmCore {
         })
     }
 
+    /// `[w_ih [4H, in], w_hh [4H, H], b_ih [4H], b_hh [4H]]`.
+    pub fn weights(&self) -> [&Tensor; 4] {
+        [&self.w_ih, &self.w_hh, &self.b_ih, &self.b_hh]
+    }
+
+    /// `H`.
+    pub fn hidden(&self) -> usize {
+        self.hidden
+    }
+
     pub fn zero_state(&self, batch: usize, device: &Device) -> Result<RecurrentState> {
         self.zero_state_as(batch, DType::F32, device)
     }

@@ -30,10 +30,11 @@
 //! measure zero).
 //!
 //! # Threads
-//! Chunks of frames go to candle's pool (`RAYON_NUM_THREADS`), each with
-//! its own buffers and gradient partials, summed at the end; a batch that
-//! is one chunk (a single frame) runs its gemm on the pool instead. With
-//! one thread nothing leaves the calling thread.
+//! Chunks of output lines (and, for the passes over outputs, frames) go
+//! to candle's pool (`RAYON_NUM_THREADS`), each with its own buffers and
+//! gradient partials, summed at the end in chunk order; a batch that is
+//! one chunk runs its gemm on the pool instead. With one thread nothing
+//! leaves the calling thread.
 //!
 //! # Cost
 //! Per frame: `P·C·k·k` values gathered (twice for a backward), the
@@ -48,56 +49,79 @@ use rayon::prelude::*;
 use super::gemm::{matmul, MatMut, MatRef, Threads};
 use super::im2col::{col2im_add, im2col, ConvGeometry, Frames};
 
-/// Patch-matrix bytes a chunk aims at: a few frames of the Atari torso's
-/// first layer (400 KiB each), within a core's L2.
-pub const COLS_BYTES: usize = 1 << 20;
+/// Patch-matrix bytes a chunk aims at: a quarter of a core's L2 (1 MiB
+/// on the EPYC VMs), so the patches are still there when the gemm reads
+/// them (a frame of the Atari torso's first layer is 400 KiB).
+pub const COLS_BYTES: usize = 256 << 10;
 
 /// The pool's thread count (candle's, `RAYON_NUM_THREADS`).
 fn pool_threads() -> usize {
     candle_core::utils::get_num_threads().max(1)
 }
 
-/// Frames per chunk for `frames` frames over `threads` threads: about
-/// [`COLS_BYTES`] of patches, and at least one chunk per thread.
-fn chunk_frames(g: &ConvGeometry, frames: usize, threads: usize) -> usize {
-    let per_frame = (g.positions() * g.patch_len() * 4).max(1);
-    let by_cache = (COLS_BYTES / per_frame).max(1);
-    by_cache.min(frames.div_ceil(threads).max(1))
+/// Output lines (rows of `Wo` positions, [`im2col`]'s unit) per chunk for
+/// `frames` frames over `threads` threads: about [`COLS_BYTES`] of
+/// patches, at least one chunk per thread, and whole frames when
+/// `whole_frames` (chunks that add into the input's gradient must not
+/// share a frame).
+fn chunk_lines(g: &ConvGeometry, frames: usize, threads: usize, whole_frames: bool) -> usize {
+    let (ho, wo) = g.out_hw();
+    let line_bytes = (wo * g.patch_len() * 4).max(1);
+    let lines = (COLS_BYTES / line_bytes)
+        .max(1)
+        .min((frames * ho).div_ceil(threads).max(1));
+    if whole_frames {
+        (lines / ho).max(1) * ho
+    } else {
+        lines
+    }
 }
 
 /// One worker's buffers, reused over its chunks.
 #[derive(Debug, Default)]
 struct Scratch {
-    /// `[F·P, C·k·k]` patches.
+    /// `[L·Wo, C·k·k]` patches.
     cols: Vec<f32>,
-    /// `[F·P, O]`: the product (forward) or the masked gradient (backward).
-    rows: Vec<f32>,
-    /// `[F·P, C·k·k]`: the patches' gradient (backward with an input gradient).
+    /// `[L·Wo, C·k·k]`: the patches' gradient (backward with an input gradient).
     grad_cols: Vec<f32>,
+    /// One u8 frame scaled to f32, on its way to the patches.
+    frame: Vec<f32>,
 }
 
-/// Runs `work(chunk index, scratch, gemm threads)` for chunks `0..chunks`:
-/// on the pool when there are several chunks and threads, else on the
-/// calling thread with the gemm on the pool.
-fn for_each_chunk<T: Send>(
-    chunks: usize,
+/// Runs `work(item, accumulator, scratch, gemm threads)` over `items`
+/// and returns the accumulators. With several items and threads, item `i`
+/// goes to slot `i % slots` (one slot per thread), each slot a task on
+/// the pool that runs its items in order into its own accumulator: the
+/// same split, and so the same sums, on every run with as many threads.
+/// Otherwise one accumulator on the calling thread, the gemm on the pool.
+fn for_each_slot<T: Send, A: Send>(
     threads: usize,
     items: Vec<T>,
-    work: impl Fn(usize, T, &mut Scratch, Threads) -> Result<()> + Sync,
-) -> Result<()> {
-    if chunks > 1 && threads > 1 {
-        items
-            .into_par_iter()
-            .enumerate()
-            .try_for_each_init(Scratch::default, |scratch, (i, item)| {
-                work(i, item, scratch, Threads::Serial)
-            })
-    } else {
-        let mut scratch = Scratch::default();
+    make: impl Fn() -> A + Sync,
+    work: impl Fn(T, &mut A, &mut Scratch, Threads) -> Result<()> + Sync,
+) -> Result<Vec<A>> {
+    if items.len() > 1 && threads > 1 {
+        let slots = threads.min(items.len());
+        let mut lists: Vec<Vec<T>> = (0..slots).map(|_| Vec::new()).collect();
         for (i, item) in items.into_iter().enumerate() {
-            work(i, item, &mut scratch, Threads::Pool(threads))?;
+            lists[i % slots].push(item);
         }
-        Ok(())
+        lists
+            .into_par_iter()
+            .map(|list| {
+                let (mut acc, mut scratch) = (make(), Scratch::default());
+                for item in list {
+                    work(item, &mut acc, &mut scratch, Threads::Serial)?;
+                }
+                Ok(acc)
+            })
+            .collect()
+    } else {
+        let (mut acc, mut scratch) = (make(), Scratch::default());
+        for item in items {
+            work(item, &mut acc, &mut scratch, Threads::Pool(threads))?;
+        }
+        Ok(vec![acc])
     }
 }
 
@@ -121,39 +145,54 @@ pub fn forward(
         );
     }
     let threads = threads.max(1);
-    let chunk = chunk_frames(g, frames, threads);
     let (p, o, ck) = (g.positions(), g.out_channels, g.patch_len());
+    let wo = g.out_hw().1;
+    let lines = chunk_lines(g, frames, threads, false);
     let weight_t = MatRef::row_major(weight, o, ck)?.t();
-    let items: Vec<&mut [f32]> = out.chunks_mut(chunk * g.out_len()).collect();
-    for_each_chunk(
-        items.len(),
+    // 1-2. Per chunk of lines: patches, then `[L·Wo, O]` products, into
+    // one position-major `[N·P, O]` (each chunk its own rows).
+    let mut rows = vec![0f32; frames * p * o];
+    let chunks: Vec<(usize, &mut [f32])> = rows
+        .chunks_mut(lines * wo * o)
+        .enumerate()
+        .map(|(i, r)| (i * lines, r))
+        .collect();
+    for_each_slot(
         threads,
-        items,
-        |i, out, scratch, gemm_threads| {
-            let f = out.len() / g.out_len();
-            scratch.cols.resize(f * p * ck, 0.0);
-            scratch.rows.resize(f * p * o, 0.0);
-            im2col(g, xs.range(i * chunk, f, g.frame_len()), &mut scratch.cols);
+        chunks,
+        || (),
+        |(first, rows), _, scratch, gemm_threads| {
+            let n = rows.len() / (wo * o);
+            scratch.cols.resize(n * wo * ck, 0.0);
+            im2col(g, xs, first, n, &mut scratch.cols, &mut scratch.frame);
             matmul(
-                MatMut::row_major(&mut scratch.rows, f * p, o)?,
-                MatRef::row_major(&scratch.cols, f * p, ck)?,
+                MatMut::row_major(rows, n * wo, o)?,
+                MatRef::row_major(&scratch.cols, n * wo, ck)?,
                 weight_t,
                 false,
                 gemm_threads,
             )?;
-            for (frame, rows) in out
-                .chunks_exact_mut(g.out_len())
-                .zip(scratch.rows.chunks_exact(p * o))
-            {
-                for (ch, (plane, &b)) in frame.chunks_exact_mut(p).zip(bias).enumerate() {
-                    for (pos, y) in plane.iter_mut().enumerate() {
-                        *y = (rows[pos * o + ch] + b).max(0.0);
-                    }
-                }
-            }
             Ok(())
         },
-    )
+    )?;
+    // 3. Bias, ReLU and the transpose to channel-major, per frame.
+    let per_frame = |(frame, rows): (&mut [f32], &[f32])| {
+        for (ch, (plane, &b)) in frame.chunks_exact_mut(p).zip(bias).enumerate() {
+            for (pos, y) in plane.iter_mut().enumerate() {
+                *y = (rows[pos * o + ch] + b).max(0.0);
+            }
+        }
+    };
+    if threads > 1 && frames > 1 {
+        out.par_chunks_exact_mut(g.out_len())
+            .zip(rows.par_chunks_exact(p * o))
+            .for_each(per_frame);
+    } else {
+        out.chunks_exact_mut(g.out_len())
+            .zip(rows.chunks_exact(p * o))
+            .for_each(per_frame);
+    }
+    Ok(())
 }
 
 /// The weight's and bias's gradients, and the input's when asked.
@@ -180,6 +219,7 @@ pub fn backward(
     threads: usize,
 ) -> Result<Gradients> {
     let (p, o, ck) = (g.positions(), g.out_channels, g.patch_len());
+    let wo = g.out_hw().1;
     if weight.len() != o * ck || !xs.len().is_multiple_of(g.frame_len()) {
         candle_core::bail!("conv backward: weight or input of the wrong size");
     }
@@ -193,87 +233,106 @@ pub fn backward(
         );
     }
     let threads = threads.max(1);
-    let chunk = chunk_frames(g, frames, threads);
-    let mut input = input_grad.then(|| vec![0f32; frames * g.frame_len()]);
-    let items: Vec<Option<&mut [f32]>> = match input.as_mut() {
-        Some(gx) => gx.chunks_mut(chunk * g.frame_len()).map(Some).collect(),
-        None => (0..frames.div_ceil(chunk)).map(|_| None).collect(),
+    // 1. The masked gradient, position-major `[N·P, O]`, and per frame its
+    // column sums (the bias's gradient), summed after in frame order.
+    let mut masked = vec![0f32; frames * p * o];
+    let mut bias_parts = vec![0f32; frames * o];
+    let per_frame = |((rows, sums), (out, grad)): ((&mut [f32], &mut [f32]), (&[f32], &[f32]))| {
+        for (ch, sum) in sums.iter_mut().enumerate() {
+            let plane = ch * p..(ch + 1) * p;
+            for (pos, (&y, &dy)) in out[plane.clone()].iter().zip(&grad[plane]).enumerate() {
+                let m = if y > 0.0 { dy } else { 0.0 };
+                rows[pos * o + ch] = m;
+                *sum += m;
+            }
+        }
     };
-    let chunks = items.len();
+    if threads > 1 && frames > 1 {
+        masked
+            .par_chunks_exact_mut(p * o)
+            .zip(bias_parts.par_chunks_exact_mut(o))
+            .zip(
+                out.par_chunks_exact(g.out_len())
+                    .zip(grad.par_chunks_exact(g.out_len())),
+            )
+            .for_each(per_frame);
+    } else {
+        masked
+            .chunks_exact_mut(p * o)
+            .zip(bias_parts.chunks_exact_mut(o))
+            .zip(
+                out.chunks_exact(g.out_len())
+                    .zip(grad.chunks_exact(g.out_len())),
+            )
+            .for_each(per_frame);
+    }
+    let mut bias = vec![0f32; o];
+    for part in bias_parts.chunks_exact(o) {
+        for (b, v) in bias.iter_mut().zip(part) {
+            *b += v;
+        }
+    }
+    // 2-3. Per chunk of lines: the patches, `dW += Gᵀ · patches` into the
+    // chunk's partial, and `dpatches = G · W` added into the input's
+    // gradient (whole frames per chunk then).
+    let lines = chunk_lines(g, frames, threads, input_grad);
+    let chunks = (frames * g.out_hw().0).div_ceil(lines);
+    let mut input = input_grad.then(|| vec![0f32; frames * g.frame_len()]);
+    let frames_per_chunk = lines / g.out_hw().0;
+    let grad_x: Vec<Option<&mut [f32]>> = match input.as_mut() {
+        Some(gx) => gx
+            .chunks_mut(frames_per_chunk.max(1) * g.frame_len())
+            .map(Some)
+            .collect(),
+        None => (0..chunks).map(|_| None).collect(),
+    };
     let w = MatRef::row_major(weight, o, ck)?;
-    // One `[O·C·k·k + O]` partial (weight, then bias) per chunk, summed
-    // after: a fixed order of additions whatever the threads do.
-    let partials: Vec<std::sync::Mutex<Vec<f32>>> = (0..chunks)
-        .map(|_| std::sync::Mutex::new(Vec::new()))
+    let items: Vec<_> = grad_x
+        .into_iter()
+        .enumerate()
+        .map(|(i, gx)| (i * lines, gx))
         .collect();
-    for_each_chunk(
-        chunks,
+    let masked = &masked;
+    let parts = for_each_slot(
         threads,
         items,
-        |i, grad_x, scratch, gemm_threads| {
-            let first = i * chunk;
-            let f = chunk.min(frames - first);
-            let mut partial = vec![0f32; o * ck + o];
-            let (dw, db) = partial.split_at_mut(o * ck);
-            scratch.cols.resize(f * p * ck, 0.0);
-            scratch.rows.resize(f * p * o, 0.0);
-            im2col(g, xs.range(first, f, g.frame_len()), &mut scratch.cols);
-            let span = first * g.out_len()..(first + f) * g.out_len();
-            for ((rows, out), grad) in scratch
-                .rows
-                .chunks_exact_mut(p * o)
-                .zip(out[span.clone()].chunks_exact(g.out_len()))
-                .zip(grad[span].chunks_exact(g.out_len()))
-            {
-                for ch in 0..o {
-                    let plane = ch * p..(ch + 1) * p;
-                    let mut sum = 0f32;
-                    for (pos, (&y, &dy)) in out[plane.clone()].iter().zip(&grad[plane]).enumerate()
-                    {
-                        let masked = if y > 0.0 { dy } else { 0.0 };
-                        rows[pos * o + ch] = masked;
-                        sum += masked;
-                    }
-                    db[ch] += sum;
-                }
-            }
-            let masked = MatRef::row_major(&scratch.rows, f * p, o)?;
+        || vec![0f32; o * ck],
+        |(first, grad_x), dw, scratch, gemm_threads| {
+            let n = lines.min(frames * g.out_hw().0 - first);
+            scratch.cols.resize(n * wo * ck, 0.0);
+            im2col(g, xs, first, n, &mut scratch.cols, &mut scratch.frame);
+            let g_rows =
+                MatRef::row_major(&masked[first * wo * o..(first + n) * wo * o], n * wo, o)?;
             matmul(
                 MatMut::row_major(dw, o, ck)?,
-                masked.t(),
-                MatRef::row_major(&scratch.cols, f * p, ck)?,
-                false,
+                g_rows.t(),
+                MatRef::row_major(&scratch.cols, n * wo, ck)?,
+                true,
                 gemm_threads,
             )?;
             if let Some(grad_x) = grad_x {
-                scratch.grad_cols.resize(f * p * ck, 0.0);
+                scratch.grad_cols.resize(n * wo * ck, 0.0);
                 matmul(
-                    MatMut::row_major(&mut scratch.grad_cols, f * p, ck)?,
-                    masked,
+                    MatMut::row_major(&mut scratch.grad_cols, n * wo, ck)?,
+                    g_rows,
                     w,
                     false,
                     gemm_threads,
                 )?;
                 col2im_add(g, &scratch.grad_cols, grad_x);
             }
-            *partials[i].lock().map_err(|_| {
-                candle_core::Error::Msg("conv backward: a worker panicked".into())
-            })? = partial;
             Ok(())
         },
     )?;
-    let mut sum = vec![0f32; o * ck + o];
-    for partial in partials {
-        let partial = partial
-            .into_inner()
-            .map_err(|_| candle_core::Error::Msg("conv backward: a worker panicked".into()))?;
-        for (s, v) in sum.iter_mut().zip(&partial) {
+    let mut parts = parts.into_iter();
+    let mut weight_grad = parts.next().unwrap_or_else(|| vec![0f32; o * ck]);
+    for part in parts {
+        for (s, v) in weight_grad.iter_mut().zip(&part) {
             *s += v;
         }
     }
-    let bias = sum.split_off(o * ck);
     Ok(Gradients {
-        weight: sum,
+        weight: weight_grad,
         bias,
         input,
     })

@@ -109,43 +109,130 @@ impl Frames<'_> {
     }
 }
 
-/// Writes the patch matrices `[P, C·k·k]` of every frame in `frames`
-/// (whole frames of `g`) one after another into `cols`.
-pub fn im2col(g: &ConvGeometry, frames: Frames<'_>, cols: &mut [f32]) {
-    let (k, s, w) = (g.kernel, g.stride, g.width);
+/// Writes the patch rows of output lines `first..first + lines` of the
+/// batch into `cols` (`[lines·Wo, C·k·k]`). Line `L` is output row `L %
+/// Ho` of frame `L / Ho`, so the lines of a batch are the rows of its
+/// whole patch matrix, `Wo` at a time, and any range of them is a block of
+/// that matrix. u8 frames have the input rows those lines read scaled into
+/// `frame` first.
+pub fn im2col(
+    g: &ConvGeometry,
+    frames: Frames<'_>,
+    first: usize,
+    lines: usize,
+    cols: &mut [f32],
+    frame: &mut Vec<f32>,
+) {
     let (ho, wo) = g.out_hw();
-    let (frame_len, patch_len) = (g.frame_len(), g.patch_len());
+    let (frame_len, line_len) = (g.frame_len(), wo * g.patch_len());
+    let mut line = first;
+    let mut cols = &mut cols[..lines * line_len];
+    while line < first + lines {
+        let (f, oy) = (line / ho, line % ho);
+        let n = (ho - oy).min(first + lines - line);
+        let (out, rest) = cols.split_at_mut(n * line_len);
+        cols = rest;
+        let src = match frames {
+            Frames::F32(v) => &v[f * frame_len..(f + 1) * frame_len],
+            Frames::U8(v, scale) => {
+                scale_rows(
+                    g,
+                    &v[f * frame_len..(f + 1) * frame_len],
+                    scale,
+                    oy..oy + n,
+                    frame,
+                );
+                &frame[..]
+            }
+        };
+        match g.kernel {
+            3 => frame_patches::<3>(g, src, oy..oy + n, out),
+            4 => frame_patches::<4>(g, src, oy..oy + n, out),
+            8 => frame_patches::<8>(g, src, oy..oy + n, out),
+            _ => frame_patches_any(g, src, oy..oy + n, out),
+        }
+        line += n;
+    }
+}
+
+/// The input rows output lines `oys` read, of each channel, scaled from
+/// the u8 `src` into the f32 frame `frame` (the rest left as it was).
+fn scale_rows(
+    g: &ConvGeometry,
+    src: &[u8],
+    scale: f32,
+    oys: std::ops::Range<usize>,
+    frame: &mut Vec<f32>,
+) {
+    frame.resize(g.frame_len(), 0.0);
+    let w = g.width;
     let plane = g.height * w;
-    let per_frame = ho * wo * patch_len;
-    for (f, out) in cols.chunks_exact_mut(per_frame).enumerate() {
-        let mut rows = out.chunks_exact_mut(patch_len);
-        for oy in 0..ho {
-            for ox in 0..wo {
-                let Some(row) = rows.next() else { return };
-                let mut runs = row.chunks_exact_mut(k);
-                for c in 0..g.in_channels {
-                    for ky in 0..k {
-                        let at = f * frame_len + c * plane + (oy * s + ky) * w + ox * s;
-                        let Some(run) = runs.next() else { return };
-                        match frames {
-                            Frames::F32(v) => run.copy_from_slice(&v[at..at + k]),
-                            Frames::U8(v, scale) => {
-                                for (d, &x) in run.iter_mut().zip(&v[at..at + k]) {
-                                    *d = f32::from(x) * scale;
-                                }
-                            }
-                        }
-                    }
+    let rows = oys.start * g.stride..(oys.end - 1) * g.stride + g.kernel;
+    for c in 0..g.in_channels {
+        let span = c * plane + rows.start * w..c * plane + rows.end * w;
+        for (d, &x) in frame[span.clone()].iter_mut().zip(&src[span]) {
+            *d = f32::from(x) * scale;
+        }
+    }
+}
+
+/// Output lines `oys` of one frame's patches for a `K x K` kernel: each
+/// run of `K` values is a fixed-size copy (a register or two), not a
+/// `memcpy` call. Loops go output row, channel, kernel row, output
+/// column, so the input row being read stays in L1 while its runs land in
+/// one output row's patches.
+fn frame_patches<const K: usize>(
+    g: &ConvGeometry,
+    src: &[f32],
+    oys: std::ops::Range<usize>,
+    out: &mut [f32],
+) {
+    let (s, w) = (g.stride, g.width);
+    let wo = g.out_hw().1;
+    let patch_len = g.patch_len();
+    let plane = g.height * w;
+    for (oy, rows) in oys.zip(out.chunks_exact_mut(wo * patch_len)) {
+        for c in 0..g.in_channels {
+            for ky in 0..K {
+                let line = &src[c * plane + (oy * s + ky) * w..][..w];
+                let at = (c * K + ky) * K;
+                for (ox, patch) in rows.chunks_exact_mut(patch_len).enumerate() {
+                    let run: &[f32; K] = line[ox * s..ox * s + K]
+                        .try_into()
+                        .expect("a run of K values");
+                    let dst: &mut [f32; K] = (&mut patch[at..at + K])
+                        .try_into()
+                        .expect("a run of K values");
+                    *dst = *run;
                 }
             }
         }
     }
 }
 
-/// Adds the patch matrices in `cols` (as [`im2col`] lays them out) back
-/// into the frames of `grad`, `[frames, C, H, W]`: the gradient of
-/// [`im2col`] (each input value receives the sum over the patches that
-/// read it).
+/// [`frame_patches`] for any kernel size.
+fn frame_patches_any(g: &ConvGeometry, src: &[f32], oys: std::ops::Range<usize>, out: &mut [f32]) {
+    let (k, s, w) = (g.kernel, g.stride, g.width);
+    let wo = g.out_hw().1;
+    let patch_len = g.patch_len();
+    let plane = g.height * w;
+    for (oy, rows) in oys.zip(out.chunks_exact_mut(wo * patch_len)) {
+        for c in 0..g.in_channels {
+            for ky in 0..k {
+                let line = &src[c * plane + (oy * s + ky) * w..][..w];
+                let at = (c * k + ky) * k;
+                for (ox, patch) in rows.chunks_exact_mut(patch_len).enumerate() {
+                    patch[at..at + k].copy_from_slice(&line[ox * s..ox * s + k]);
+                }
+            }
+        }
+    }
+}
+
+/// Adds the patch matrices of whole frames in `cols` (as [`im2col`] lays
+/// them out) back into the frames of `grad`, `[frames, C, H, W]`: the
+/// gradient of [`im2col`] (each input value receives the sum over the
+/// patches that read it).
 pub fn col2im_add(g: &ConvGeometry, cols: &[f32], grad: &mut [f32]) {
     let (k, s, w) = (g.kernel, g.stride, g.width);
     let (ho, wo) = g.out_hw();
@@ -155,16 +242,14 @@ pub fn col2im_add(g: &ConvGeometry, cols: &[f32], grad: &mut [f32]) {
         .chunks_exact_mut(frame_len)
         .zip(cols.chunks_exact(ho * wo * patch_len))
     {
-        let mut rows = cols.chunks_exact(patch_len);
         for oy in 0..ho {
-            for ox in 0..wo {
-                let Some(row) = rows.next() else { return };
-                let mut runs = row.chunks_exact(k);
-                for c in 0..g.in_channels {
-                    for ky in 0..k {
-                        let at = c * plane + (oy * s + ky) * w + ox * s;
-                        let Some(run) = runs.next() else { return };
-                        for (d, x) in frame[at..at + k].iter_mut().zip(run) {
+            let rows = &cols[oy * wo * patch_len..(oy + 1) * wo * patch_len];
+            for c in 0..g.in_channels {
+                for ky in 0..k {
+                    let line = &mut frame[c * plane + (oy * s + ky) * w..][..w];
+                    let at = (c * k + ky) * k;
+                    for (ox, patch) in rows.chunks_exact(patch_len).enumerate() {
+                        for (d, x) in line[ox * s..ox * s + k].iter_mut().zip(&patch[at..at + k]) {
                             *d += x;
                         }
                     }
@@ -190,7 +275,7 @@ mod tests {
         assert_eq!(g.out_hw(), (2, 3));
         let x = frames(2, &g);
         let mut cols = vec![0f32; 2 * g.positions() * g.patch_len()];
-        im2col(&g, Frames::F32(&x), &mut cols);
+        im2col(&g, Frames::F32(&x), 0, 4, &mut cols, &mut Vec::new());
         for f in 0..2 {
             for (p, row) in cols[f * 6 * 18..(f + 1) * 6 * 18]
                 .chunks_exact(18)
@@ -209,12 +294,45 @@ mod tests {
         }
     }
 
+    /// Any range of lines is the same block of the whole batch's patch
+    /// matrix, also when it starts or ends inside a frame, u8 or f32.
+    #[test]
+    fn a_range_of_lines_is_a_block_of_the_whole_matrix() {
+        let g = ConvGeometry::new([2, 11, 10], 3, 4, 2).unwrap();
+        let (ho, wo) = g.out_hw();
+        let line_len = wo * g.patch_len();
+        let bytes: Vec<u8> = (0..3 * g.frame_len())
+            .map(|i| (i * 7 % 256) as u8)
+            .collect();
+        let floats = frames(3, &g);
+        for frames in [Frames::U8(&bytes, 0.25), Frames::F32(&floats)] {
+            let mut whole = vec![0f32; 3 * ho * line_len];
+            im2col(&g, frames, 0, 3 * ho, &mut whole, &mut Vec::new());
+            for (first, lines) in [(0, 1), (2, 5), (ho - 1, 2), (ho + 1, 2 * ho - 1)] {
+                let mut part = vec![f32::NAN; lines * line_len];
+                im2col(&g, frames, first, lines, &mut part, &mut Vec::new());
+                assert_eq!(
+                    part,
+                    whole[first * line_len..(first + lines) * line_len],
+                    "lines {first}+{lines}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn u8_frames_are_scaled_on_the_way_in() {
         let g = ConvGeometry::new([1, 3, 3], 1, 3, 1).unwrap();
         let bytes: Vec<u8> = (0..9).map(|i| i * 30).collect();
         let mut cols = vec![0f32; 9];
-        im2col(&g, Frames::U8(&bytes, 0.5), &mut cols);
+        im2col(
+            &g,
+            Frames::U8(&bytes, 0.5),
+            0,
+            1,
+            &mut cols,
+            &mut Vec::new(),
+        );
         let want: Vec<f32> = bytes.iter().map(|&b| f32::from(b) * 0.5).collect();
         assert_eq!(cols, want);
     }
@@ -231,7 +349,14 @@ mod tests {
             let n = 2 * g.positions() * g.patch_len();
             let y: Vec<f32> = (0..n).map(|i| ((i * 13) % 7) as f32 - 3.0).collect();
             let mut cols = vec![0f32; n];
-            im2col(&g, Frames::F32(&x), &mut cols);
+            im2col(
+                &g,
+                Frames::F32(&x),
+                0,
+                2 * g.out_hw().0,
+                &mut cols,
+                &mut Vec::new(),
+            );
             let mut back = vec![0f32; x.len()];
             col2im_add(&g, &y, &mut back);
             let lhs: f64 = cols.iter().zip(&y).map(|(a, b)| f64::from(a * b)).sum();
