@@ -72,6 +72,8 @@ def main() -> int:
     parser.add_argument("--before", help="a second cpu_math_bench (an older build), timed in turn")
     parser.add_argument("--python", default=sys.executable,
                         help="the Python that has PyTorch (and numpy)")
+    parser.add_argument("--no-torch", action="store_true",
+                        help="time ours (and --before) only, e.g. for an A/B of two builds")
     parser.add_argument("--threads", default="2,1", help="thread counts, comma separated")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each side per thread count")
     parser.add_argument("--budget-ms", type=int, default=1000, help="time per case in each run")
@@ -84,6 +86,8 @@ def main() -> int:
     common = ["--models", args.models, "--cases", args.cases, "--batches", args.batches,
               "--budget-ms", str(args.budget_ms)]
     sides = {"ours": [args.ours], "torch": [args.python, "benches/python/torch_cpu_bench.py"]}
+    if args.no_torch:
+        del sides["torch"]
     if args.before:
         sides["before"] = [args.before]
     records = []

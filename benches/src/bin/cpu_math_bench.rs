@@ -21,7 +21,7 @@
 //! of cells on (as a MinAtar Breakout frame); vectors uniform in [-1, 1).
 //!
 //! Threads: `--threads N` sets `RAYON_NUM_THREADS` (candle's pool) before
-//! anything runs. One JSON object per line on stdout.
+//! anything runs; the heap is set up as the learner's (`seed_learner::heap`). One JSON object per line on stdout.
 //!
 //! `cargo run --release -p seed-benches --bin cpu_math_bench -- --threads 2`
 use std::time::{Duration, Instant};
@@ -282,6 +282,8 @@ fn main() -> Result<()> {
     }
     // Before any thread exists: candle's pool and gemm read it.
     std::env::set_var("RAYON_NUM_THREADS", args.threads.to_string());
+    // The learner's heap settings (its `main` applies them too).
+    seed_learner::heap::keep_large_buffers_on_the_heap();
     let budget = Duration::from_millis(args.budget_ms);
     for name in &args.models {
         let case = case(name)?;

@@ -28,10 +28,11 @@
 //! layer upcasts its bf16 input and kernel to f32 and rounds the result
 //! back to bf16: bf16 products summed in f32, the arithmetic of a GPU's
 //! tensor cores, only slower (bf16 is for accelerators).
-use candle_core::{DType, Module, Result, Tensor};
+use candle_core::{DType, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::cpu::conv_relu::ConvRelu;
+use super::cpu::dense_act::Activation;
 use super::cpu::im2col::ConvGeometry;
 use super::dense::Dense;
 
@@ -248,14 +249,14 @@ impl ConvTorso {
         if let Some(conv2) = &self.conv2 {
             x = conv2.forward_relu(&x, 1.0)?;
         }
-        self.fc.forward(&x)?.relu()
+        self.fc.forward_act(&x, Activation::Relu)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::Device;
+    use candle_core::{Device, Module};
     use candle_nn::VarMap;
 
     fn torso(shape: &[usize]) -> Result<(ConvTorso, VarMap)> {

@@ -1,14 +1,17 @@
-//! [`Dense`]: a fully connected layer, `x Wᵀ + b`, whose bias goes through
-//! [`super::cpu::bias_add`] so that its gradient is one pass over the rows.
+//! [`Dense`]: a fully connected layer and its activation, `act(x Wᵀ + b)`:
+//! one op for f32 on the CPU ([`super::cpu::dense_act`], whose backward
+//! takes the activation's gradient in one pass), candle's matmul and
+//! [`super::cpu::bias_add`] elsewhere.
 //!
 //! Built by `candle_nn::linear`, so the weights are the same tensors under
 //! the same names (`weight` `[O, I]`, `bias` `[O]`) with the same
-//! initialisation, and checkpoints do not change; only the bias gradient's
-//! arithmetic differs (see `bias_add`'s docs for why and what it costs).
+//! initialisation, and checkpoints do not change; only the gradient's
+//! arithmetic differs (see those ops' docs for why and what they cost).
 use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::cpu::bias_add::bias_add;
+use super::cpu::dense_act::{self, Activation};
 
 #[derive(Debug, Clone)]
 pub struct Dense {
@@ -42,27 +45,43 @@ impl Dense {
     }
 }
 
-impl Module for Dense {
-    /// `xs`: `[..., I]`; `[..., O]` out.
-    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        let w = self.weight.t()?;
-        let y = match xs.dims() {
-            [_, _] => xs.matmul(&w)?,
-            // One matrix product over all leading dimensions, as
-            // `candle_nn::Linear` does (a broadcast matmul is slower).
+impl Dense {
+    /// `act(xs Wᵀ + b)`: `xs` `[..., I]`, `[..., O]` out, one matrix
+    /// product over all leading dimensions (as `candle_nn::Linear` does; a
+    /// broadcast matmul is slower).
+    pub fn forward_act(&self, xs: &Tensor, act: Activation) -> Result<Tensor> {
+        let (rows, out_dims) = match xs.dims() {
+            [] => candle_core::bail!("dense: a scalar input has no features"),
+            [_, _] => (xs.clone(), None),
             [.., i] => {
                 let mut out_dims = xs.dims().to_vec();
                 if let Some(last) = out_dims.last_mut() {
                     *last = self.weight.dim(0)?;
                 }
-                xs.contiguous()?
-                    .reshape(((), *i))?
-                    .matmul(&w)?
-                    .reshape(out_dims)?
+                (xs.contiguous()?.reshape(((), *i))?, Some(out_dims))
             }
-            [] => candle_core::bail!("dense: a scalar input has no features"),
         };
-        bias_add(&y, &self.bias)
+        let y = if dense_act::takes(&rows, &self.weight, &self.bias) {
+            dense_act::dense_act(&rows, &self.weight, &self.bias, act)?
+        } else {
+            let y = bias_add(&rows.matmul(&self.weight.t()?)?, &self.bias)?;
+            match act {
+                Activation::None => y,
+                Activation::Relu => y.relu()?,
+                Activation::Tanh => super::cpu::tanh::tanh(&y)?,
+            }
+        };
+        match out_dims {
+            Some(dims) => y.reshape(dims),
+            None => Ok(y),
+        }
+    }
+}
+
+impl Module for Dense {
+    /// `xs Wᵀ + b`: `xs` `[..., I]`; `[..., O]` out.
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        self.forward_act(xs, Activation::None)
     }
 }
 

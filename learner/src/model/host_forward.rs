@@ -40,7 +40,8 @@ use rayon::prelude::*;
 
 use crate::model::actor_critic::ActorCritic;
 use crate::model::cpu::conv_relu;
-use crate::model::cpu::gemm::{matmul, MatMut, MatRef, Threads};
+use crate::model::cpu::dense_act::Activation;
+use crate::model::cpu::gemm::{matmul, MatMut, MatRef, Threads, PARALLEL_MIN_FLOPS};
 use crate::model::cpu::im2col::{ConvGeometry, Frames};
 use crate::model::cpu::tanh::tanh_f32;
 use crate::model::dense::Dense;
@@ -54,11 +55,6 @@ use crate::model::torso::Torso;
 /// against 7.9 at 4, 13.3 against 15.5 at 16; somewhere before 64 rows
 /// blocked matrix products win (54.7 against 39.5 us at 64).
 pub const HOST_FORWARD_MAX_ROWS: usize = 16;
-
-/// Floating-point operations a task of a split batch should hold at
-/// least: about 40 us on one core of the 2-core VMs, so the hand-off to
-/// another thread (27-42 us to wake one there) is paid by the work.
-pub const PARALLEL_MIN_FLOPS: usize = 4_000_000;
 
 /// Observations of a batch, in the gather buffers of an inference thread.
 #[derive(Debug, Clone, Copy)]
@@ -100,14 +96,6 @@ struct Scratch {
     a: Vec<f32>,
     b: Vec<f32>,
     gates: Vec<f32>,
-}
-
-/// What a layer applies after its bias.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Activation {
-    None,
-    Relu,
-    Tanh,
 }
 
 /// One dense layer's weights, transposed: `y = b + sum_i x[i] * w_t[i, ..]`.
@@ -195,12 +183,7 @@ impl HostDense {
         )?;
         for row in out.chunks_exact_mut(self.out_dim) {
             for (y, b) in row.iter_mut().zip(&self.bias) {
-                let v = *y + b;
-                *y = match act {
-                    Activation::None => v,
-                    Activation::Relu => v.max(0.0),
-                    Activation::Tanh => tanh_f32(v),
-                };
+                *y = act.apply(*y + b);
             }
         }
         Ok(())

@@ -1,9 +1,11 @@
 //! MLP torso for vector observations: `[B, D] -> [B, H_last]`, tanh between
 //! layers (tanh keeps CartPole-sized policies well conditioned; CleanRL's
-//! choice too). The tanh is [`super::cpu::tanh`], vectorised on the CPU.
+//! choice too). Each layer and its tanh is one op on the CPU
+//! ([`super::cpu::dense_act`]), the tanh vectorised ([`super::cpu::tanh`]).
 use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
+use super::cpu::dense_act::Activation;
 use super::dense::Dense;
 
 #[derive(Debug, Clone)]
@@ -41,7 +43,7 @@ impl Module for Mlp {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         let mut x = xs.flatten_from(1)?;
         for layer in &self.layers {
-            x = super::cpu::tanh::tanh(&layer.forward(&x)?)?;
+            x = layer.forward_act(&x, Activation::Tanh)?;
         }
         Ok(x)
     }

@@ -44,12 +44,21 @@
 //! The variable set is fixed when the optimizer is built: variables created in
 //! the `VarMap` later are not trained.
 //!
+//! # On the CPU
+//!
+//! With f32 variables on the CPU, the same rule runs in one pass per
+//! variable over its gradient (read where backward left it), moments and
+//! weights (`host_update`): the same f32 operations in the same order, so
+//! the same bits, without the flat copy of the gradients or a buffer per
+//! op. The clip's norm there is one f32 sum over the gradients in place.
+//!
 //! Files: [`config`] and [`schedule`] (settings), [`update`] (the
-//! optimizer and its step), [`clip`], [`state`] (checkpoint I/O),
-//! [`error`].
+//! optimizer and its step), `host_update` (the step on the CPU),
+//! [`clip`], [`state`] (checkpoint I/O), [`error`].
 pub mod clip;
 pub mod config;
 pub mod error;
+mod host_update;
 pub mod schedule;
 pub mod state;
 pub mod update;

@@ -7,6 +7,7 @@ use candle_nn::VarMap;
 use crate::learn::optimizer::clip::scale_to_norm;
 use crate::learn::optimizer::config::{AdamConfig, Algorithm, OptimizerConfig, RmsPropConfig};
 use crate::learn::optimizer::error::OptimizerError;
+use crate::learn::optimizer::host_update;
 
 /// What one [`Optimizer::step`] did, for logging.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -182,17 +183,70 @@ impl Optimizer {
         if !(max_norm.is_finite() && max_norm > 0.0) {
             return Err(OptimizerError::InvalidMaxNorm { max_norm });
         }
-        let Some((flat, _)) = self.flat_gradients(grads)? else {
-            return Ok(0.0);
+        let host = if host_update::applies(&self.params, &self.moment_tensors()) {
+            host_update::squared_norm(&self.params, grads)
+        } else {
+            None
         };
-        let norm = flat
-            .to_dtype(DType::F32)?
-            .sqr()?
-            .sum_all()?
-            .sqrt()?
-            .to_scalar::<f32>()?;
+        let norm = match host {
+            Some(squares) => squares.sqrt(),
+            None => {
+                let Some((flat, _)) = self.flat_gradients(grads)? else {
+                    return Ok(0.0);
+                };
+                flat.to_dtype(DType::F32)?
+                    .sqr()?
+                    .sum_all()?
+                    .sqrt()?
+                    .to_scalar::<f32>()?
+            }
+        };
         scale_to_norm(grads, self.vars(), norm, max_norm)?;
         Ok(norm)
+    }
+
+    /// The flat moment tensors, in the order the rule keeps them.
+    fn moment_tensors(&self) -> Vec<&Tensor> {
+        match &self.moments {
+            Moments::Adam { m, v, .. } => vec![m, v],
+            Moments::RmsProp { mean_square, .. } => vec![mean_square],
+        }
+    }
+
+    /// [`Optimizer::step`] on the host (`host_update`), when every
+    /// variable and moment is f32 on the CPU: `true` when it ran.
+    fn host_step(&mut self, grads: &GradStore, lr: f64, t: u64) -> Result<bool, OptimizerError> {
+        if !host_update::applies(&self.params, &self.moment_tensors()) {
+            return Ok(false);
+        }
+        let rule = match &self.moments {
+            Moments::Adam { config, .. } => host_update::Rule::adam(config, t, lr),
+            Moments::RmsProp { config, .. } => host_update::Rule::rmsprop(config, lr),
+        };
+        let Some(new) = host_update::step(&self.params, grads, &self.moment_tensors(), rule)?
+        else {
+            return Ok(false);
+        };
+        let mut new = new.into_iter();
+        let mut next = || {
+            new.next().ok_or_else(|| {
+                OptimizerError::from(candle_core::Error::Msg(
+                    "optimizer: moment count mismatch".into(),
+                ))
+            })
+        };
+        self.moments = match &self.moments {
+            Moments::Adam { config, .. } => Moments::Adam {
+                config: *config,
+                m: next()?,
+                v: next()?,
+            },
+            Moments::RmsProp { config, .. } => Moments::RmsProp {
+                config: *config,
+                mean_square: next()?,
+            },
+        };
+        Ok(true)
     }
 
     /// Applies one update from `grads` (from `loss.backward()`). Variables
@@ -200,6 +254,23 @@ impl Optimizer {
     pub fn step(&mut self, grads: &GradStore) -> Result<AppliedStep, OptimizerError> {
         let lr = self.config.schedule.lr_at(self.step_count);
         let t = self.step_count + 1;
+        if !self.host_step(grads, lr, t)? {
+            self.step_tensors(grads, lr, t)?;
+        }
+        self.step_count = t;
+        Ok(AppliedStep {
+            learning_rate: lr,
+            step_count: t,
+        })
+    }
+
+    /// The update as tensor ops over the flat buffers (any device).
+    pub(super) fn step_tensors(
+        &mut self,
+        grads: &GradStore,
+        lr: f64,
+        t: u64,
+    ) -> Result<(), OptimizerError> {
         if let Some((grad, missing)) = self.flat_gradients(grads)? {
             let grad = &grad;
             // Elementwise, in the same order of operations as the update
@@ -263,11 +334,7 @@ impl Optimizer {
             }
             self.moments = replaced;
         }
-        self.step_count = t;
-        Ok(AppliedStep {
-            learning_rate: lr,
-            step_count: t,
-        })
+        Ok(())
     }
 }
 

@@ -140,6 +140,11 @@ impl<'a> MatMut<'a> {
     }
 }
 
+/// Floating-point operations below which work stays on the calling
+/// thread: about 40 us on one core of the 2-core VMs, where waking
+/// another thread costs 27-42 us.
+pub const PARALLEL_MIN_FLOPS: usize = 4_000_000;
+
 /// How a product may use candle's thread pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Threads {
@@ -147,6 +152,18 @@ pub enum Threads {
     Serial,
     /// Split over the pool's `n` threads (1 is [`Threads::Serial`]).
     Pool(usize),
+}
+
+impl Threads {
+    /// The pool's `threads` for an `m x k` by `k x n` product of at least
+    /// [`PARALLEL_MIN_FLOPS`], the calling thread for a smaller one.
+    pub fn for_product(m: usize, n: usize, k: usize, threads: usize) -> Self {
+        if threads > 1 && 2 * m * n * k >= PARALLEL_MIN_FLOPS {
+            Threads::Pool(threads)
+        } else {
+            Threads::Serial
+        }
+    }
 }
 
 /// `dst = a · b`, or `dst += a · b` when `accumulate`.

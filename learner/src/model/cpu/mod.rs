@@ -7,7 +7,10 @@
 //! - [`im2col`]: patches of a frame as matrix rows, and back;
 //! - [`conv_relu`]: a conv layer and its ReLU as patches times weights,
 //!   forward and backward (every conv layer of the CPU's conv torso);
-//! - [`bias_add`]: a bias whose gradient is one pass over the rows;
+//! - [`dense_act`]: a dense layer and its activation as one op, forward
+//!   and backward (every dense layer on the CPU);
+//! - [`bias_add`]: a bias whose gradient is one pass over the rows (the
+//!   LSTM core's, and dense layers off the CPU);
 //! - [`tanh`]: a vectorised tanh.
 //!
 //! Each op is taken on `Device::Cpu` with f32 tensors only; other devices
@@ -18,6 +21,7 @@ use candle_core::{CpuStorage, Layout, Result};
 
 pub mod bias_add;
 pub mod conv_relu;
+pub mod dense_act;
 pub mod gemm;
 pub mod im2col;
 pub mod tanh;
