@@ -20,8 +20,9 @@
 //! Inputs: Atari frames are random bytes; MinAtar frames 0 or 255 with 8%
 //! of cells on (as a MinAtar Breakout frame); vectors uniform in [-1, 1).
 //!
-//! Threads: `--threads N` sets `RAYON_NUM_THREADS` (candle's pool) before
-//! anything runs; the heap is set up as the learner's (`seed_learner::heap`). One JSON object per line on stdout.
+//! Threads: `--threads N` sets candle's pools as the learner's `--threads
+//! N` does (`seed_learner::app::threads`) before anything runs; the heap is
+//! set up as the learner's (`seed_learner::heap`). One JSON object per line on stdout.
 //!
 //! `cargo run --release -p seed-benches --bin cpu_math_bench -- --threads 2`
 use std::time::{Duration, Instant};
@@ -280,9 +281,9 @@ fn main() -> Result<()> {
             bail!("--cases: unknown case `{c}` (expected forward or train)");
         }
     }
-    // Before any thread exists: candle's pool and gemm read it.
-    std::env::set_var("RAYON_NUM_THREADS", args.threads.to_string());
-    // The learner's heap settings (its `main` applies them too).
+    // Before any thread exists, as the learner's `main` does: candle's
+    // pools, then the heap.
+    seed_learner::app::threads::configure_candle_threads(Some(args.threads));
     seed_learner::heap::keep_large_buffers_on_the_heap();
     let budget = Duration::from_millis(args.budget_ms);
     for name in &args.models {
