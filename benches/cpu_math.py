@@ -3,12 +3,16 @@
 sitting: forward and training rows/s of the learner's four networks.
 
 Runs ``cpu_math_bench`` (ours) and ``benches/python/torch_cpu_bench.py``
-(PyTorch) in turn, round after round, at each thread count (so both meet
-the same machine states), optionally with a second build of ours
-(``--before``, for a before/after column). Each run is a fresh process
-with its thread count set before anything starts (``RAYON_NUM_THREADS`` /
-``torch.set_num_threads``). The figure of a case is the median over the
-rounds of each run's median iteration.
+(PyTorch) in turn, model by model, at each thread count, round after
+round, optionally with a second build of ours (``--before``, for a
+before/after column): each side's run of a model's cases (its five
+forward batches and its training step) is followed at once by the
+others', so a pair meets the same machine state (these VMs drift by
+tens of percent within minutes). Each run is a fresh process with its
+thread count set before anything starts (``RAYON_NUM_THREADS`` /
+``torch.set_num_threads``). A case's rows/s is the median over the rounds
+of each run's median iteration; its ratio is the median over the rounds
+of the ratio within the round.
 
 Writes a JSON file (every run's records, the medians, the ratios, the
 machine) and prints a Markdown table: rows/s of ours and PyTorch, and
@@ -83,40 +87,53 @@ def main() -> int:
     parser.add_argument("--out", type=pathlib.Path, required=True, help="the JSON file to write")
     args = parser.parse_args()
 
-    common = ["--models", args.models, "--cases", args.cases, "--batches", args.batches,
-              "--budget-ms", str(args.budget_ms)]
+    common = ["--cases", args.cases, "--batches", args.batches, "--budget-ms", str(args.budget_ms)]
     sides = {"ours": [args.ours], "torch": [args.python, "benches/python/torch_cpu_bench.py"]}
     if args.no_torch:
         del sides["torch"]
     if args.before:
         sides["before"] = [args.before]
     records = []
+    models = [m for m in args.models.split(",") if m]
     for round_ in range(args.rounds):
         for threads in (int(t) for t in args.threads.split(",")):
-            # Rotate the order each round: no side always runs first.
-            order = list(sides)
-            order = order[round_ % len(order):] + order[:round_ % len(order)]
-            for side in order:
-                print(f"round {round_ + 1}/{args.rounds}, {threads} thread(s): {side}",
-                      file=sys.stderr, flush=True)
-                for r in run(sides[side] + ["--threads", str(threads)] + common, side):
-                    r["round"] = round_
-                    records.append(r)
+            for i, model in enumerate(models):
+                # Rotate the order: no side always runs first.
+                order = list(sides)
+                shift = (round_ + i) % len(order)
+                order = order[shift:] + order[:shift]
+                for side in order:
+                    print(f"round {round_ + 1}/{args.rounds}, {threads} thread(s), {model}: {side}",
+                          file=sys.stderr, flush=True)
+                    command = sides[side] + ["--threads", str(threads), "--models", model] + common
+                    for r in run(command, side):
+                        r["round"] = round_
+                        records.append(r)
 
     grouped = collections.defaultdict(list)
+    by_round = {}
     for r in records:
         grouped[(r["side"],) + key(r)].append(r["rows_per_second"])
+        by_round[(r["side"], r["round"]) + key(r)] = r["rows_per_second"]
     medians = {k: statistics.median(v) for k, v in grouped.items()}
+
+    def ratio(a: str, b: str, case: tuple) -> float | None:
+        pairs = [by_round[(a, n) + case] / by_round[(b, n) + case] for n in range(args.rounds)
+                 if (a, n) + case in by_round and (b, n) + case in by_round]
+        return statistics.median(pairs) if pairs else None
+
     cases = sorted({k[1:] for k in medians})
     table = []
     for c in cases:
         row = {"threads": c[0], "kind": c[1], "model": MODELS[c[2]], "rows": c[3]}
         for side in sides:
             row[side] = medians.get((side,) + c)
-        if row.get("ours") and row.get("torch"):
-            row["ours_over_torch"] = row["ours"] / row["torch"]
-        if row.get("ours") and row.get("before"):
-            row["ours_over_before"] = row["ours"] / row["before"]
+        if "torch" in sides:
+            row["ours_over_torch"] = ratio("ours", "torch", c)
+        if "before" in sides:
+            row["ours_over_before"] = ratio("ours", "before", c)
+            if "torch" in sides:
+                row["before_over_torch"] = ratio("before", "torch", c)
         table.append(row)
 
     torch_version = next((r.get("torch") for r in records if r.get("torch")), None)
@@ -137,19 +154,21 @@ def main() -> int:
     head = "| threads | case | rows | ours rows/s | PyTorch rows/s | ours / PyTorch |"
     rule = "|---|---|---|---|---|---|"
     if before:
-        head += " before rows/s | ours / before |"
-        rule += "---|---|"
-    print(f"{machine()}; PyTorch {torch_version}; median of {args.rounds} rounds\n")
+        head += " before rows/s | before / PyTorch | ours / before |"
+        rule += "---|---|---|"
+    print(f"{machine()}; PyTorch {torch_version}; medians of {args.rounds} rounds "
+          "(ratios: medians of the rounds' ratios)\n")
     print(head)
     print(rule)
     for row in table:
         fmt = lambda v: f"{v:,.0f}" if v else "-"  # noqa: E731
-        ratio = lambda v: f"{v:.2f}" if v else "-"  # noqa: E731
+        show = lambda v: f"{v:.2f}" if v else "-"  # noqa: E731
         case = f"{row['model']} {row['kind']}"
         line = (f"| {row['threads']} | {case} | {row['rows']} | {fmt(row.get('ours'))} | "
-                f"{fmt(row.get('torch'))} | {ratio(row.get('ours_over_torch'))} |")
+                f"{fmt(row.get('torch'))} | {show(row.get('ours_over_torch'))} |")
         if before:
-            line += f" {fmt(row.get('before'))} | {ratio(row.get('ours_over_before'))} |"
+            line += (f" {fmt(row.get('before'))} | {show(row.get('before_over_torch'))} | "
+                     f"{show(row.get('ours_over_before'))} |")
         print(line)
     return 0
 

@@ -223,8 +223,11 @@ fn train(name: &str, case: &Case, budget: Duration) -> Result<serde_json::Value>
     };
     let a = case.spec.action.dim();
     let steps = t1 * b;
-    let flags =
-        |rng: &mut Lcg| -> Vec<u8> { (0..steps).map(|_| u8::from(rng.next() % 50 == 0)).collect() };
+    let flags = |rng: &mut Lcg| -> Vec<u8> {
+        (0..steps)
+            .map(|_| u8::from(rng.next().is_multiple_of(50)))
+            .collect()
+    };
     let (terminated, truncated) = (flags(&mut rng), vec![0u8; steps]);
     let episode_start: Vec<f32> = flags(&mut rng).into_iter().map(f32::from).collect();
     let batch = TrainBatch {

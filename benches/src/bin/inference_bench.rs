@@ -128,7 +128,7 @@ fn measure(
         other => bail!("unknown path `{other}` (expected candle or host)"),
     };
     let mut out = host_forward::BatchOutputs::default();
-    let threads = candle_core::utils::get_num_threads();
+    let threads = seed_learner::model::cpu::pool_threads();
     let mut iteration = || -> Result<()> {
         if let Some(h) = &host_forward {
             let obs = match &host {

@@ -380,8 +380,11 @@ pub struct TrainArgs {
     /// thread, so this applies with `--no-train`.
     #[arg(help_heading = INFERENCE, long)]
     pub inline_max_rows: Option<usize>,
-    /// Size of candle's CPU thread pool (sets RAYON_NUM_THREADS) [default:
-    /// $RAYON_NUM_THREADS if set, else 1 per 4 cores, at most 8].
+    /// Size of candle's CPU thread pool, over which the CPU math (matrix
+    /// products, conv layers, large inference batches) spreads (sets
+    /// RAYON_NUM_THREADS; candle's elementwise pool stays at
+    /// CANDLE_NUM_THREADS, 1 unless set) [default: $RAYON_NUM_THREADS if
+    /// set, else 1 per 4 cores, at most 8].
     #[arg(help_heading = INFERENCE, long)]
     pub threads: Option<usize>,
 

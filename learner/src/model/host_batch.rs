@@ -32,7 +32,7 @@ impl PolicySnapshot {
         out: &mut BatchOutputs,
     ) -> Result<()> {
         if let Some(host) = self.host_forward().filter(|_| device.is_cpu()) {
-            return host.step(batch, out, candle_core::utils::get_num_threads());
+            return host.step(batch, out, crate::model::cpu::pool_threads());
         }
         self.forward_tensors(batch, device, want_values, out)
     }

@@ -21,6 +21,10 @@ const LAYERS: Layers = &[
         "leaves: import nothing of the crate",
         &["metrics", "error", "device", "heap", "loom", "log_throttle"],
     ),
+    (
+        "the CPU's f32 ops: import nothing of the crate but each other",
+        &["model/cpu"],
+    ),
     ("the networks and the weights inference reads", &["model"]),
     (
         "inference: batcher, state table, step requests, the sink interface",

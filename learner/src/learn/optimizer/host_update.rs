@@ -19,7 +19,7 @@ use candle_core::backprop::GradStore;
 use candle_core::{CpuStorage, DType, Storage, Tensor};
 
 use crate::learn::optimizer::config::{AdamConfig, RmsPropConfig};
-use crate::learn::optimizer::update::Param;
+use crate::learn::optimizer::param::Param;
 
 /// A rule's per-step constants, as candle's `affine` would cast them.
 #[derive(Debug, Clone, Copy)]

@@ -54,11 +54,13 @@
 //!
 //! Files: [`config`] and [`schedule`] (settings), [`update`] (the
 //! optimizer and its step), `host_update` (the step on the CPU),
-//! [`clip`], [`state`] (checkpoint I/O), [`error`].
+//! `param` (a trained variable's place in the flat buffers), [`clip`],
+//! [`state`] (checkpoint I/O), [`error`].
 pub mod clip;
 pub mod config;
 pub mod error;
 mod host_update;
+mod param;
 pub mod schedule;
 pub mod state;
 pub mod update;

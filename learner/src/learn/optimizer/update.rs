@@ -8,6 +8,7 @@ use crate::learn::optimizer::clip::scale_to_norm;
 use crate::learn::optimizer::config::{AdamConfig, Algorithm, OptimizerConfig, RmsPropConfig};
 use crate::learn::optimizer::error::OptimizerError;
 use crate::learn::optimizer::host_update;
+use crate::learn::optimizer::param::Param;
 
 /// What one [`Optimizer::step`] did, for logging.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,16 +33,6 @@ pub(super) enum Moments {
         config: RmsPropConfig,
         mean_square: Tensor,
     },
-}
-
-/// One trained variable: its name in the `VarMap`, the variable, and its
-/// range in the flat buffers.
-#[derive(Debug)]
-pub(super) struct Param {
-    pub(super) name: String,
-    pub(super) var: Var,
-    pub(super) offset: usize,
-    pub(super) len: usize,
 }
 
 /// Adam or RMSProp over a fixed set of named variables.

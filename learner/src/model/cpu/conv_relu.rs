@@ -48,16 +48,12 @@ use rayon::prelude::*;
 
 use super::gemm::{matmul, MatMut, MatRef, Threads};
 use super::im2col::{col2im_add, im2col, ConvGeometry, Frames};
+use super::pool_threads;
 
 /// Patch-matrix bytes a chunk aims at: a quarter of a core's L2 (1 MiB
 /// on the EPYC VMs), so the patches are still there when the gemm reads
 /// them (a frame of the Atari torso's first layer is 400 KiB).
 pub const COLS_BYTES: usize = 256 << 10;
-
-/// The pool's thread count (candle's, `RAYON_NUM_THREADS`).
-fn pool_threads() -> usize {
-    candle_core::utils::get_num_threads().max(1)
-}
 
 /// Output lines (rows of `Wo` positions, [`im2col`]'s unit) per chunk for
 /// `frames` frames over `threads` threads: about [`COLS_BYTES`] of
@@ -195,6 +191,20 @@ pub fn forward(
     Ok(())
 }
 
+/// One frame's output gradient `grad` masked by its ReLU (where `out` is
+/// above zero), position-major into `rows` (`[P, O]`), and its channel
+/// sums added into `sums` (`[O]`).
+fn mask_frame(p: usize, o: usize, rows: &mut [f32], sums: &mut [f32], out: &[f32], grad: &[f32]) {
+    for (ch, sum) in sums.iter_mut().enumerate() {
+        let plane = ch * p..(ch + 1) * p;
+        for (pos, (&y, &dy)) in out[plane.clone()].iter().zip(&grad[plane]).enumerate() {
+            let m = if y > 0.0 { dy } else { 0.0 };
+            rows[pos * o + ch] = m;
+            *sum += m;
+        }
+    }
+}
+
 /// The weight's and bias's gradients, and the input's when asked.
 #[derive(Debug)]
 pub struct Gradients {
@@ -237,16 +247,7 @@ pub fn backward(
     // column sums (the bias's gradient), summed after in frame order.
     let mut masked = vec![0f32; frames * p * o];
     let mut bias_parts = vec![0f32; frames * o];
-    let per_frame = |((rows, sums), (out, grad)): ((&mut [f32], &mut [f32]), (&[f32], &[f32]))| {
-        for (ch, sum) in sums.iter_mut().enumerate() {
-            let plane = ch * p..(ch + 1) * p;
-            for (pos, (&y, &dy)) in out[plane.clone()].iter().zip(&grad[plane]).enumerate() {
-                let m = if y > 0.0 { dy } else { 0.0 };
-                rows[pos * o + ch] = m;
-                *sum += m;
-            }
-        }
-    };
+    let per_frame = |((rows, sums), (out, grad))| mask_frame(p, o, rows, sums, out, grad);
     if threads > 1 && frames > 1 {
         masked
             .par_chunks_exact_mut(p * o)

@@ -115,7 +115,7 @@ impl CustomOp3 for DenseAct {
             );
         }
         let mut y = vec![0f32; n * o];
-        let threads = candle_core::utils::get_num_threads();
+        let threads = super::pool_threads();
         matmul(
             MatMut::row_major(&mut y, n, o)?,
             MatRef::row_major(x, n, i)?,
@@ -191,7 +191,7 @@ impl CustomOp3 for DenseGrad {
         let g = contiguous_f32(self.name(), "the gradient", s3, l3)?;
         let (n, i) = l1.shape().dims2()?;
         let (o, _) = l2.shape().dims2()?;
-        let threads = candle_core::utils::get_num_threads();
+        let threads = super::pool_threads();
         let len = o * i + o + if self.input_grad { n * i } else { 0 };
         let mut flat = vec![0f32; len];
         let (dw, rest) = flat.split_at_mut(o * i);

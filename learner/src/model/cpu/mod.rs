@@ -17,6 +17,8 @@
 //! and dtypes keep candle's kernels (CUDA, cuDNN, bf16), so a GPU build
 //! runs exactly what it ran before. Threads: candle's pool
 //! (`RAYON_NUM_THREADS`), as candle's own CPU kernels use it.
+use std::sync::OnceLock;
+
 use candle_core::{CpuStorage, Layout, Result};
 
 pub mod bias_add;
@@ -25,6 +27,17 @@ pub mod dense_act;
 pub mod gemm;
 pub mod im2col;
 pub mod tanh;
+
+/// The pool's thread count (candle's, `RAYON_NUM_THREADS`), read once:
+/// the learner sets it before any thread starts
+/// (`app::threads::configure_candle_threads`), and rayon's pool, also
+/// sized once, would not follow a later change. candle's own
+/// `get_num_threads` parses the variable on every call, 50-100 ns that a
+/// one-row inference step (under a microsecond) would pay each time.
+pub fn pool_threads() -> usize {
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| candle_core::utils::get_num_threads().max(1))
+}
 
 /// A custom op's input as a contiguous f32 slice, or an error naming the
 /// op and `what` the input is.
