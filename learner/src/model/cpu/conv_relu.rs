@@ -436,21 +436,9 @@ impl CustomOp3 for ConvRelu {
             weight: weight.flatten_all()?.to_vec1::<f32>()?.into(),
         };
         // `[O·C·k·k + O (+ N·C·H·W)]`: the weight's, the bias's and the
-        // input's gradients, split into views.
+        // input's gradients.
         let grads = xs.apply_op3_no_bwd(res, &grad_res.contiguous()?, &op)?;
-        let (wn, bn) = (weight.elem_count(), bias.elem_count());
-        let grad_weight = grads.narrow(0, 0, wn)?.reshape(weight.shape())?;
-        let grad_bias = grads.narrow(0, wn, bn)?.reshape(bias.shape())?;
-        let grad_xs = if input_grad {
-            Some(
-                grads
-                    .narrow(0, wn + bn, xs.elem_count())?
-                    .reshape(xs.shape())?,
-            )
-        } else {
-            None
-        };
-        Ok((grad_xs, Some(grad_weight), Some(grad_bias)))
+        super::split_layer_grads(&grads, weight, bias, input_grad.then_some(xs))
     }
 }
 

@@ -137,7 +137,7 @@ impl CustomOp3 for DenseAct {
         &self,
         x: &Tensor,
         weight: &Tensor,
-        _bias: &Tensor,
+        bias: &Tensor,
         res: &Tensor,
         grad_res: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
@@ -147,21 +147,9 @@ impl CustomOp3 for DenseAct {
         };
         let input_grad = x.track_op();
         // `[O·I + O (+ N·I)]`: the weight's, the bias's and the input's
-        // gradients, split into views.
+        // gradients.
         let grads = x.apply_op3_no_bwd(weight, &g, &DenseGrad { input_grad })?;
-        let (wn, bn) = (weight.elem_count(), g.dim(1)?);
-        let grad_weight = grads.narrow(0, 0, wn)?.reshape(weight.shape())?;
-        let grad_bias = grads.narrow(0, wn, bn)?;
-        let grad_x = if input_grad {
-            Some(
-                grads
-                    .narrow(0, wn + bn, x.elem_count())?
-                    .reshape(x.shape())?,
-            )
-        } else {
-            None
-        };
-        Ok((grad_x, Some(grad_weight), Some(grad_bias)))
+        super::split_layer_grads(&grads, weight, bias, input_grad.then_some(x))
     }
 }
 

@@ -19,7 +19,7 @@
 //! (`RAYON_NUM_THREADS`), as candle's own CPU kernels use it.
 use std::sync::OnceLock;
 
-use candle_core::{CpuStorage, Layout, Result};
+use candle_core::{CpuStorage, Layout, Result, Tensor};
 
 pub mod bias_add;
 pub mod conv_relu;
@@ -54,4 +54,28 @@ pub(crate) fn contiguous_f32<'a>(
         candle_core::bail!("{op}: {what} must be contiguous");
     };
     Ok(&src[start..end])
+}
+
+/// A layer's backward, from the one flat vector its gradient op writes
+/// (`[weight's, bias's (, input's)]`, in that order) to the three
+/// gradients a `CustomOp3`'s `bwd` returns, as views shaped like the
+/// tensors they belong to. `input` is the layer's input when its gradient
+/// was asked for.
+pub(crate) fn split_layer_grads(
+    flat: &Tensor,
+    weight: &Tensor,
+    bias: &Tensor,
+    input: Option<&Tensor>,
+) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+    let (wn, bn) = (weight.elem_count(), bias.elem_count());
+    let grad_weight = flat.narrow(0, 0, wn)?.reshape(weight.shape())?;
+    let grad_bias = flat.narrow(0, wn, bn)?.reshape(bias.shape())?;
+    let grad_input = match input {
+        Some(x) => Some(
+            flat.narrow(0, wn + bn, x.elem_count())?
+                .reshape(x.shape())?,
+        ),
+        None => None,
+    };
+    Ok((grad_input, Some(grad_weight), Some(grad_bias)))
 }
