@@ -43,6 +43,7 @@ use crate::model::cpu::conv_relu;
 use crate::model::cpu::dense_act::Activation;
 use crate::model::cpu::gemm::{matmul, MatMut, MatRef, Threads, PARALLEL_MIN_FLOPS};
 use crate::model::cpu::im2col::{ConvGeometry, Frames};
+use crate::model::cpu::simd::{wide, Kernel};
 use crate::model::cpu::tanh::tanh_f32;
 use crate::model::dense::Dense;
 use crate::model::distribution;
@@ -258,23 +259,61 @@ impl HostLstm {
             true,
             Threads::Serial,
         )?;
-        let sigmoid = |v: f32| 1.0 / (1.0 + (-v).exp());
-        for (r, g) in gates.chunks_exact(width).enumerate() {
+        wide(LstmGates {
+            gates: &gates[..n * width],
+            bias: &self.bias[..width],
+            c: &c[..n * hs],
+            c_out: &mut c_out[..n * hs],
+            h_out: &mut h_out[..n * hs],
+        });
+        Ok(())
+    }
+}
+
+/// The LSTM cell's gates over `n` rows of pre-activations
+/// (`[n, 4H]`: input, forget, cell, output), through [`wide`].
+struct LstmGates<'a> {
+    gates: &'a [f32],
+    /// `[4H]`.
+    bias: &'a [f32],
+    c: &'a [f32],
+    c_out: &'a mut [f32],
+    h_out: &'a mut [f32],
+}
+
+impl Kernel for LstmGates<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let hs = self.bias.len() / 4;
+        // σ(v) = (1 + tanh(v / 2)) / 2: the gates go through the vectorised
+        // tanh too, where a libm `exp` per gate kept the loop scalar.
+        let sigmoid = |v: f32| 0.5 + 0.5 * tanh_f32(0.5 * v);
+        let b = self.bias;
+        let (bi, bf, bc, bo) = (&b[..hs], &b[hs..2 * hs], &b[2 * hs..3 * hs], &b[3 * hs..]);
+        let rows = self
+            .gates
+            .chunks_exact(4 * hs)
+            .zip(self.c.chunks_exact(hs))
+            .zip(
+                self.c_out
+                    .chunks_exact_mut(hs)
+                    .zip(self.h_out.chunks_exact_mut(hs)),
+            );
+        for ((g, c), (c_out, h_out)) in rows {
             let (i, f) = (&g[..hs], &g[hs..2 * hs]);
             let (cell, o) = (&g[2 * hs..3 * hs], &g[3 * hs..]);
-            let b = &self.bias;
-            let row = r * hs..(r + 1) * hs;
             for j in 0..hs {
-                let ig = sigmoid(i[j] + b[j]);
-                let fg = sigmoid(f[j] + b[hs + j]);
-                let cg = tanh_f32(cell[j] + b[2 * hs + j]);
-                let og = sigmoid(o[j] + b[3 * hs + j]);
-                let next = fg * c[row.start + j] + ig * cg;
-                c_out[row.start + j] = next;
-                h_out[row.start + j] = og * tanh_f32(next);
+                let ig = sigmoid(i[j] + bi[j]);
+                let fg = sigmoid(f[j] + bf[j]);
+                let cg = tanh_f32(cell[j] + bc[j]);
+                let og = sigmoid(o[j] + bo[j]);
+                let next = fg * c[j] + ig * cg;
+                c_out[j] = next;
+                h_out[j] = og * tanh_f32(next);
             }
         }
-        Ok(())
     }
 }
 

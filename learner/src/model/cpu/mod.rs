@@ -11,7 +11,8 @@
 //!   and backward (every dense layer on the CPU);
 //! - [`bias_add`]: a bias whose gradient is one pass over the rows (the
 //!   LSTM core's, and dense layers off the CPU);
-//! - [`tanh`]: a vectorised tanh.
+//! - [`tanh`]: a vectorised tanh;
+//! - [`simd`]: loops compiled for AVX2 where the CPU has it.
 //!
 //! Each op is taken on `Device::Cpu` with f32 tensors only; other devices
 //! and dtypes keep candle's kernels (CUDA, cuDNN, bf16), so a GPU build
@@ -26,6 +27,7 @@ pub mod conv_relu;
 pub mod dense_act;
 pub mod gemm;
 pub mod im2col;
+pub mod simd;
 pub mod tanh;
 
 /// The pool's thread count (candle's, `RAYON_NUM_THREADS`), read once:
