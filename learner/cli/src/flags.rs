@@ -216,7 +216,8 @@ pub struct TrainArgs {
     // ---- Settings files --------------------------------------------------
     /// Start from this preset, a recipe compiled into the binary
     /// (docs/presets.md): `cartpole`, `cartpole-masked-r2d2`,
-    /// `cartpole-masked-lstm`, `pendulum`, `minatar`, `atari`. A config
+    /// `cartpole-masked-lstm`, `pendulum`, `minatar`, `atari`,
+    /// `lunarlander`. A config
     /// file and flags override it [default: none, the library's defaults].
     #[arg(help_heading = SETTINGS, long, value_name = "NAME")]
     #[serde(skip)]

@@ -22,6 +22,10 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("pendulum", include_str!("../../../presets/pendulum.toml")),
     ("minatar", include_str!("../../../presets/minatar.toml")),
     ("atari", include_str!("../../../presets/atari.toml")),
+    (
+        "lunarlander",
+        include_str!("../../../presets/lunarlander.toml"),
+    ),
 ];
 
 /// The preset `name` as a layer, or an error listing the presets.
