@@ -53,7 +53,6 @@ import datetime
 import json
 import os
 import pathlib
-import platform
 import shlex
 import signal
 import socket
@@ -63,16 +62,10 @@ import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benches"))
+from cpu_math import machine  # noqa: E402  (the CPU model, core count and SIMD, as every bench records it)
+
 AT_SECONDS = [300, 600, 900, 1200]
-
-
-def machine() -> str:
-    try:
-        text = pathlib.Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.machine()
-    names = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")]
-    return f"{names[0] if names else platform.machine()}, {len(names)} cores"
 
 
 def seeds(text: str) -> list[int]:
