@@ -23,7 +23,12 @@ A record's fields, read from the run's ``metrics.jsonl`` and
   ``mean_at_1200_s`` (the last sample at or before that time; null past
   the run's end);
 - ``env_steps_per_second``, ``learner_steps_per_second``,
-  ``trainer_wait_fraction``.
+  ``trainer_wait_fraction``;
+- ``cpu_seconds``: CPU time (user + system) by thread, read from
+  ``/proc`` every two seconds until the learner exits: each learner
+  thread by name (``learner/trainer``, ``learner/inference-0``, ...) and
+  the actor process as a whole (``actor``), so a run says how its cores
+  were shared; ``cpu_share`` is the same over the wall seconds.
 
 ``sb3`` runs Stable-Baselines3 on a Gymnasium env with rl-zoo3's tuned
 hyperparameters (``benches/python/sb3_run.py``) and writes the same
@@ -143,6 +148,56 @@ def record_from(records: list[dict], summary: dict, target: float, base: dict) -
     return rec
 
 
+def cpu_ticks(pid: int) -> dict[str, int]:
+    """User + system clock ticks per thread name of process `pid` (threads
+    of one name summed); empty where /proc cannot be read."""
+    out: dict[str, int] = {}
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                # Fields after the parenthesised name: utime, stime are 14, 15.
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[name] = out.get(name, 0) + int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended between the listing and the read
+    return out
+
+
+def process_ticks(pid: int) -> int | None:
+    """User + system ticks of process `pid`, every thread of it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def wait_sampling_cpu(learner: subprocess.Popen, actor: subprocess.Popen | None, timeout: float) -> tuple[int, dict]:
+    """Waits for the learner, sampling its threads' and the actor's CPU
+    time every 2 s; returns the exit code and the last sample in seconds."""
+    hz = os.sysconf("SC_CLK_TCK")
+    deadline = time.monotonic() + timeout
+    cpu: dict[str, float] = {}
+    while True:
+        threads = cpu_ticks(learner.pid)
+        if threads:
+            cpu = {f"learner/{name}": ticks / hz for name, ticks in sorted(threads.items())}
+            if actor is not None and (ticks := process_ticks(actor.pid)) is not None:
+                cpu["actor"] = ticks / hz
+        try:
+            return learner.wait(timeout=2.0), cpu
+        except subprocess.TimeoutExpired:
+            if time.monotonic() > deadline:
+                raise
+
+
 def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
@@ -179,8 +234,9 @@ def run_ours(args: argparse.Namespace, seed: int, out: pathlib.Path) -> dict:
                      "--seed", str(seed), "--learner", listen] + shlex.split(args.actor_flags)
         with open(run_dir / "actor.log", "w") as log:
             actor = subprocess.Popen(actor_cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    cpu: dict[str, float] = {}
     try:
-        rc = learner.wait(timeout=args.seconds + 300)
+        rc, cpu = wait_sampling_cpu(learner, actor, timeout=args.seconds + 300)
     finally:
         stop(learner)
         if actor is not None:
@@ -192,7 +248,11 @@ def run_ours(args: argparse.Namespace, seed: int, out: pathlib.Path) -> dict:
     target = summary.get("target_return", args.target)
     base = {"system": "seed-rs", "game": args.env or args.game, "seed": seed, "preset": args.preset or "defaults",
             "flags": args.flags}
-    return record_from(records, summary, target, base)
+    rec = record_from(records, summary, target, base)
+    rec["cpu_seconds"] = {k: round(v, 2) for k, v in cpu.items()}
+    wall = rec["wall_seconds"] or 0.0
+    rec["cpu_share"] = {k: round(v / wall, 3) for k, v in cpu.items()} if wall > 0 else {}
+    return rec
 
 
 def run_sb3(args: argparse.Namespace, algo: str, seed: int, out: pathlib.Path) -> dict:
@@ -218,6 +278,17 @@ def fmt(v, spec: str = ".1f") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def cores(rec: dict) -> str:
+    """The trainer's, the inference threads' and the actor's CPU share
+    (cores on average over the run), where the record has them."""
+    share = rec.get("cpu_share") or {}
+    if not share:
+        return ""
+    inference = sum(v for k, v in share.items() if k.startswith("learner/inference"))
+    return " / ".join(fmt(v, ".2f") if v is not None else "-"
+                      for v in (share.get("learner/trainer"), inference, share.get("actor")))
+
+
 def table(out: pathlib.Path, stay_above: float | None = None) -> str:
     """The Markdown table of a folder's records, per-system totals, and
     `summary.json`; a run "fell below" if its 100-episode mean went under
@@ -230,13 +301,13 @@ def table(out: pathlib.Path, stay_above: float | None = None) -> str:
         rec.setdefault("run", path.stem)
         recs.append(rec)
     lines = ["| run | system | game | seed | s to target | env steps to target | min after | at 300 s | at 600 s "
-             "| at 900 s | at 1200 s | final | env steps/s |", "|" + "---|" * 13]
+             "| at 900 s | at 1200 s | final | env steps/s | cores: trainer / inference / actor |", "|" + "---|" * 14]
     for r in sorted(recs, key=lambda r: (r["system"], r["run"])):
         lines.append("| " + " | ".join([
             r["run"], r["system"], str(r["game"]), str(r["seed"]), fmt(r["seconds_to_target"]),
             fmt(r["env_steps_to_target"], ".0f"), fmt(r["min_mean_after_target"]),
             fmt(r["mean_at_300_s"]), fmt(r["mean_at_600_s"]), fmt(r["mean_at_900_s"]), fmt(r["mean_at_1200_s"]),
-            fmt(r["final_mean"]), fmt(r["env_steps_per_second"], ".0f")]) + " |")
+            fmt(r["final_mean"]), fmt(r["env_steps_per_second"], ".0f"), cores(r)]) + " |")
     per_system = {}
     for r in recs:
         per_system.setdefault(r["system"], []).append(r)
@@ -286,8 +357,10 @@ def plot(out: pathlib.Path, png: pathlib.Path) -> None:
         run = out / path.stem
         metrics = run / "run" / "metrics.jsonl" if (run / "run").exists() else run / "metrics.jsonl"
         records = [r for r in read_metrics(metrics) if r.get("env/episodes", 0) >= 100]
-        colour = colours.setdefault(rec["system"], f"C{len(colours)}")
-        label = f"{rec['system']} seed {rec['seed']}"
+        # One colour per configuration: the run's name less its seed.
+        config = rec.get("run", path.stem).rsplit("_s", 1)[0]
+        colour = colours.setdefault(config, f"C{len(colours)}")
+        label = f"{config} seed {rec['seed']}"
         for ax, key in ((by_steps, "env/steps"), (by_seconds, "time/seconds")):
             ax.plot([r[key] for r in records], [r["env/mean_return_last_100"] for r in records],
                     color=colour, alpha=0.55 + 0.4 * (rec["seed"] % 2), label=label)

@@ -472,6 +472,11 @@ pub struct TrainArgs {
     /// V-trace clip thresholds ρ̄ and c̄.
     #[arg(help_heading = TRAIN, long)]
     pub vtrace_clip: Option<f64>,
+    /// V-trace's λ: each trace weight is λ min(c̄, π/μ). Below 1 the value
+    /// targets and advantages lean on the value function sooner (less
+    /// variance, more bias, as GAE's λ); 1 is IMPALA's V-trace.
+    #[arg(help_heading = TRAIN, long)]
+    pub vtrace_lambda: Option<f64>,
 
     // ---- [r2d2] -----------------------------------------------------------
     /// R2D2: leading steps of each sequence that only refresh the stored recurrent state (no
@@ -960,6 +965,14 @@ mod tests {
         let schedule = |flags: &[&str]| optimizer(flags).schedule;
         assert_eq!(
             schedule(&[]),
+            LrSchedule::LinearDecay {
+                initial: 2e-3,
+                decay_steps: 5000,
+                last: 2e-3 * 0.01,
+            }
+        );
+        assert_eq!(
+            schedule(&["--lstm"]),
             LrSchedule::LinearDecay {
                 initial: 2e-3,
                 decay_steps: 7000,

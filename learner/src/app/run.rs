@@ -18,9 +18,27 @@ use crate::report::summary::RunSummary;
 /// How often stop conditions (`--max-env-steps`, solved) are checked.
 const STOP_CHECK: Duration = Duration::from_millis(50);
 
+/// Builds rayon's global pool (the CPU math's: gemm, the conv layers,
+/// large inference batches) with `threads` workers named `cpu-math-N`.
+/// Unnamed, its workers would take the name of whichever thread first
+/// used the pool (an inference thread, say), and a per-thread CPU profile
+/// would book the trainer's matrix products to inference. With one thread
+/// the math runs on its caller (`model::cpu` splits nothing) and the one
+/// worker sleeps. Already built (a second run in one process): kept.
+fn name_math_pool(threads: usize) {
+    if let Err(err) = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("cpu-math-{i}"))
+        .build_global()
+    {
+        tracing::debug!(%err, "rayon's pool was already built");
+    }
+}
+
 /// Runs the learner as the CLI does; blocks until a stop condition.
 pub fn run(config: &LearnerConfig) -> Result<RunSummary, LearnerError> {
     let candle_threads = configure_candle_threads(config.inference.candle_threads);
+    name_math_pool(candle_threads);
     let io_threads = config
         .serve
         .io_threads

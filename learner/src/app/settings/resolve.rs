@@ -369,6 +369,7 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
         }),
     };
     let clip = need(t.vtrace_clip, "train.vtrace_clip")? as f32;
+    let lambda = need(t.vtrace_lambda, "train.vtrace_lambda")? as f32;
     let train = if no_train {
         None
     } else {
@@ -386,6 +387,7 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
                         rho: clip,
                         c: clip,
                         pg_rho: clip,
+                        lambda,
                     },
                 },
                 optimizer: OptimizerConfig {

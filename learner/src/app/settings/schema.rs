@@ -170,6 +170,7 @@ section!(
         reward_scale: f64,
         max_grad_norm: f64,
         vtrace_clip: f64,
+        vtrace_lambda: f64,
     }
 );
 

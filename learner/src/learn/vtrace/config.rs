@@ -17,7 +17,7 @@ pub struct ImpalaLossConfig {
     /// advantages are in scaled units (Pendulum's rewards reach −16 per
     /// step; 0.1 keeps its values within tens).
     pub reward_scale: f32,
-    /// V-trace clipping thresholds ρ̄, c̄, ρ̄_pg.
+    /// V-trace's trace weights: the clipping thresholds ρ̄, c̄, ρ̄_pg and λ.
     pub clip: VTraceClip,
 }
 
@@ -36,7 +36,8 @@ impl ImpalaLossConfig {
     }
 }
 
-/// Truncation levels of the importance weights. `f32::INFINITY` disables a clip.
+/// Truncation levels of the importance weights, and the trace's λ.
+/// `f32::INFINITY` disables a clip; λ 1 is IMPALA's plain V-trace.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct VTraceClip {
     /// ρ̄: clips the `rhos` in `δ_t`; sets the fixed point the values converge to
@@ -47,6 +48,11 @@ pub struct VTraceClip {
     pub c: f32,
     /// ρ̄_pg: clips the weight on the policy-gradient advantage. Default 1.0.
     pub pg_rho: f32,
+    /// λ ∈ [0, 1]: scales every trace weight, `c_t = λ min(c̄, π/μ)`
+    /// (IMPALA's remark after eq. 1, seed_rl's `lambda_`). Below 1 the
+    /// targets lean on the value function sooner: less variance, more
+    /// bias, as GAE's λ. Default 1.0.
+    pub lambda: f32,
 }
 
 impl Default for VTraceClip {
@@ -55,6 +61,7 @@ impl Default for VTraceClip {
             rho: 1.0,
             c: 1.0,
             pg_rho: 1.0,
+            lambda: 1.0,
         }
     }
 }
@@ -65,5 +72,6 @@ impl VTraceClip {
         rho: f32::INFINITY,
         c: f32::INFINITY,
         pg_rho: f32::INFINITY,
+        lambda: 1.0,
     };
 }

@@ -9,11 +9,13 @@
 //! vs_s = V(x_s) + Σ_{t=s}^{s+n-1} ( Π_{i=s}^{t-1} γ_i c_i ) ρ_t δ_t
 //! δ_t  = r_t + γ_t V(x_{t+1}) − V(x_t)
 //! ρ_t  = min(ρ̄, π(a_t|x_t) / μ(a_t|x_t))      (rhos)
-//! c_t  = min(c̄, π(a_t|x_t) / μ(a_t|x_t))      (cs)
+//! c_t  = λ min(c̄, π(a_t|x_t) / μ(a_t|x_t))    (cs)
 //! ```
 //!
 //! where the paper's `γ^{t-s}` becomes the product of per-step discounts `γ_i`
-//! (zero across a termination). The sum obeys the backward recursion
+//! (zero across a termination), and `λ ∈ [0, 1]` (1 in the paper's eq. 1;
+//! its remark after it, seed_rl's `lambda_`) cuts the traces further. The
+//! sum obeys the backward recursion
 //!
 //! ```text
 //! vs_t − V(x_t) = ρ_t δ_t + γ_t c_t (vs_{t+1} − V(x_{t+1})),   vs_T = V(x_T)
@@ -281,7 +283,7 @@ pub fn vtrace_slices(
                 let ratio = (target[b] - behaviour[b]).exp();
                 (
                     ratio.min(clip.rho),
-                    ratio.min(clip.c),
+                    clip.lambda * ratio.min(clip.c),
                     ratio.min(clip.pg_rho),
                 )
             } else {
@@ -416,7 +418,8 @@ mod tests {
                 for t in s..t_len {
                     let mut trace = 1.0;
                     for i in s..t {
-                        trace *= case.discounts[i][b] * weight(i, b, clip.c);
+                        trace *=
+                            case.discounts[i][b] * f64::from(clip.lambda) * weight(i, b, clip.c);
                     }
                     let delta = case.rewards[t][b] + case.discounts[t][b] * value_at(t + 1, b)
                         - value_at(t, b);
@@ -534,10 +537,11 @@ mod tests {
             rho in clip_strategy(),
             c in clip_strategy(),
             pg_rho in clip_strategy(),
+            lambda in prop_oneof![Just(1.0f32), Just(0.95), Just(0.5), Just(0.0)],
             seed in any::<u64>(),
         ) {
             let case = random_case(t_len, batch, seed);
-            let clip = VTraceClip { rho, c, pg_rho };
+            let clip = VTraceClip { rho, c, pg_rho, lambda };
             let want = reference(&case, &clip);
             let got = run(&case, &clip);
             assert_close("vs", &got.vs, &want.vs);
@@ -571,6 +575,35 @@ mod tests {
                 .collect();
             assert_close("vs", &got.vs, &want);
         }
+    }
+
+    /// λ 0 cuts every trace: on-policy, each target is the one-step
+    /// bootstrap `r_t + γ_t V(x_{t+1})`, whatever comes after it.
+    #[test]
+    fn lambda_zero_gives_one_step_targets() {
+        let mut case = random_case(7, 3, 11);
+        case.behaviour_log_probs = case.target_log_probs.clone();
+        case.valid = vec![vec![1.0; 3]; 7];
+        let clip = VTraceClip {
+            lambda: 0.0,
+            ..VTraceClip::default()
+        };
+        let got = run(&case, &clip);
+        let want: Vec<Vec<f64>> = (0..7)
+            .map(|t| {
+                (0..3)
+                    .map(|b| {
+                        let next = if t + 1 == 7 {
+                            case.bootstrap_value[b]
+                        } else {
+                            case.values[t + 1][b]
+                        };
+                        case.rewards[t][b] + case.discounts[t][b] * next
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_close("vs", &got.vs, &want);
     }
 
     /// One unroll (B = 1) on-policy, built from rows of length T.
