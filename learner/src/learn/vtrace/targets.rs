@@ -283,7 +283,12 @@ pub fn vtrace_slices(
                 let ratio = (target[b] - behaviour[b]).exp();
                 (
                     ratio.min(clip.rho),
-                    clip.lambda * ratio.min(clip.c),
+                    // λ 0 cuts the trace whatever the ratio (0 · ∞ is NaN).
+                    if clip.lambda > 0.0 {
+                        clip.lambda * ratio.min(clip.c)
+                    } else {
+                        0.0
+                    },
                     ratio.min(clip.pg_rho),
                 )
             } else {
