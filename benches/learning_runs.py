@@ -160,22 +160,30 @@ def cpu_ticks(pid: int) -> dict[str, int]:
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
                 name = f.read().strip()
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                # Fields after the parenthesised name: utime, stime are 14, 15.
-                fields = f.read().rsplit(")", 1)[1].split()
-            out[name] = out.get(name, 0) + int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
+            ticks = stat_ticks(f"/proc/{pid}/task/{tid}/stat")
+        except OSError:
             continue  # a thread that ended between the listing and the read
+        if ticks is not None:
+            out[name] = out.get(name, 0) + ticks
     return out
+
+
+def stat_ticks(path: str) -> int | None:
+    """utime + stime of a /proc `stat` file (fields 14 and 15, counted
+    after the parenthesised name); None if it is malformed."""
+    with open(path) as f:
+        fields = f.read().rsplit(")", 1)[-1].split()
+    try:
+        return int(fields[11]) + int(fields[12])
+    except (IndexError, ValueError):
+        return None
 
 
 def process_ticks(pid: int) -> int | None:
     """User + system ticks of process `pid`, every thread of it."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
+        return stat_ticks(f"/proc/{pid}/stat")
+    except OSError:
         return None
 
 
