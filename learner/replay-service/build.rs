@@ -9,6 +9,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds = protox::compile(["seed/v1/replay.proto"], [proto_root])?;
     tonic_prost_build::configure()
         .bytes(".seed.v1.FieldBlock.data")
+        .bytes(".seed.v1.SubmitStepsRequest.metadata")
+        .bytes(".seed.v1.FetchGroupReply.metadata")
         .compile_fds(fds)?;
     Ok(())
 }

@@ -54,6 +54,7 @@ use crate::error::ConfigError;
 
 pub mod file_format;
 pub mod grouped_table_spec;
+pub mod step_layout;
 
 pub use self::file_format::{
     FieldConfig, PolicyLagFile, RateLimiterFile, SamplerFile, ServiceConfigFile, TableConfigFile,
@@ -444,7 +445,7 @@ mod tests {
         assert!(c.tables.is_empty());
         let g = &c.grouped[0];
         assert_eq!((g.group_size, g.capacity_steps, g.max_lag), (8, 8, Some(3)));
-        assert_eq!(g.layout.item_bytes(), 56);
+        assert_eq!(g.layout.fixed_step_bytes(), 56);
         let e = ServiceConfig::from_json(&format!(
             r#"{{"tables": [{}, {}]}}"#,
             r#"{"name": "t", "capacity": 8, "sampler": {"kind": "fifo"},

@@ -39,12 +39,15 @@ its command line and :mod:`seed_rs.ray` share); :mod:`seed_rs.spaces`
 :class:`ReplayTable` (a replay server and one of its tables; both table
 classes have the methods of :data:`TABLE_METHODS`),
 :class:`ReplayError` (the gRPC status of a refused call) and
-:class:`ReplayArgumentError` (a refusal of bad input: also a ``ValueError``).
+:class:`ReplayArgumentError` (a refusal of bad input: also a ``ValueError``);
+:func:`pad` and :func:`unpad` (a grouped table's variable-length field as
+``[steps, max_len]`` and a mask, and back).
 """
 
 from typing import TYPE_CHECKING
 
 from .make import env_factory, make_env
+from .ragged import pad, unpad
 from .spaces import EnvSpec, UnsupportedSpaceError, env_spec
 
 if TYPE_CHECKING:  # for type checkers; at run time they load on first use
@@ -118,4 +121,6 @@ __all__ = [
     "env_factory",
     "env_spec",
     "make_env",
+    "pad",
+    "unpad",
 ]

@@ -34,8 +34,13 @@ _Array = Any
 #: text, a whole config file as a dict, or a config file's path.
 _TableConfig = Union[Mapping[str, Any], str, "PathLike[str]"]
 #: A fetched group: ``group_id``, ``trajectory_ids``, ``lengths``,
-#: ``fields`` (``{field: array [steps, *shape]}``), ``policy_versions``.
+#: ``fields`` (``{field: array [steps, *shape]}``; a variable-length field
+#: ``(values, offsets)``), ``policy_versions``, ``lags``, ``policy_version``,
+#: ``metadata``.
 Group = Dict[str, Any]
+#: A trajectory or group id: an integer, or a string for a table with
+#: ``str`` ids.
+_Id = Union[int, str]
 
 class NativeActor:
     def __init__(
@@ -118,14 +123,26 @@ class ReplayClient:
     def submit_steps(
         self,
         table: str,
-        trajectory_ids: npt.ArrayLike,
-        group_ids: npt.ArrayLike,
-        fields: Mapping[str, _Array],
+        trajectory_ids: Union[npt.ArrayLike, Sequence[str]],
+        group_ids: Union[npt.ArrayLike, Sequence[str]],
+        fields: Mapping[str, Any],
         policy_versions: Optional[npt.ArrayLike] = None,
         is_last: Optional[npt.ArrayLike] = None,
+        metadata: Optional[Sequence[Any]] = None,
     ) -> Dict[str, int]: ...
-    def complete_trajectory(self, table: str, trajectory_id: int) -> bool: ...
+    def submit_step(
+        self,
+        table: str,
+        trajectory_id: _Id,
+        group_id: _Id,
+        step: Mapping[str, Any],
+        policy_version: int = 0,
+        is_last: bool = False,
+        metadata: Any = None,
+    ) -> Dict[str, int]: ...
+    def complete_trajectory(self, table: str, trajectory_id: _Id) -> bool: ...
     def fetch_group(self, table: str, timeout: Optional[float] = None) -> Optional[Group]: ...
+    def fetch_batch(self, table: str, timeout: Optional[float] = None) -> Optional[Group]: ...
     def follow(self, table: str, cursor: int = 0, *, max_batch: int = 0, max_in_flight: int = 0) -> FollowStream: ...
 
 class _TableMethods:
@@ -147,14 +164,25 @@ class _TableMethods:
     def checkpoint(self) -> Dict[str, Any]: ...
     def submit_steps(
         self,
-        trajectory_ids: npt.ArrayLike,
-        group_ids: npt.ArrayLike,
-        fields: Mapping[str, _Array],
+        trajectory_ids: Union[npt.ArrayLike, Sequence[str]],
+        group_ids: Union[npt.ArrayLike, Sequence[str]],
+        fields: Mapping[str, Any],
         policy_versions: Optional[npt.ArrayLike] = None,
         is_last: Optional[npt.ArrayLike] = None,
+        metadata: Optional[Sequence[Any]] = None,
     ) -> Dict[str, int]: ...
-    def complete_trajectory(self, trajectory_id: int) -> bool: ...
+    def submit_step(
+        self,
+        trajectory_id: _Id,
+        group_id: _Id,
+        step: Mapping[str, Any],
+        policy_version: int = 0,
+        is_last: bool = False,
+        metadata: Any = None,
+    ) -> Dict[str, int]: ...
+    def complete_trajectory(self, trajectory_id: _Id) -> bool: ...
     def fetch_group(self, timeout: Optional[float] = None) -> Optional[Group]: ...
+    def fetch_batch(self, timeout: Optional[float] = None) -> Optional[Group]: ...
     def close(self) -> None: ...
 
 class ReplayBuffer(_TableMethods):

@@ -153,6 +153,9 @@ pub struct CheckedFields<'py> {
     pub rows: usize,
     /// `(layout index, array)`.
     pub arrays: Vec<(usize, Bound<'py, PyUntypedArray>)>,
+    /// `(layout index, value)` of the variable-length fields (grouped
+    /// tables), not yet read: `replay::grouped` reads them.
+    pub variable: Vec<(usize, Bound<'py, PyAny>)>,
 }
 
 /// Each key of `fields` names a field of `layout` (and not the
@@ -205,6 +208,7 @@ pub fn check_fields<'py>(
     }
     let mut rows: Option<(usize, &str)> = None;
     let mut arrays = Vec::with_capacity(layout.fields.len());
+    let mut variable = Vec::new();
     for (index, spec) in layout.fields.iter().enumerate() {
         if pv_given && Some(spec.name.as_str()) == pv_field {
             continue;
@@ -217,6 +221,10 @@ pub fn check_fields<'py>(
                 layout.names()
             )));
         };
+        if spec.variable.is_some() {
+            variable.push((index, value));
+            continue;
+        }
         let bad = |reason: String| PyValueError::new_err(format!("field `{name}`: {reason}"));
         let array = as_array(&value, || format!("field `{name}`"))?;
         let dtype = array.dtype();
@@ -262,13 +270,33 @@ pub fn check_fields<'py>(
         }
         arrays.push((index, array));
     }
-    let (rows, _) = rows.ok_or_else(|| PyValueError::new_err("no fields given"))?;
+    let rows = match (rows, variable.first()) {
+        (Some((rows, _)), _) => rows,
+        // Only variable-length fields: the first one's rows count.
+        (None, Some((_, value))) => variable_rows(value)?,
+        (None, None) => return Err(PyValueError::new_err("no fields given")),
+    };
     if rows == 0 {
         return Err(PyValueError::new_err("the arrays have 0 rows"));
     }
     u32::try_from(rows)
         .map_err(|_| PyValueError::new_err(format!("{rows} rows exceed 4294967295")))?;
-    Ok(CheckedFields { rows, arrays })
+    Ok(CheckedFields {
+        rows,
+        arrays,
+        variable,
+    })
+}
+
+/// The rows of a variable-length field's value: a `(values, offsets)`
+/// pair has `len(offsets) - 1`, a list of arrays its length.
+fn variable_rows(value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    if let Ok(pair) = value.cast::<PyTuple>() {
+        if pair.len() == 2 {
+            return Ok(pair.get_item(1)?.len()?.saturating_sub(1));
+        }
+    }
+    value.len()
 }
 
 /// The remote handle's batch of checked `fields`: one copy of each
@@ -329,6 +357,21 @@ pub fn u64s(value: &Bound<'_, PyAny>, what: &str, rows: usize) -> PyResult<Vec<u
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
         .collect())
+}
+
+/// `what` (`len` integers, none negative) as `u64`s: offsets, which
+/// numpy gives as `int64`.
+pub fn u64s_signed(value: &Bound<'_, PyAny>, what: &str, len: usize) -> PyResult<Vec<u64>> {
+    vector(value, what, "<i8", len)?
+        .chunks_exact(8)
+        .enumerate()
+        .map(|(i, c)| {
+            let v = i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            u64::try_from(v).map_err(|_| {
+                PyValueError::new_err(format!("`{what}`: element {i} is {v}, negative"))
+            })
+        })
+        .collect()
 }
 
 /// `priorities` for `rows` items as `f32`s, each finite and not negative

@@ -1,30 +1,50 @@
 //! Grouped tables (the trajectory pool) from Python: the arguments of
-//! `submit_steps` as a [`StepBatch`] and a fetched group as a dict, shared
-//! by the in-process buffer and the remote handle.
+//! `submit_steps` and `submit_step` as a [`StepBatch`] and a fetched group
+//! as a dict, shared by the in-process buffer and the remote handle.
 //!
 //! `submit_steps(trajectory_ids, group_ids, fields, policy_versions=None,
-//! is_last=None)`: one row per step; `fields` as for `insert` (checked the
-//! same way, against one step's layout). A group comes back as
-//! `{"group_id", "trajectory_ids", "lengths", "fields", "policy_versions"}`:
-//! per field one array of all its trajectories' steps, one after another
-//! (`[steps, *shape]`), which `lengths` splits; `None` when no group was
+//! is_last=None, metadata=None)`: one row per step. Ids are integers, or
+//! strings for a table with `str` ids (`sampler.ids`; kept as given). A
+//! fixed-shape field as for `insert` (checked the same way, against one
+//! step's layout); a variable-length field (shape `[..., -1]`) as a list of
+//! one array per step (`[*shape, L_i]`, of the table's dtype; a Python list
+//! of numbers is converted) or a `(values, offsets)` pair (`values` the
+//! steps' elements one after another, `offsets` `rows + 1` integers from
+//! 0). `metadata`: per step `bytes`, `str` (UTF-8), a JSON-able object
+//! (`json.dumps`) or `None`.
+//!
+//! A group comes back as `{"group_id", "trajectory_ids", "lengths",
+//! "fields", "policy_versions", "lags", "policy_version", "metadata"}`: per
+//! fixed field one array of all its trajectories' steps, one after another
+//! (`[steps, *shape]`), which `lengths` splits; per variable field a
+//! `(values, offsets)` pair (`seed_rs.pad` makes `[steps, max]` and a
+//! mask of it); `lags` each step's lag behind the table's
+//! `policy_version` (for importance weights); `metadata` a list of `bytes`
+//! per step, or `None` when no step had any. `None` when no group was
 //! ready in time.
 //!
 //! Cost: one copy of each field's bytes into the batch, as for the remote
 //! `insert` (the in-process table then stages them by trajectory, as the
-//! server does, so both behave alike to the byte).
+//! server does, so both behave alike to the byte); a variable field given
+//! as a list costs a numpy view per step.
 use bytes::Bytes;
-use pyo3::exceptions::PyValueError;
+use numpy::{PyArrayDescrMethods, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use seed_replay_service::client::StepBatch;
 use seed_replay_service::pb::{FetchGroupReply, SubmitStepsReply};
+use seed_replay_service::wire_dtype;
 
 use crate::replay::arrays;
 use crate::replay::error::protocol_error;
-use crate::replay::layout::TableLayout;
+use crate::replay::layout::{numpy_name, FieldLayout, TableLayout};
+
+static JSON_DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// The steps of a `submit_steps` call, checked against `layout`.
+#[allow(clippy::too_many_arguments)]
 pub fn step_batch(
     table: &str,
     layout: &TableLayout,
@@ -33,14 +53,22 @@ pub fn step_batch(
     fields: &Bound<'_, PyDict>,
     policy_versions: Option<&Bound<'_, PyAny>>,
     is_last: Option<&Bound<'_, PyAny>>,
+    metadata: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<StepBatch> {
     let checked = arrays::check_fields(table, layout, fields, false)?;
     let rows = checked.rows;
     let value_err = |e: seed_replay_service::ClientError| PyValueError::new_err(e.to_string());
-    let mut batch = StepBatch::new(
-        arrays::u64s(trajectory_ids, "trajectory_ids", rows)?,
-        arrays::u64s(group_ids, "group_ids", rows)?,
-    )
+    let mut batch = if layout.str_ids {
+        StepBatch::with_uids(
+            uids(table, trajectory_ids, "trajectory_ids", rows)?,
+            uids(table, group_ids, "group_ids", rows)?,
+        )
+    } else {
+        StepBatch::new(
+            numbers(table, trajectory_ids, "trajectory_ids", rows)?,
+            numbers(table, group_ids, "group_ids", rows)?,
+        )
+    }
     .map_err(value_err)?;
     for (index, array) in &checked.arrays {
         let spec = &layout.fields[*index];
@@ -51,6 +79,13 @@ pub fn step_batch(
                 &spec.shape,
                 Bytes::copy_from_slice(arrays::array_bytes(array)),
             )
+            .map_err(value_err)?;
+    }
+    for (index, value) in &checked.variable {
+        let spec = &layout.fields[*index];
+        let (data, offsets) = variable_field(spec, value, rows)?;
+        batch = batch
+            .variable(&spec.name, spec.dtype, &spec.shape, data, offsets)
             .map_err(value_err)?;
     }
     if let Some(v) = policy_versions {
@@ -64,10 +99,273 @@ pub fn step_batch(
             .is_last(flags.into_iter().map(|f| f != 0).collect())
             .map_err(value_err)?;
     }
+    if let Some(m) = metadata.filter(|m| !m.is_none()) {
+        batch = batch
+            .metadata(metadata_bytes(m, rows)?)
+            .map_err(value_err)?;
+    }
     Ok(batch)
 }
 
-/// `{"groups_completed", "groups_dropped_over_capacity"}`.
+/// The one step of a `submit_step` call: each fixed field's value one
+/// step's array (a batch of one is viewed from it), each variable field's
+/// one step's list; then as `submit_steps`.
+#[allow(clippy::too_many_arguments)]
+pub fn one_step_batch<'py>(
+    table: &str,
+    layout: &TableLayout,
+    trajectory_id: &Bound<'py, PyAny>,
+    group_id: &Bound<'py, PyAny>,
+    step: &Bound<'py, PyDict>,
+    policy_version: u64,
+    is_last: bool,
+    metadata: Option<&Bound<'py, PyAny>>,
+) -> PyResult<StepBatch> {
+    let py = step.py();
+    let fields = PyDict::new(py);
+    for (key, value) in step.iter() {
+        let name: String = key.extract().map_err(|_| {
+            PyTypeError::new_err("field names must be str".to_owned())
+        })?;
+        let one = match layout.field(&name) {
+            Some(f) if f.variable.is_some() => PyList::new(py, [value])?.into_any(),
+            Some(f) => {
+                let array = arrays::as_array(&value, || format!("field `{name}`"))?;
+                let mut shape = vec![1usize];
+                shape.extend(array.shape());
+                if array.shape() != f.shape.as_slice() {
+                    return Err(PyValueError::new_err(format!(
+                        "field `{name}`: shape {:?}, one step is {:?}",
+                        array.shape(),
+                        f.shape
+                    )));
+                }
+                array.call_method1("reshape", (PyTuple::new(py, shape)?,))?
+            }
+            // Named by `check_fields` below.
+            None => value,
+        };
+        fields.set_item(key, one)?;
+    }
+    let ids = |id: &Bound<'py, PyAny>| PyList::new(py, [id.clone()]);
+    let metadata = match metadata.filter(|m| !m.is_none()) {
+        Some(m) => Some(PyList::new(py, [m])?.into_any()),
+        None => None,
+    };
+    step_batch(
+        table,
+        layout,
+        ids(trajectory_id)?.as_any(),
+        ids(group_id)?.as_any(),
+        &fields,
+        Some(PyList::new(py, [policy_version])?.as_any()),
+        Some(PyList::new(py, [u64::from(is_last)])?.as_any()),
+        metadata.as_ref(),
+    )
+}
+
+/// One trajectory id of a table of `layout`: `Ok(Ok(n))` for a number,
+/// `Ok(Err(uid))` for a string, else a `ValueError` naming the kind the
+/// table takes.
+pub fn trajectory_id(
+    table: &str,
+    layout: &TableLayout,
+    id: &Bound<'_, PyAny>,
+) -> PyResult<Result<u64, String>> {
+    if layout.str_ids {
+        match id.cast::<PyString>() {
+            Ok(s) => Ok(Err(s.to_cow()?.into_owned())),
+            Err(_) => Err(PyValueError::new_err(format!(
+                "`trajectory_id`: {}, but table `{table}` has str ids (`sampler.ids`)",
+                id.get_type().name()?
+            ))),
+        }
+    } else {
+        id.extract::<u64>().map(Ok).map_err(|_| {
+            PyValueError::new_err(format!(
+                "`trajectory_id`: {}, but table `{table}` has u64 ids (`sampler.ids`): an \
+                 integer in 0..2**64",
+                id.repr().map(|r| r.to_string()).unwrap_or_default()
+            ))
+        })
+    }
+}
+
+/// `what` (one per row) as integer ids of a table with `u64` ids.
+fn numbers(table: &str, value: &Bound<'_, PyAny>, what: &str, rows: usize) -> PyResult<Vec<u64>> {
+    if first_is_str(value) {
+        return Err(PyValueError::new_err(format!(
+            "`{what}`: strings, but table `{table}` has u64 ids (`sampler.ids`; declare \
+             `\"ids\": \"str\"` for string ids)"
+        )));
+    }
+    arrays::u64s(value, what, rows)
+}
+
+/// `what` (one per row) as the string ids of a table with `str` ids.
+fn uids(table: &str, value: &Bound<'_, PyAny>, what: &str, rows: usize) -> PyResult<Vec<String>> {
+    if value.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "`{what}`: one string; give a list of one id per row"
+        )));
+    }
+    let n = value.len().map_err(|_| {
+        PyTypeError::new_err(format!("`{what}`: expected a list of str ids, one per row"))
+    })?;
+    if n != rows {
+        return Err(PyValueError::new_err(format!(
+            "`{what}`: {n} ids for {rows} rows"
+        )));
+    }
+    let mut out = Vec::with_capacity(rows);
+    for (i, id) in value.try_iter()?.enumerate() {
+        let id = id?;
+        let Ok(s) = id.cast::<PyString>() else {
+            return Err(PyValueError::new_err(format!(
+                "`{what}[{i}]`: {}, but table `{table}` has str ids (`sampler.ids`)",
+                id.get_type().name()?
+            )));
+        };
+        out.push(s.to_cow()?.into_owned());
+    }
+    Ok(out)
+}
+
+fn first_is_str(value: &Bound<'_, PyAny>) -> bool {
+    value.is_instance_of::<PyString>()
+        || value
+            .get_item(0)
+            .is_ok_and(|first| first.is_instance_of::<PyString>())
+}
+
+/// A variable-length field's value as its bytes and `rows + 1` offsets.
+fn variable_field(
+    spec: &FieldLayout,
+    value: &Bound<'_, PyAny>,
+    rows: usize,
+) -> PyResult<(Bytes, Vec<u64>)> {
+    let name = spec.name.as_str();
+    let py = value.py();
+    let want = numpy_dtype_name(spec);
+    let exact = |array: &Bound<'_, numpy::PyUntypedArray>, what: &str| -> PyResult<()> {
+        let got: String = array.dtype().getattr("name")?.extract()?;
+        if got != want || !array.dtype().is_native_byteorder().unwrap_or(true) {
+            return Err(PyValueError::new_err(format!(
+                "field `{name}`{what}: dtype {got}, the table stores {want} (no implicit \
+                 casts: use .astype(numpy.{want}))"
+            )));
+        }
+        if !array.is_c_contiguous() {
+            return Err(PyValueError::new_err(format!(
+                "field `{name}`{what}: not C-contiguous (numpy.ascontiguousarray makes a \
+                 contiguous copy)"
+            )));
+        }
+        Ok(())
+    };
+    if let Ok(pair) = value.cast::<PyTuple>() {
+        if pair.len() != 2 {
+            return Err(PyValueError::new_err(format!(
+                "field `{name}`: a tuple of {} items; a variable-length field takes \
+                 (values, offsets) or a list of one array per step",
+                pair.len()
+            )));
+        }
+        let values = arrays::as_array(&pair.get_item(0)?, || format!("field `{name}` values"))?;
+        exact(&values, " values")?;
+        let offsets = arrays::u64s_signed(&pair.get_item(1)?, &format!("fields[\"{name}\"] offsets"), rows + 1)?;
+        return Ok((Bytes::copy_from_slice(arrays::array_bytes(&values)), offsets));
+    }
+    let list = value.len().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "field `{name}`: variable-length, so a list of one array per step or a \
+             (values, offsets) pair; got {}",
+            value.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        ))
+    })?;
+    if list != rows {
+        return Err(PyValueError::new_err(format!(
+            "field `{name}`: {list} steps, the other fields have {rows}"
+        )));
+    }
+    let mut data = Vec::new();
+    let mut offsets = Vec::with_capacity(rows + 1);
+    offsets.push(0u64);
+    let mut at = 0u64;
+    for (i, item) in value.try_iter()?.enumerate() {
+        let item = item?;
+        let array = match item.cast::<numpy::PyUntypedArray>() {
+            Ok(a) => a.clone(),
+            Err(_) if item.hasattr("__dlpack__")? => {
+                arrays::as_array(&item, || format!("field `{name}`[{i}]"))?
+            }
+            Err(_) => py
+                .import("numpy")?
+                .getattr("asarray")?
+                .call1((&item, want))
+                .map_err(|e| PyValueError::new_err(format!("field `{name}`[{i}]: {e}")))?
+                .cast_into::<numpy::PyUntypedArray>()?,
+        };
+        exact(&array, &format!("[{i}]"))?;
+        let shape = array.shape();
+        let fixed_ok = shape.len() == spec.shape.len() + 1 && shape[..spec.shape.len()] == spec.shape[..];
+        if !fixed_ok {
+            return Err(PyValueError::new_err(format!(
+                "field `{name}`[{i}]: shape {shape:?}, one step is {:?} then its variable length",
+                spec.shape
+            )));
+        }
+        data.extend_from_slice(arrays::array_bytes(&array));
+        at += shape[spec.shape.len()] as u64;
+        offsets.push(at);
+    }
+    Ok((Bytes::from(data), offsets))
+}
+
+fn numpy_dtype_name(spec: &FieldLayout) -> &'static str {
+    numpy_name(spec.dtype)
+}
+
+/// Per step, its metadata as bytes (module docs).
+fn metadata_bytes(value: &Bound<'_, PyAny>, rows: usize) -> PyResult<Vec<Bytes>> {
+    let py = value.py();
+    let n = value.len().map_err(|_| {
+        PyTypeError::new_err("`metadata`: expected a list with one entry per step")
+    })?;
+    if n != rows {
+        return Err(PyValueError::new_err(format!(
+            "`metadata`: {n} entries for {rows} steps"
+        )));
+    }
+    let mut out = Vec::with_capacity(rows);
+    for (i, m) in value.try_iter()?.enumerate() {
+        let m = m?;
+        let bytes = if m.is_none() {
+            Bytes::new()
+        } else if let Ok(b) = m.cast::<PyBytes>() {
+            Bytes::copy_from_slice(b.as_bytes())
+        } else if let Ok(s) = m.cast::<PyString>() {
+            Bytes::copy_from_slice(s.to_cow()?.as_bytes())
+        } else {
+            let dumps = JSON_DUMPS
+                .get_or_try_init(py, || {
+                    PyResult::Ok(py.import("json")?.getattr("dumps")?.unbind())
+                })?
+                .bind(py);
+            let text = dumps.call1((&m,)).map_err(|e| {
+                PyValueError::new_err(format!(
+                    "`metadata[{i}]`: not bytes, str or JSON-able: {e}"
+                ))
+            })?;
+            Bytes::copy_from_slice(text.cast::<PyString>()?.to_cow()?.as_bytes())
+        };
+        out.push(bytes);
+    }
+    Ok(out)
+}
+
+/// `{"groups_completed", "groups_dropped_over_capacity",
+/// "groups_dropped_queue_full"}`.
 pub fn submit_dict<'py>(py: Python<'py>, reply: &SubmitStepsReply) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("groups_completed", reply.groups_completed)?;
@@ -75,6 +373,7 @@ pub fn submit_dict<'py>(py: Python<'py>, reply: &SubmitStepsReply) -> PyResult<B
         "groups_dropped_over_capacity",
         reply.groups_dropped_over_capacity,
     )?;
+    d.set_item("groups_dropped_queue_full", reply.groups_dropped_queue_full)?;
     Ok(d)
 }
 
@@ -87,29 +386,93 @@ pub fn group_dict<'py>(
         return Ok(None);
     }
     let steps: usize = reply.lengths.iter().map(|&l| l as usize).sum();
-    if reply.lengths.len() != reply.trajectory_ids.len() || reply.policy_versions.len() != steps {
+    let trajectories = reply.trajectory_ids.len().max(reply.trajectory_uids.len());
+    if reply.lengths.len() != trajectories
+        || reply.policy_versions.len() != steps
+        || !(reply.metadata.is_empty() || reply.metadata.len() == steps)
+    {
         return Err(protocol_error(
             py,
             format!(
-                "a group of {} trajectories with {} lengths and {} policy versions for {steps} steps",
-                reply.trajectory_ids.len(),
+                "a group of {trajectories} trajectories with {} lengths, {} policy versions \
+                 and {} metadata for {steps} steps",
                 reply.lengths.len(),
-                reply.policy_versions.len()
+                reply.policy_versions.len(),
+                reply.metadata.len()
             ),
         ));
     }
     let d = PyDict::new(py);
-    d.set_item("group_id", reply.group_id)?;
-    d.set_item(
-        "trajectory_ids",
-        arrays::u64_array(py, &reply.trajectory_ids),
-    )?;
+    if reply.trajectory_uids.is_empty() {
+        d.set_item("group_id", reply.group_id)?;
+        d.set_item(
+            "trajectory_ids",
+            arrays::u64_array(py, &reply.trajectory_ids),
+        )?;
+    } else {
+        d.set_item("group_id", &reply.group_uid)?;
+        d.set_item("trajectory_ids", PyList::new(py, &reply.trajectory_uids)?)?;
+    }
     let lengths: Vec<u64> = reply.lengths.iter().map(|&l| u64::from(l)).collect();
     d.set_item("lengths", arrays::u64_array(py, &lengths))?;
-    d.set_item("fields", arrays::fields_dict(py, steps, &reply.fields)?)?;
+    let (fixed, variable): (Vec<_>, Vec<_>) =
+        reply.fields.iter().cloned().partition(|b| b.offsets.is_empty());
+    let fields = arrays::fields_dict(py, steps, &fixed)?;
+    for block in &variable {
+        fields.set_item(&block.name, variable_pair(py, steps, block)?)?;
+    }
+    d.set_item("fields", fields)?;
     d.set_item(
         "policy_versions",
         arrays::u64_array(py, &reply.policy_versions),
     )?;
+    let now = reply.table_policy_version;
+    let lags: Vec<u64> = reply
+        .policy_versions
+        .iter()
+        .map(|&v| now.saturating_sub(v))
+        .collect();
+    d.set_item("lags", arrays::u64_array(py, &lags))?;
+    d.set_item("policy_version", now)?;
+    if reply.metadata.is_empty() {
+        d.set_item("metadata", py.None())?;
+    } else {
+        let list = PyList::empty(py);
+        for m in &reply.metadata {
+            list.append(PyBytes::new(py, m))?;
+        }
+        d.set_item("metadata", list)?;
+    }
     Ok(Some(d))
+}
+
+/// A variable-length block as `(values, offsets)`: the values one flat
+/// array of the field's dtype, the offsets `int64`, `steps + 1` from 0.
+fn variable_pair<'py>(
+    py: Python<'py>,
+    steps: usize,
+    block: &seed_replay_service::pb::FieldBlock,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let bad = |why: String| protocol_error(py, format!("field `{}`: {why}", block.name));
+    let dtype = wire_dtype::from_wire(block.dtype)
+        .ok_or_else(|| bad(format!("dtype {}", wire_dtype::wire_name(block.dtype))))?;
+    let unit: usize = block.shape.iter().map(|&d| d as usize).product::<usize>() * dtype.size();
+    let offsets = &block.offsets;
+    let total = offsets.last().copied().unwrap_or(0) as usize;
+    if offsets.len() != steps + 1
+        || offsets[0] != 0
+        || offsets.windows(2).any(|w| w[1] < w[0])
+        || total.checked_mul(unit) != Some(block.data.len())
+    {
+        return Err(bad(format!(
+            "{} offsets ending at {total} for {steps} steps and {} bytes",
+            offsets.len(),
+            block.data.len()
+        )));
+    }
+    let elements = block.data.len() / dtype.size();
+    let values = arrays::array(py, dtype, &[elements], &block.data);
+    let offsets: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
+    let offsets = numpy::PyArray1::from_vec(py, offsets).into_any();
+    PyTuple::new(py, [values, offsets])
 }

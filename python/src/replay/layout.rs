@@ -18,12 +18,16 @@ use seed_replay::DType;
 use seed_replay_service::pb::{CheckpointReply, TableInfo};
 use seed_replay_service::wire_dtype;
 
-/// One field: its name, dtype and the shape of one item.
+/// One field: its name, dtype and the shape of one item (a
+/// variable-length field's: the dimensions before its variable last one).
 #[derive(Debug, Clone)]
 pub struct FieldLayout {
     pub name: String,
     pub dtype: DType,
     pub shape: Vec<usize>,
+    /// Variable-length (grouped tables): its last dimension varies from
+    /// step to step, at most `max_len` when that is `Some`.
+    pub variable: Option<Option<u64>>,
 }
 
 /// A table's fields, in the table's order.
@@ -31,6 +35,8 @@ pub struct TableLayout {
     pub fields: Vec<FieldLayout>,
     /// The field that holds each item's policy version, if any.
     pub policy_version_field: Option<String>,
+    /// A grouped table whose trajectory and group ids are strings.
+    pub str_ids: bool,
     /// The field names as Python strings, made once: looking a field up in
     /// the caller's dict with a new string per call cost an allocation and
     /// a hash per field per insert.
@@ -55,12 +61,16 @@ impl TableLayout {
                         )
                     })?,
                     shape: f.shape.iter().map(|&d| d as usize).collect(),
+                    variable: f
+                        .variable_length
+                        .then_some(Some(f.max_len).filter(|&m| m > 0)),
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
         Ok(TableLayout {
             fields,
             policy_version_field: Some(info.policy_version_field.clone()).filter(|f| !f.is_empty()),
+            str_ids: info.grouped.as_ref().is_some_and(|g| g.ids == "str"),
             py_names: PyOnceLock::new(),
         })
     }
@@ -102,9 +112,11 @@ pub fn checkpoint_dict<'py>(
 }
 
 /// One table's `Info` as a dict: `name`, `sampler`, `fields` (a list of
-/// `{"name", "dtype", "shape"}`, dtypes as numpy names), `capacity`, the
-/// counters, `rate_limiter` (a dict, or `None` without one) and
-/// `storage_dir` (`None` in memory).
+/// `{"name", "dtype", "shape"}`, dtypes as numpy names; a variable-length
+/// field's shape ends in -1, beside its `max_len`), `capacity`, the
+/// counters, `rate_limiter` (a dict, or `None` without one),
+/// `storage_dir` (`None` in memory) and `grouped` (a grouped table's
+/// settings and counters, else `None`).
 pub fn info_dict<'py>(py: Python<'py>, info: &TableInfo) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("name", &info.name)?;
@@ -118,10 +130,12 @@ pub fn info_dict<'py>(py: Python<'py>, info: &TableInfo) -> PyResult<Bound<'py, 
             None => wire_dtype::wire_name(f.dtype),
         };
         field.set_item("dtype", dtype)?;
-        field.set_item(
-            "shape",
-            f.shape.iter().map(|&s| s as usize).collect::<Vec<_>>(),
-        )?;
+        let mut shape: Vec<i64> = f.shape.iter().map(|&s| i64::from(s)).collect();
+        if f.variable_length {
+            shape.push(-1);
+            field.set_item("max_len", Some(f.max_len).filter(|&m| m > 0))?;
+        }
+        field.set_item("shape", shape)?;
         fields.append(field)?;
     }
     d.set_item("fields", fields)?;
@@ -163,6 +177,31 @@ pub fn info_dict<'py>(py: Python<'py>, info: &TableInfo) -> PyResult<Bound<'py, 
         "storage_dir",
         Some(&info.storage_dir).filter(|s| !s.is_empty()),
     )?;
+    match &info.grouped {
+        None => d.set_item("grouped", py.None())?,
+        Some(g) => {
+            let grouped = PyDict::new(py);
+            grouped.set_item("group_size", g.group_size)?;
+            grouped.set_item("ids", &g.ids)?;
+            grouped.set_item("max_lag", g.max_lag)?;
+            grouped.set_item("keep_stale", g.keep_stale)?;
+            grouped.set_item("max_queue_size", g.max_queue_size)?;
+            for (key, value) in [
+                ("policy_version", g.policy_version),
+                ("groups_ready", g.groups_ready),
+                ("groups_open", g.groups_open),
+                ("groups_released", g.groups_released),
+                ("groups_released_stale", g.groups_released_stale),
+                ("groups_dropped_stale", g.groups_dropped_stale),
+                ("groups_dropped_over_capacity", g.groups_dropped_over_capacity),
+                ("groups_dropped_queue_full", g.groups_dropped_queue_full),
+                ("steps_pending", g.steps_pending),
+            ] {
+                grouped.set_item(key, value)?;
+            }
+            d.set_item("grouped", grouped)?;
+        }
+    }
     Ok(d)
 }
 

@@ -251,6 +251,7 @@ impl TableApi for Arc<LocalTable> {
         fields: &Bound<'py, PyDict>,
         policy_versions: Option<&Bound<'py, PyAny>>,
         is_last: Option<&Bound<'py, PyAny>>,
+        metadata: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let g = self.grouped("submit_steps")?;
         let batch = grouped::step_batch(
@@ -261,6 +262,7 @@ impl TableApi for Arc<LocalTable> {
             fields,
             policy_versions,
             is_last,
+            metadata,
         )?;
         let request = batch.into_request(&self.name);
         let reply = py
@@ -269,15 +271,60 @@ impl TableApi for Arc<LocalTable> {
         grouped::submit_dict(py, &reply)
     }
 
-    fn complete_trajectory<'py>(&self, py: Python<'py>, trajectory_id: u64) -> PyResult<bool> {
+    fn submit_step<'py>(
+        &self,
+        py: Python<'py>,
+        trajectory_id: &Bound<'py, PyAny>,
+        group_id: &Bound<'py, PyAny>,
+        step: &Bound<'py, PyDict>,
+        policy_version: u64,
+        is_last: bool,
+        metadata: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let g = self.grouped("submit_step")?;
+        let batch = grouped::one_step_batch(
+            &self.name,
+            &self.layout,
+            trajectory_id,
+            group_id,
+            step,
+            policy_version,
+            is_last,
+            metadata,
+        )?;
+        let request = batch.into_request(&self.name);
+        let reply = in_process::submit_steps(&g.table, &request)
+            .map_err(|s| status_to_py_err(py, s))?;
+        grouped::submit_dict(py, &reply)
+    }
+
+    fn complete_trajectory<'py>(
+        &self,
+        py: Python<'py>,
+        trajectory_id: &Bound<'py, PyAny>,
+    ) -> PyResult<bool> {
         let g = self.grouped("complete_trajectory")?;
+        let (trajectory_id, trajectory_uid) =
+            match grouped::trajectory_id(&self.name, &self.layout, trajectory_id)? {
+                Ok(n) => (n, String::new()),
+                Err(uid) => (0, uid),
+            };
         let request = CompleteTrajectoryRequest {
             table: self.name.clone(),
             trajectory_id,
+            trajectory_uid,
         };
         let reply = in_process::complete_trajectory(&g.table, &request)
             .map_err(|s| status_to_py_err(py, s))?;
         Ok(reply.group_completed)
+    }
+
+    fn fetch_batch<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.fetch_group(py, timeout)
     }
 
     fn fetch_group<'py>(

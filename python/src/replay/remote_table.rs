@@ -63,6 +63,27 @@ impl RemoteTable {
     pub fn addr(&self) -> &str {
         self.connection.addr()
     }
+
+    /// Sends a grouped table's steps; the reply as a dict.
+    fn send_steps<'py>(
+        &self,
+        py: Python<'py>,
+        batch: seed_replay_service::StepBatch,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let connection = self.open()?;
+        let table = self.name.as_str();
+        let report = connection.call(py, move |mut c| async move {
+            c.submit_steps(table, batch).await
+        })?;
+        grouped::submit_dict(
+            py,
+            &seed_replay_service::pb::SubmitStepsReply {
+                groups_completed: report.groups_completed,
+                groups_dropped_over_capacity: report.groups_dropped_over_capacity,
+                groups_dropped_queue_full: report.groups_dropped_queue_full,
+            },
+        )
+    }
 }
 
 /// `what` seconds as a duration (`None` stays `None`).
@@ -193,6 +214,7 @@ impl TableApi for RemoteTable {
         fields: &Bound<'py, PyDict>,
         policy_versions: Option<&Bound<'py, PyAny>>,
         is_last: Option<&Bound<'py, PyAny>>,
+        metadata: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let connection = self.open()?;
         let table = self.name.as_str();
@@ -205,25 +227,61 @@ impl TableApi for RemoteTable {
             fields,
             policy_versions,
             is_last,
+            metadata,
         )?;
-        let report = connection.call(py, move |mut c| async move {
-            c.submit_steps(table, batch).await
-        })?;
-        grouped::submit_dict(
-            py,
-            &seed_replay_service::pb::SubmitStepsReply {
-                groups_completed: report.groups_completed,
-                groups_dropped_over_capacity: report.groups_dropped_over_capacity,
-            },
-        )
+        self.send_steps(py, batch)
     }
 
-    fn complete_trajectory<'py>(&self, py: Python<'py>, trajectory_id: u64) -> PyResult<bool> {
+    fn submit_step<'py>(
+        &self,
+        py: Python<'py>,
+        trajectory_id: &Bound<'py, PyAny>,
+        group_id: &Bound<'py, PyAny>,
+        step: &Bound<'py, PyDict>,
+        policy_version: u64,
+        is_last: bool,
+        metadata: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let connection = self.open()?;
         let table = self.name.as_str();
-        connection.call(py, move |mut c| async move {
-            c.complete_trajectory(table, trajectory_id).await
-        })
+        let layout = connection.layout(py, table)?;
+        let batch = grouped::one_step_batch(
+            table,
+            &layout,
+            trajectory_id,
+            group_id,
+            step,
+            policy_version,
+            is_last,
+            metadata,
+        )?;
+        self.send_steps(py, batch)
+    }
+
+    fn complete_trajectory<'py>(
+        &self,
+        py: Python<'py>,
+        trajectory_id: &Bound<'py, PyAny>,
+    ) -> PyResult<bool> {
+        let connection = self.open()?;
+        let table = self.name.as_str();
+        let layout = connection.layout(py, table)?;
+        match grouped::trajectory_id(table, &layout, trajectory_id)? {
+            Ok(id) => connection.call(py, move |mut c| async move {
+                c.complete_trajectory(table, id).await
+            }),
+            Err(uid) => connection.call(py, move |mut c| async move {
+                c.complete_trajectory_uid(table, &uid).await
+            }),
+        }
+    }
+
+    fn fetch_batch<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.fetch_group(py, timeout)
     }
 
     fn fetch_group<'py>(

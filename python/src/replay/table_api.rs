@@ -116,31 +116,57 @@ macro_rules! table_methods {
             call checkpoint () () -> Bound<'py, PyDict>;
 
             /// Grouped tables: appends steps to their trajectories. One row
-            /// per step: `trajectory_ids[i]`, `group_ids[i]`, the row of
-            /// every field of `fields` (as for `insert`, one step's
-            /// layout), `policy_versions[i]` (default 0) and `is_last[i]`
-            /// (default false: the trajectory goes on). Returns
-            /// `{"groups_completed", "groups_dropped_over_capacity"}`.
-            call submit_steps (trajectory_ids, group_ids, fields, policy_versions=None, is_last=None) (
+            /// per step: `trajectory_ids[i]`, `group_ids[i]` (integers, or
+            /// strings for a table with `str` ids), the row of every field
+            /// of `fields` (a fixed-shape one as for `insert`, one step's
+            /// layout; a variable-length one a list of one array per step
+            /// or `(values, offsets)`), `policy_versions[i]` (default 0),
+            /// `is_last[i]` (default false: the trajectory goes on) and
+            /// `metadata[i]` (bytes, str or a JSON-able object; default
+            /// none). Returns `{"groups_completed",
+            /// "groups_dropped_over_capacity", "groups_dropped_queue_full"}`.
+            call submit_steps (trajectory_ids, group_ids, fields, policy_versions=None, is_last=None, metadata=None) (
                 trajectory_ids: &Bound<'py, PyAny>,
                 group_ids: &Bound<'py, PyAny>,
                 fields: &Bound<'py, PyDict>,
                 policy_versions: Option<&Bound<'py, PyAny>>,
-                is_last: Option<&Bound<'py, PyAny>>
+                is_last: Option<&Bound<'py, PyAny>>,
+                metadata: Option<&Bound<'py, PyAny>>
             ) -> Bound<'py, PyDict>;
 
-            /// Grouped tables: ends trajectory `trajectory_id` without a
-            /// last step; returns whether that completed its group.
-            call complete_trajectory (trajectory_id) (trajectory_id: u64) -> bool;
+            /// Grouped tables: appends one step, `step` mapping each field
+            /// to that step's value (an array of one step's shape; a
+            /// variable-length field's one array or list), as
+            /// `submit_steps` with one row.
+            call submit_step (trajectory_id, group_id, step, policy_version=0, is_last=false, metadata=None) (
+                trajectory_id: &Bound<'py, PyAny>,
+                group_id: &Bound<'py, PyAny>,
+                step: &Bound<'py, PyDict>,
+                policy_version: u64,
+                is_last: bool,
+                metadata: Option<&Bound<'py, PyAny>>
+            ) -> Bound<'py, PyDict>;
+
+            /// Grouped tables: ends trajectory `trajectory_id` (an integer,
+            /// or a string for a table with `str` ids) without a last step;
+            /// returns whether that completed its group.
+            call complete_trajectory (trajectory_id) (trajectory_id: &Bound<'py, PyAny>) -> bool;
 
             /// Grouped tables: the oldest complete group, whole, taken out
             /// of the table: `{"group_id", "trajectory_ids", "lengths",
-            /// "fields", "policy_versions"}`, each field one array of all
-            /// its trajectories' steps one after another (`lengths` splits
-            /// them). Waits up to `timeout` seconds (`None`: for ever; 0:
-            /// not at all) without the GIL; `None` when no group was ready
-            /// in time.
+            /// "fields", "policy_versions", "lags", "policy_version",
+            /// "metadata"}`, each fixed-shape field one array of all its
+            /// trajectories' steps one after another (`lengths` splits
+            /// them), each variable-length field `(values, offsets)`
+            /// (`seed_rs.pad` pads it), `lags` each step's lag behind the
+            /// table's `policy_version`, `metadata` a list of bytes per step
+            /// (`None` when no step had any). Waits up to `timeout` seconds
+            /// (`None`: for ever; 0: not at all) without the GIL; `None`
+            /// when no group was ready in time.
             call fetch_group (timeout=None) (timeout: Option<f64>) -> Option<Bound<'py, PyDict>>;
+
+            /// `fetch_group` by the trajectory-pool design's name.
+            call fetch_batch (timeout=None) (timeout: Option<f64>) -> Option<Bound<'py, PyDict>>;
 
             /// Every item inserted from key `cursor` on (0: every item
             /// still stored), in key order: an iterator of dicts, `{"keys",

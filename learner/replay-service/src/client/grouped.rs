@@ -4,12 +4,16 @@
 //! `complete_trajectory` and `fetch_group`.
 //!
 //! A step batch is like an [`InsertBatch`]: one contiguous little-endian
-//! block per field (`[rows, ...shape]`), plus per row its trajectory id,
-//! group id, policy version and whether it is the trajectory's last step.
-//! A fetched group holds one block per field with its trajectories' steps
-//! one after another; [`FetchedGroup::trajectory_steps`] gives each
-//! trajectory's range. Cost: one copy of the values into the batch; the
-//! group's typed readers copy, the raw blocks do not.
+//! block per field (`[rows, ...shape]`; a variable-length field's values
+//! with `rows + 1` offsets, [`StepBatch::variable`]), plus per row its
+//! trajectory and group ids (numbers, or strings for a table with `str`
+//! ids: [`StepBatch::with_uids`]), policy version, metadata and whether it
+//! is the trajectory's last step. A fetched group holds one block per
+//! field with its trajectories' steps one after another;
+//! [`FetchedGroup::trajectory_steps`] gives each trajectory's range and
+//! [`FetchedGroup::offsets`] a variable field's. Cost: one copy of the
+//! values into the batch; the group's typed readers copy, the raw blocks
+//! do not.
 use std::ops::Range;
 use std::time::Duration;
 
@@ -21,6 +25,7 @@ use crate::client::insert_batch::InsertBatch;
 use crate::client::replay_client::ReplayClient;
 use crate::error::ClientError;
 use crate::pb::{self, FetchGroupReply, FieldBlock};
+use crate::wire_dtype;
 
 /// Steps for [`ReplayClient::submit_steps`]: `rows` steps, each of
 /// trajectory `trajectory_ids[i]` in group `group_ids[i]`.
@@ -29,8 +34,11 @@ pub struct StepBatch {
     fields: InsertBatch,
     trajectory_ids: Vec<u64>,
     group_ids: Vec<u64>,
+    trajectory_uids: Vec<String>,
+    group_uids: Vec<String>,
     policy_versions: Vec<u64>,
     is_last: Vec<bool>,
+    metadata: Vec<Bytes>,
 }
 
 macro_rules! typed_adder {
@@ -62,22 +70,57 @@ impl StepBatch {
             reason: "more than u32::MAX steps".into(),
         })?;
         Ok(StepBatch {
-            fields: InsertBatch::new(rows),
             trajectory_ids,
             group_ids,
+            ..StepBatch::empty(rows)
+        })
+    }
+
+    /// Steps of a table with `str` ids (`sampler.ids`), given row by row.
+    pub fn with_uids(
+        trajectory_uids: Vec<String>,
+        group_uids: Vec<String>,
+    ) -> Result<Self, ClientError> {
+        if trajectory_uids.len() != group_uids.len() {
+            return Err(ClientError::Batch {
+                field: "group_uids".into(),
+                reason: format!(
+                    "{} values for {} trajectory uids",
+                    group_uids.len(),
+                    trajectory_uids.len()
+                ),
+            });
+        }
+        let rows = u32::try_from(trajectory_uids.len()).map_err(|_| ClientError::Batch {
+            field: "trajectory_uids".into(),
+            reason: "more than u32::MAX steps".into(),
+        })?;
+        Ok(StepBatch {
+            trajectory_uids,
+            group_uids,
+            ..StepBatch::empty(rows)
+        })
+    }
+
+    fn empty(rows: u32) -> Self {
+        StepBatch {
+            fields: InsertBatch::new(rows),
+            trajectory_ids: Vec::new(),
+            group_ids: Vec::new(),
+            trajectory_uids: Vec::new(),
+            group_uids: Vec::new(),
             policy_versions: Vec::new(),
             is_last: Vec::new(),
-        })
+            metadata: Vec::new(),
+        }
     }
 
     /// `steps` consecutive steps of one trajectory.
     pub fn trajectory(trajectory: u64, group: u64, steps: u32) -> Self {
         StepBatch {
-            fields: InsertBatch::new(steps),
             trajectory_ids: vec![trajectory; steps as usize],
             group_ids: vec![group; steps as usize],
-            policy_versions: Vec::new(),
-            is_last: Vec::new(),
+            ..StepBatch::empty(steps)
         }
     }
 
@@ -102,6 +145,73 @@ impl StepBatch {
         data: Bytes,
     ) -> Result<Self, ClientError> {
         self.fields = self.fields.raw(name, dtype, shape, data)?;
+        Ok(self)
+    }
+
+    /// Adds a variable-length field from little-endian bytes of `dtype`:
+    /// `shape` is the dimensions before the variable last one (`&[]` for
+    /// a list), `offsets` has `rows + 1` entries from 0 (step `i` holds
+    /// `offsets[i + 1] - offsets[i]` elements of the last dimension), and
+    /// `data` the steps one after another.
+    pub fn variable(
+        mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[usize],
+        data: Bytes,
+        offsets: Vec<u64>,
+    ) -> Result<Self, ClientError> {
+        let err = |reason: String| ClientError::Batch {
+            field: name.to_owned(),
+            reason,
+        };
+        let rows = self.rows() as usize;
+        if offsets.len() != rows + 1 || offsets.first() != Some(&0) {
+            return Err(err(format!(
+                "{} offsets for {rows} steps: give rows + 1, from 0",
+                offsets.len()
+            )));
+        }
+        if let Some(i) = offsets.windows(2).position(|w| w[1] < w[0]) {
+            return Err(err(format!(
+                "offsets[{}] is {}, after {}: offsets go backwards",
+                i + 1,
+                offsets[i + 1],
+                offsets[i]
+            )));
+        }
+        let unit = shape
+            .iter()
+            .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
+            .ok_or_else(|| err(format!("shape {shape:?} overflows")))?;
+        let total = offsets[rows];
+        let expected = usize::try_from(total).ok().and_then(|t| t.checked_mul(unit));
+        if expected != Some(data.len()) {
+            return Err(err(format!(
+                "{} bytes, but the offsets end at {total} elements of {shape:?} {}",
+                data.len(),
+                wire_dtype::name(dtype)
+            )));
+        }
+        let shape = shape
+            .iter()
+            .map(|&d| u32::try_from(d).map_err(|_| err(format!("dimension {d} exceeds u32"))))
+            .collect::<Result<Vec<u32>, _>>()?;
+        self.fields.push_block(FieldBlock {
+            name: name.to_owned(),
+            dtype: wire_dtype::to_wire(dtype) as i32,
+            shape,
+            data,
+            offsets,
+        });
+        Ok(self)
+    }
+
+    /// Per step, opaque metadata bytes (JSON, say; at most 65,536 each),
+    /// handed back with the step.
+    pub fn metadata(mut self, metadata: Vec<Bytes>) -> Result<Self, ClientError> {
+        self.check_rows("metadata", metadata.len())?;
+        self.metadata = metadata;
         Ok(self)
     }
 
@@ -152,6 +262,9 @@ impl StepBatch {
             group_ids: self.group_ids,
             policy_versions: self.policy_versions,
             is_last: self.is_last,
+            trajectory_uids: self.trajectory_uids,
+            group_uids: self.group_uids,
+            metadata: self.metadata,
         }
     }
 }
@@ -163,6 +276,8 @@ pub struct SubmitReport {
     pub groups_completed: u32,
     /// Ready groups dropped for room.
     pub groups_dropped_over_capacity: u32,
+    /// Ready groups dropped because `max_queue_size` were waiting.
+    pub groups_dropped_queue_full: u32,
 }
 
 /// One whole group: its trajectories in the order first seen, and per field
@@ -176,12 +291,16 @@ pub struct FetchedGroup {
 
 impl FetchedGroup {
     fn new(reply: FetchGroupReply) -> Result<Self, ClientError> {
-        if reply.lengths.len() != reply.trajectory_ids.len() {
+        let trajectories = reply.trajectory_ids.len().max(reply.trajectory_uids.len());
+        if reply.lengths.len() != trajectories
+            || (!reply.trajectory_ids.is_empty() && !reply.trajectory_uids.is_empty())
+        {
             return Err(ClientError::Protocol {
                 reason: format!(
-                    "{} lengths for {} trajectories",
+                    "{} lengths for {} trajectory ids and {} uids",
                     reply.lengths.len(),
-                    reply.trajectory_ids.len()
+                    reply.trajectory_ids.len(),
+                    reply.trajectory_uids.len()
                 ),
             });
         }
@@ -192,22 +311,79 @@ impl FetchedGroup {
             at += l as usize;
             starts.push(at);
         }
-        if reply.policy_versions.len() != at {
+        if reply.policy_versions.len() != at
+            || !(reply.metadata.is_empty() || reply.metadata.len() == at)
+        {
             return Err(ClientError::Protocol {
                 reason: format!(
-                    "{} policy versions for {at} steps",
-                    reply.policy_versions.len()
+                    "{} policy versions and {} metadata for {at} steps",
+                    reply.policy_versions.len(),
+                    reply.metadata.len()
                 ),
             });
+        }
+        for b in &reply.fields {
+            let ends = b.offsets.last().copied();
+            if !b.offsets.is_empty()
+                && (b.offsets.len() != at + 1
+                    || b.offsets.windows(2).any(|w| w[1] < w[0])
+                    || ends.is_none())
+            {
+                return Err(ClientError::Protocol {
+                    reason: format!(
+                        "field `{}`: {} offsets for {at} steps",
+                        b.name,
+                        b.offsets.len()
+                    ),
+                });
+            }
         }
         Ok(FetchedGroup { reply, starts })
     }
 
+    /// The group's id (tables with `u64` ids; 0 otherwise).
     pub fn group_id(&self) -> u64 {
         self.reply.group_id
     }
+    /// The group's id (tables with `str` ids; empty otherwise).
+    pub fn group_uid(&self) -> &str {
+        &self.reply.group_uid
+    }
+    /// Tables with `u64` ids (empty otherwise).
     pub fn trajectory_ids(&self) -> &[u64] {
         &self.reply.trajectory_ids
+    }
+    /// Tables with `str` ids (empty otherwise).
+    pub fn trajectory_uids(&self) -> &[String] {
+        &self.reply.trajectory_uids
+    }
+    /// A variable-length field's offsets (`steps + 1`, from 0, in elements
+    /// of its last dimension); `None` for a fixed-shape or unknown field.
+    pub fn offsets(&self, field: &str) -> Option<&[u64]> {
+        self.reply
+            .fields
+            .iter()
+            .find(|b| b.name == field && !b.offsets.is_empty())
+            .map(|b| &b.offsets[..])
+    }
+    /// Each step's metadata (empty bytes where none); empty when no step
+    /// had any.
+    pub fn metadata(&self) -> &[Bytes] {
+        &self.reply.metadata
+    }
+    /// The table's policy version when the group was fetched.
+    pub fn table_policy_version(&self) -> u64 {
+        self.reply.table_policy_version
+    }
+    /// Each step's lag: the table's policy version minus the step's (0
+    /// for a step from a version ahead of the table's).
+    pub fn lags(&self) -> Vec<u64> {
+        let now = self.reply.table_policy_version;
+        self.reply
+            .policy_versions
+            .iter()
+            .map(|&v| now.saturating_sub(v))
+            .collect()
     }
     /// Steps of each trajectory.
     pub fn lengths(&self) -> &[u32] {
@@ -256,6 +432,7 @@ impl ReplayClient {
         Ok(SubmitReport {
             groups_completed: r.groups_completed,
             groups_dropped_over_capacity: r.groups_dropped_over_capacity,
+            groups_dropped_queue_full: r.groups_dropped_queue_full,
         })
     }
 
@@ -271,6 +448,25 @@ impl ReplayClient {
             .complete_trajectory(pb::CompleteTrajectoryRequest {
                 table: table.to_owned(),
                 trajectory_id: trajectory,
+                trajectory_uid: String::new(),
+            })
+            .await?
+            .into_inner()
+            .group_completed)
+    }
+
+    /// [`Self::complete_trajectory`] for a table with `str` ids.
+    pub async fn complete_trajectory_uid(
+        &mut self,
+        table: &str,
+        trajectory: &str,
+    ) -> Result<bool, ClientError> {
+        Ok(self
+            .raw()
+            .complete_trajectory(pb::CompleteTrajectoryRequest {
+                table: table.to_owned(),
+                trajectory_id: 0,
+                trajectory_uid: trajectory.to_owned(),
             })
             .await?
             .into_inner()

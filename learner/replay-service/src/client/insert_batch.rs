@@ -49,6 +49,12 @@ impl InsertBatch {
         self.rows
     }
 
+    /// Adds a block already checked by the caller (a step batch's
+    /// variable-length field).
+    pub(crate) fn push_block(&mut self, block: FieldBlock) {
+        self.fields.push(block);
+    }
+
     typed_adder!(f32, f32, DType::F32);
     typed_adder!(f64, f64, DType::F64);
     typed_adder!(i32, i32, DType::I32);
@@ -91,6 +97,7 @@ impl InsertBatch {
             dtype: wire_dtype::to_wire(dtype) as i32,
             shape,
             data,
+            offsets: Vec::new(),
         });
         Ok(self)
     }

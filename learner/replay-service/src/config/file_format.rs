@@ -6,7 +6,7 @@
 //! [`TableConfigFile`]: the table's name and its fields' dtypes.
 use std::path::PathBuf;
 
-use seed_replay::{ItemLayout, ItemLayoutBuilder};
+use seed_replay::{DType, ItemLayout, ItemLayoutBuilder};
 use serde::Deserialize;
 
 use crate::wire_dtype;
@@ -65,22 +65,61 @@ impl TableConfigFile {
 
     /// A layout builder holding the fields in file order, not yet built (a
     /// plain table adds its policy-version field first). The error, for
-    /// the `fields` setting, names the field whose dtype is unknown.
+    /// the `fields` setting, names the field whose dtype is unknown, or
+    /// whose shape has a variable dimension: only grouped tables store
+    /// those ([`Self::step_fields`]).
     pub(crate) fn layout_builder(&self) -> Result<ItemLayoutBuilder, String> {
         let mut builder = ItemLayout::builder();
         for f in &self.fields {
-            let dtype = wire_dtype::parse(&f.dtype).ok_or_else(|| {
-                format!(
-                    "field `{}`: dtype `{}` is not one of {}",
+            let (dtype, shape, variable) = f.parts()?;
+            if variable || f.max_len.is_some() {
+                return Err(format!(
+                    "field `{}`: shape {:?}{}: variable-length fields (a last dimension of \
+                     -1, `max_len`) are for grouped tables (sampler `grouped`) only",
                     f.name,
-                    f.dtype,
-                    wire_dtype::ALL.map(wire_dtype::name).join(", ")
-                )
-            })?;
-            builder = builder.field(&f.name, dtype, &f.shape);
+                    f.shape,
+                    if f.max_len.is_some() { " with `max_len`" } else { "" }
+                ));
+            }
+            builder = builder.field(&f.name, dtype, &shape);
         }
         Ok(builder)
     }
+
+    /// The fields of a grouped table's step: a layout of each field's
+    /// fixed part (a variable-length field's dimensions before its last)
+    /// and, per field, its variable last dimension if it has one.
+    pub(crate) fn step_fields(&self) -> Result<(ItemLayoutBuilder, Vec<Option<VariableDim>>), String> {
+        let mut builder = ItemLayout::builder();
+        let mut variable = Vec::with_capacity(self.fields.len());
+        for f in &self.fields {
+            let (dtype, shape, is_variable) = f.parts()?;
+            variable.push(match (is_variable, f.max_len) {
+                (false, None) => None,
+                (false, Some(_)) => {
+                    return Err(format!(
+                        "field `{}`: `max_len` is for a variable-length field (a shape whose \
+                         last dimension is -1), and {:?} has none",
+                        f.name, f.shape
+                    ))
+                }
+                (true, Some(0)) => {
+                    return Err(format!("field `{}`: `max_len` must be at least 1", f.name))
+                }
+                (true, max_len) => Some(VariableDim { max_len }),
+            });
+            builder = builder.field(&f.name, dtype, &shape);
+        }
+        Ok((builder, variable))
+    }
+}
+
+/// A variable last dimension of a grouped table's field (`-1` in the
+/// file), with its optional bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VariableDim {
+    /// Elements of the last dimension one step may hold at most.
+    pub max_len: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -89,8 +128,44 @@ pub struct FieldConfig {
     pub name: String,
     /// `u8`, `bool`, `u32`, `i32`, `f32`, `u64`, `i64`, `f64`.
     pub dtype: String,
-    /// Shape of one item's value; `[]` is a scalar.
-    pub shape: Vec<usize>,
+    /// Shape of one item's value; `[]` is a scalar. Grouped tables: a last
+    /// dimension of -1 makes the field variable-length (its length varies
+    /// from step to step; stored without padding).
+    pub shape: Vec<i64>,
+    /// A variable-length field's longest last dimension (grouped tables).
+    #[serde(default)]
+    pub max_len: Option<u64>,
+}
+
+impl FieldConfig {
+    /// The dtype, the fixed dimensions and whether a variable one follows.
+    fn parts(&self) -> Result<(DType, Vec<usize>, bool), String> {
+        let dtype = wire_dtype::parse(&self.dtype).ok_or_else(|| {
+            format!(
+                "field `{}`: dtype `{}` is not one of {}",
+                self.name,
+                self.dtype,
+                wire_dtype::ALL.map(wire_dtype::name).join(", ")
+            )
+        })?;
+        let (fixed, variable) = match self.shape.split_last() {
+            Some((-1, fixed)) => (fixed, true),
+            _ => (&self.shape[..], false),
+        };
+        let shape = fixed
+            .iter()
+            .map(|&d| {
+                usize::try_from(d).map_err(|_| {
+                    format!(
+                        "field `{}`: shape {:?}: dimension {d} is negative (only the last \
+                         may be -1, variable-length)",
+                        self.name, self.shape
+                    )
+                })
+            })
+            .collect::<Result<Vec<usize>, String>>()?;
+        Ok((dtype, shape, variable))
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -117,6 +192,14 @@ pub enum SamplerFile {
     /// [`grouped_table_spec`].
     Grouped {
         group_size: u32,
+        /// `u64` (default) or `str`: the kind of trajectory and group ids
+        /// the table's writers give.
+        #[serde(default)]
+        ids: Option<String>,
+        /// Ready groups kept at most; when one more becomes ready, the
+        /// oldest is dropped (counted). Absent: no limit but `capacity`.
+        #[serde(default)]
+        max_queue_size: Option<u64>,
     },
 }
 
@@ -145,7 +228,7 @@ pub struct RateLimiterFile {
 #[serde(deny_unknown_fields)]
 pub struct PolicyLagFile {
     pub max_lag: u64,
-    /// `drop` or `down_weight`.
+    /// `drop` or `down_weight` (grouped tables: `drop` or `keep`).
     pub action: String,
     /// The factor for `down_weight`.
     #[serde(default)]

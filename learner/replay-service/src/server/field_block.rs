@@ -20,6 +20,7 @@ pub(crate) fn field_block(spec: &FieldSpec, data: Bytes) -> FieldBlock {
         dtype: wire_dtype::to_wire(spec.dtype()) as i32,
         shape: spec.shape().iter().map(|&d| d as u32).collect(),
         data,
+        offsets: Vec::new(),
     }
 }
 

@@ -9,10 +9,13 @@
 //! # Storage: steps appended per trajectory
 //! A trajectory has any number of steps, so an item has a variable first
 //! axis. Each open trajectory owns one growable byte array per field
-//! (`[len, ...shape]`, steps appended as they come) and its policy
-//! versions; a completed group moves its trajectories (no copy) into the
-//! ready queue, and a fetch concatenates them into one block per field
-//! (one copy, outside the lock; none for a group of one trajectory).
+//! (`[len, ...shape]`, steps appended as they come; a variable-length
+//! field's values without padding, beside each step's length), its policy
+//! versions and its steps' metadata; a completed group moves its
+//! trajectories (no copy) into the ready queue, and a fetch concatenates
+//! them into one block per field (one copy, outside the lock; none for a
+//! group of one trajectory). A fetched group's memory is freed when its
+//! reply is sent: nothing consumed stays behind to be compacted.
 //!
 //! Why not the `seed-replay` ring buffer with its `grouped` sampler: the
 //! ring gives slots in arrival order, so the steps of interleaved
@@ -26,7 +29,8 @@
 //!
 //! # Ids
 //! Trajectory and group ids are the writers' to choose (an actor's env
-//! slot and episode, say). They name open trajectories and groups only:
+//! slot and episode, say; numbers or strings as the table declares,
+//! [`PoolId`]). They name open trajectories and groups only:
 //! once a group is released or dropped its ids are forgotten, and a later
 //! step with one of them starts a new trajectory. While a group is open, a
 //! step of a complete trajectory, a trajectory moving to another group, or
@@ -37,13 +41,17 @@
 //! `capacity` counts steps held (open and ready). A submit that would pass
 //! it first drops the oldest ready groups (`groups_dropped_over_capacity`);
 //! steps of open groups are never dropped, so when they alone would pass
-//! it the submit is refused (`RESOURCE_EXHAUSTED`). A group's policy version
-//! is its oldest step's; with a lag cap, a complete group lagging the
-//! table's version (`SetPolicyVersion`) by more than `max_lag` is dropped
-//! when it completes or when the version moves (`groups_dropped_stale`),
-//! so `FetchGroup` never returns one. A group must also fit in one reply
-//! message: steps that would make it outgrow `max_message_bytes` are
-//! refused (`RESOURCE_EXHAUSTED`) at submit, not found out at fetch.
+//! it the submit is refused (`RESOURCE_EXHAUSTED`). With `max_queue_size`,
+//! a group made ready while that many wait drops the oldest
+//! (`groups_dropped_queue_full`). A group's policy version is its oldest
+//! step's; with a lag cap, a complete group lagging the table's version
+//! (`SetPolicyVersion`) by more than `max_lag` is dropped when it completes
+//! or when the version moves (`groups_dropped_stale`), so `FetchGroup`
+//! never returns one; with action `keep` it is released all the same
+//! (`groups_released_stale`), the reply carrying the table's version so
+//! the trainer weighs each step by its lag. A group must also fit in one
+//! reply message: steps that would make it outgrow `max_message_bytes`
+//! are refused (`RESOURCE_EXHAUSTED`) at submit, not found out at fetch.
 //!
 //! # Concurrency and cost
 //! One mutex over the pool. Requests are checked and their bytes staged by
@@ -58,30 +66,38 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use seed_replay::{ItemLayout, ReplayError};
+use seed_replay::ReplayError;
 use tokio::sync::{watch, Notify};
 
 use crate::config::grouped_table_spec::GroupedTableSpec;
+use crate::config::step_layout::StepLayout;
 use crate::error::{ConfigError, RequestError, ServeError};
 use crate::server::closing::stopping;
+use crate::server::pool_id::PoolId;
 use crate::server::step_request::StagedSteps;
 
 /// Bytes of a `FetchGroupReply` that are not step bytes, per field block
-/// (name, dtype, shape, tags), per trajectory (id, length) and per step
-/// (a policy version, 10 bytes at most as a varint).
+/// (name, dtype, shape, tags) and per trajectory (id, length); a string
+/// id's own bytes are counted at submit. A step's are in
+/// `Segment::reply_bytes`.
 const REPLY_BYTES_PER_FIELD: usize = 256;
 const REPLY_BYTES_PER_TRAJECTORY: usize = 24;
-const REPLY_BYTES_PER_STEP: usize = 10;
 const REPLY_BYTES_FIXED: usize = 1024;
 
 /// One trajectory: its steps so far.
 #[derive(Debug)]
 pub(crate) struct Trajectory {
-    group: u64,
+    group: PoolId,
     complete: bool,
     /// Per layout field, the steps' bytes one after another.
     pub(crate) data: Vec<Vec<u8>>,
+    /// Per layout field, each step's length in its variable last dimension
+    /// (empty for fixed-shape fields).
+    pub(crate) lens: Vec<Vec<u64>>,
     pub(crate) versions: Vec<u64>,
+    /// The steps' metadata one after another, and each one's length.
+    pub(crate) metadata: Vec<u8>,
+    pub(crate) metadata_lens: Vec<u32>,
 }
 
 impl Trajectory {
@@ -94,20 +110,24 @@ impl Trajectory {
 #[derive(Debug, Default)]
 struct OpenGroup {
     /// Its trajectories, in the order first seen.
-    trajectories: Vec<u64>,
+    trajectories: Vec<PoolId>,
     complete: u32,
     steps: usize,
+    /// What its fetch reply will hold, in bytes.
+    reply_bytes: usize,
 }
 
 /// A complete group: what `FetchGroup` hands out.
 #[derive(Debug)]
 pub struct ReleasedGroup {
-    pub group: u64,
+    pub group: PoolId,
     /// Its trajectories, in the order first seen.
-    pub(crate) trajectories: Vec<(u64, Trajectory)>,
+    pub(crate) trajectories: Vec<(PoolId, Trajectory)>,
     pub steps: usize,
     /// The policy version of its oldest step.
     pub oldest_version: u64,
+    /// The table's policy version when it was taken out.
+    pub table_version: u64,
 }
 
 /// Counters of a grouped table, as `Info` reports them.
@@ -119,6 +139,9 @@ pub struct GroupedStats {
     pub groups_released: u64,
     pub groups_dropped_stale: u64,
     pub groups_dropped_over_capacity: u64,
+    pub groups_dropped_queue_full: u64,
+    /// Groups past `max_lag` released anyway (action `keep`).
+    pub groups_released_stale: u64,
     /// Steps held (open and ready groups).
     pub steps_pending: u64,
     /// Steps of ready groups.
@@ -132,13 +155,14 @@ pub struct GroupedStats {
 pub struct SubmitOutcome {
     pub groups_completed: u32,
     pub groups_dropped_over_capacity: u32,
+    pub groups_dropped_queue_full: u32,
 }
 
 #[derive(Debug, Default)]
 struct Pool {
     policy_version: u64,
-    trajectories: HashMap<u64, Trajectory>,
-    open: HashMap<u64, OpenGroup>,
+    trajectories: HashMap<PoolId, Trajectory>,
+    open: HashMap<PoolId, OpenGroup>,
     ready: VecDeque<ReleasedGroup>,
     steps_open: usize,
     steps_ready: usize,
@@ -150,9 +174,9 @@ struct Pool {
 pub struct GroupedTable {
     pub(crate) name: String,
     spec: GroupedTableSpec,
-    /// The most steps one group may hold so that its fetch reply fits in
-    /// one message.
-    max_group_steps: usize,
+    /// The most bytes of steps one group may hold so that its fetch reply
+    /// fits in one message.
+    max_group_bytes: usize,
     pool: Mutex<Pool>,
     /// Woken (`notify_waiters`) when a group becomes ready or the table
     /// closes.
@@ -166,15 +190,16 @@ pub struct GroupedTable {
 
 impl GroupedTable {
     /// An empty table; fails when one group of `group_size` one-step
-    /// trajectories would not fit in a message of `max_message_bytes`.
+    /// trajectories (of empty variable-length fields) would not fit in a
+    /// message of `max_message_bytes`.
     pub fn new(spec: GroupedTableSpec, max_message_bytes: usize) -> Result<Self, ServeError> {
         let layout = &spec.layout;
         let overhead = REPLY_BYTES_FIXED
             + REPLY_BYTES_PER_FIELD * layout.fields().len()
             + REPLY_BYTES_PER_TRAJECTORY * spec.group_size as usize;
-        let per_step = layout.item_bytes() + REPLY_BYTES_PER_STEP;
-        let max_group_steps = max_message_bytes.saturating_sub(overhead) / per_step;
-        if max_group_steps < spec.group_size as usize {
+        let max_group_bytes = max_message_bytes.saturating_sub(overhead);
+        let smallest_step = layout.fixed_step_bytes() + 64;
+        if max_group_bytes / smallest_step < spec.group_size as usize {
             return Err(ServeError::Config(ConfigError::Table {
                 table: spec.name.clone(),
                 setting: "sampler",
@@ -182,14 +207,14 @@ impl GroupedTable {
                     "a group of {} one-step trajectories of {} bytes does not fit in a \
                      message of {max_message_bytes} bytes (--max-message-bytes)",
                     spec.group_size,
-                    layout.item_bytes()
+                    layout.fixed_step_bytes()
                 ),
             }));
         }
         Ok(GroupedTable {
             name: spec.name.clone(),
             spec,
-            max_group_steps,
+            max_group_bytes,
             pool: Mutex::new(Pool::default()),
             ready: Notify::new(),
             closed: AtomicBool::new(false),
@@ -205,13 +230,14 @@ impl GroupedTable {
         &self.spec
     }
 
-    pub fn layout(&self) -> &ItemLayout {
+    pub fn layout(&self) -> &StepLayout {
         &self.spec.layout
     }
 
-    /// Steps one group may hold (its reply must fit in one message).
-    pub fn max_group_steps(&self) -> usize {
-        self.max_group_steps
+    /// Bytes of steps one group may hold (its reply must fit in one
+    /// message).
+    pub fn max_group_bytes(&self) -> usize {
+        self.max_group_bytes
     }
 
     fn lock(&self) -> MutexGuard<'_, Pool> {
@@ -245,14 +271,18 @@ impl GroupedTable {
         let mut pool = self.lock();
         let p = &mut *pool;
         // Check everything first: nothing is stored unless all is well.
-        let mut new_per_group: HashMap<u64, usize> = HashMap::new();
-        let mut steps_per_group: HashMap<u64, usize> = HashMap::new();
+        let (trajectory_field, group_field) = match self.spec.ids {
+            crate::config::grouped_table_spec::IdKind::U64 => ("trajectory_ids", "group_ids"),
+            crate::config::grouped_table_spec::IdKind::Str => ("trajectory_uids", "group_uids"),
+        };
+        let mut new_per_group: HashMap<&PoolId, usize> = HashMap::new();
+        let mut bytes_per_group: HashMap<&PoolId, usize> = HashMap::new();
         for seg in &staged.segments {
             let row = seg.first_row;
             match p.trajectories.get(&seg.trajectory) {
                 Some(t) if t.group != seg.group => {
                     return Err(RequestError::invalid(
-                        format!("group_ids[{row}]"),
+                        format!("{group_field}[{row}]"),
                         format!(
                             "{}, but trajectory {} is in group {}",
                             seg.group, seg.trajectory, t.group
@@ -262,7 +292,7 @@ impl GroupedTable {
                 Some(t) if t.complete => {
                     return Err(RequestError::Precondition {
                         reason: format!(
-                            "field `trajectory_ids[{row}]`: trajectory {} of table `{}` is \
+                            "field `{trajectory_field}[{row}]`: trajectory {} of table `{}` is \
                              complete (its last step came, or CompleteTrajectory)",
                             seg.trajectory, self.name
                         ),
@@ -271,31 +301,31 @@ impl GroupedTable {
                 Some(_) => {}
                 None => {
                     let known = p.open.get(&seg.group).map_or(0, |g| g.trajectories.len());
-                    let new = new_per_group.entry(seg.group).or_insert(0);
+                    let new = new_per_group.entry(&seg.group).or_insert(0);
                     *new += 1;
                     if known + *new > group_size {
                         return Err(RequestError::Precondition {
                             reason: format!(
-                                "field `group_ids[{row}]`: group {} of table `{}` already has \
-                                 its {group_size} trajectories; trajectory {} cannot join it",
+                                "field `{group_field}[{row}]`: group {} of table `{}` already \
+                                 has its {group_size} trajectories; trajectory {} cannot join it",
                                 seg.group, self.name, seg.trajectory
                             ),
                         });
                     }
                 }
             }
-            let held = p.open.get(&seg.group).map_or(0, |g| g.steps);
-            let adding = steps_per_group.entry(seg.group).or_insert(0);
-            *adding += seg.steps();
-            if held + *adding > self.max_group_steps {
+            let held = p.open.get(&seg.group).map_or(0, |g| g.reply_bytes);
+            let adding = bytes_per_group.entry(&seg.group).or_insert(0);
+            *adding += seg.reply_bytes() + seg.trajectory.uid().len();
+            if held + *adding > self.max_group_bytes {
                 return Err(RequestError::Exhausted {
                     field: "rows".into(),
                     reason: format!(
-                        "group {} would hold {} steps; one group may hold {} \
-                         (its FetchGroup reply must fit in one message)",
+                        "group {} would hold {} bytes of steps; one group may hold {} \
+                         (its FetchGroup reply must fit in one message: --max-message-bytes)",
                         seg.group,
                         held + *adding,
-                        self.max_group_steps
+                        self.max_group_bytes
                     ),
                 });
             }
@@ -322,12 +352,14 @@ impl GroupedTable {
             p.stats.groups_dropped_over_capacity += 1;
             outcome.groups_dropped_over_capacity += 1;
         }
-        let mut touched: Vec<u64> = Vec::new();
-        let mut seen: HashSet<u64> = HashSet::new();
+        let mut touched: Vec<PoolId> = Vec::new();
+        let mut seen: HashSet<PoolId> = HashSet::new();
         for seg in staged.segments {
             let steps = seg.steps();
-            let group = p.open.entry(seg.group).or_default();
+            let bytes = seg.reply_bytes() + seg.trajectory.uid().len();
+            let group = p.open.entry(seg.group.clone()).or_default();
             group.steps += steps;
+            group.reply_bytes += bytes;
             if seg.last {
                 group.complete += 1;
             }
@@ -336,31 +368,40 @@ impl GroupedTable {
                     for (out, bytes) in t.data.iter_mut().zip(&seg.data) {
                         out.extend_from_slice(bytes);
                     }
+                    for (out, lens) in t.lens.iter_mut().zip(&seg.lens) {
+                        out.extend_from_slice(lens);
+                    }
                     t.versions.extend_from_slice(&seg.versions);
+                    t.metadata.extend_from_slice(&seg.metadata);
+                    t.metadata_lens.extend_from_slice(&seg.metadata_lens);
                     t.complete = seg.last;
                 }
                 None => {
-                    group.trajectories.push(seg.trajectory);
+                    group.trajectories.push(seg.trajectory.clone());
                     p.trajectories.insert(
                         seg.trajectory,
                         Trajectory {
-                            group: seg.group,
+                            group: seg.group.clone(),
                             complete: seg.last,
                             data: seg.data,
+                            lens: seg.lens,
                             versions: seg.versions,
+                            metadata: seg.metadata,
+                            metadata_lens: seg.metadata_lens,
                         },
                     );
                 }
             }
-            if seen.insert(seg.group) {
+            if seen.insert(seg.group.clone()) {
                 touched.push(seg.group);
             }
         }
         p.steps_open += staged.rows;
         p.stats.steps_submitted += staged.rows as u64;
         for g in touched {
-            if self.try_release(p, g) {
+            if self.try_release(p, &g) {
                 outcome.groups_completed += 1;
+                outcome.groups_dropped_queue_full += self.trim_queue(p);
             }
         }
         drop(pool);
@@ -372,14 +413,18 @@ impl GroupedTable {
 
     /// Marks `trajectory` complete; returns whether its group became
     /// complete.
-    pub(crate) fn complete_trajectory(&self, trajectory: u64) -> Result<bool, RequestError> {
+    pub(crate) fn complete_trajectory(&self, trajectory: &PoolId) -> Result<bool, RequestError> {
         self.check_open()?;
         let mut pool = self.lock();
         let p = &mut *pool;
-        let Some(t) = p.trajectories.get_mut(&trajectory) else {
+        let field = match trajectory {
+            PoolId::Num(_) => "trajectory_id",
+            PoolId::Uid(_) => "trajectory_uid",
+        };
+        let Some(t) = p.trajectories.get_mut(trajectory) else {
             return Err(RequestError::Precondition {
                 reason: format!(
-                    "field `trajectory_id`: table `{}` has no open trajectory {trajectory} \
+                    "field `{field}`: table `{}` has no open trajectory {trajectory} \
                      (never submitted, or its group was already released or dropped)",
                     self.name
                 ),
@@ -388,18 +433,21 @@ impl GroupedTable {
         if t.complete {
             return Err(RequestError::Precondition {
                 reason: format!(
-                    "field `trajectory_id`: trajectory {trajectory} of table `{}` is already \
+                    "field `{field}`: trajectory {trajectory} of table `{}` is already \
                      complete",
                     self.name
                 ),
             });
         }
         t.complete = true;
-        let group = t.group;
+        let group = t.group.clone();
         if let Some(g) = p.open.get_mut(&group) {
             g.complete += 1;
         }
-        let released = self.try_release(p, group);
+        let released = self.try_release(p, &group);
+        if released {
+            self.trim_queue(p);
+        }
         drop(pool);
         if released {
             self.ready.notify_waiters();
@@ -409,22 +457,22 @@ impl GroupedTable {
 
     /// Moves `group` to the ready queue (or drops it, stale) if it is
     /// complete; returns whether it became ready.
-    fn try_release(&self, p: &mut Pool, group: u64) -> bool {
+    fn try_release(&self, p: &mut Pool, group: &PoolId) -> bool {
         let size = self.spec.group_size;
         let complete = p
             .open
-            .get(&group)
+            .get(group)
             .is_some_and(|g| g.complete == size && g.trajectories.len() == size as usize);
         if !complete {
             return false;
         }
-        let Some(g) = p.open.remove(&group) else {
+        let Some((group, g)) = p.open.remove_entry(group) else {
             return false;
         };
-        let trajectories: Vec<(u64, Trajectory)> = g
+        let trajectories: Vec<(PoolId, Trajectory)> = g
             .trajectories
-            .iter()
-            .filter_map(|id| p.trajectories.remove(id).map(|t| (*id, t)))
+            .into_iter()
+            .filter_map(|id| p.trajectories.remove(&id).map(|t| (id, t)))
             .collect();
         let oldest_version = trajectories
             .iter()
@@ -432,7 +480,7 @@ impl GroupedTable {
             .min()
             .unwrap_or(0);
         p.steps_open -= g.steps;
-        if self.is_stale(p.policy_version, oldest_version) {
+        if !self.spec.keep_stale && self.is_stale(p.policy_version, oldest_version) {
             p.stats.groups_dropped_stale += 1;
             return false;
         }
@@ -442,8 +490,27 @@ impl GroupedTable {
             trajectories,
             steps: g.steps,
             oldest_version,
+            table_version: 0,
         });
         true
+    }
+
+    /// Drops the oldest ready groups while more than `max_queue_size`
+    /// wait; returns how many.
+    fn trim_queue(&self, p: &mut Pool) -> u32 {
+        let Some(max) = self.spec.max_queue_size else {
+            return 0;
+        };
+        let mut dropped = 0;
+        while p.ready.len() > max {
+            let Some(old) = p.ready.pop_front() else {
+                break;
+            };
+            p.steps_ready -= old.steps;
+            p.stats.groups_dropped_queue_full += 1;
+            dropped += 1;
+        }
+        dropped
     }
 
     fn is_stale(&self, current: u64, oldest: u64) -> bool {
@@ -455,10 +522,15 @@ impl GroupedTable {
     /// The oldest ready group, taken out of the table.
     pub fn try_fetch(&self) -> Option<ReleasedGroup> {
         let mut pool = self.lock();
-        let g = pool.ready.pop_front()?;
+        let mut g = pool.ready.pop_front()?;
         pool.steps_ready -= g.steps;
         pool.stats.groups_released += 1;
         pool.stats.steps_released += g.steps as u64;
+        g.table_version = pool.policy_version;
+        if self.is_stale(g.table_version, g.oldest_version) {
+            // Only with `keep_stale`: otherwise a stale group was dropped.
+            pool.stats.groups_released_stale += 1;
+        }
         Some(g)
     }
 
@@ -498,7 +570,7 @@ impl GroupedTable {
         let mut pool = self.lock();
         let p = &mut *pool;
         p.policy_version = version;
-        if self.spec.max_lag.is_none() {
+        if self.spec.max_lag.is_none() || self.spec.keep_stale {
             return;
         }
         let before = p.ready.len();

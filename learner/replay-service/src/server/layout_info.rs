@@ -8,6 +8,7 @@
 //! allocation per field, per `Info` call.
 use seed_replay::ItemLayout;
 
+use crate::config::step_layout::StepLayout;
 use crate::pb::FieldInfo;
 use crate::wire_dtype;
 
@@ -20,8 +21,23 @@ pub(crate) fn field_infos(layout: &ItemLayout) -> Vec<FieldInfo> {
             name: f.name().to_owned(),
             dtype: wire_dtype::to_wire(f.dtype()) as i32,
             shape: f.shape().iter().map(|&d| d as u32).collect(),
+            ..FieldInfo::default()
         })
         .collect()
+}
+
+/// Each field of a grouped table's step `layout`, in layout order: a
+/// variable-length field's `shape` holds the dimensions before its
+/// variable one.
+pub(crate) fn step_field_infos(layout: &StepLayout) -> Vec<FieldInfo> {
+    let mut infos = field_infos(layout.units());
+    for (info, (_, variable)) in infos.iter_mut().zip(layout.fields()) {
+        if let Some(v) = variable {
+            info.variable_length = true;
+            info.max_len = v.max_len.unwrap_or(0);
+        }
+    }
+    infos
 }
 
 /// The name of `layout`'s policy-version field (empty: it has none).

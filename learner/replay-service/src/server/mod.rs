@@ -40,6 +40,7 @@ mod sample_source;
 mod sample_stream;
 pub mod service;
 pub mod sharded_table;
+pub mod pool_id;
 mod step_request;
 pub mod table;
 pub mod tls;

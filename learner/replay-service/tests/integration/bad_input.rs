@@ -18,6 +18,7 @@ fn block(name: &str, dtype: FieldDtype, shape: &[u32], bytes: usize) -> FieldBlo
         dtype: dtype as i32,
         shape: shape.to_vec(),
         data: Bytes::from(vec![0u8; bytes]),
+        offsets: vec![],
     }
 }
 
@@ -98,6 +99,12 @@ async fn malformed_inserts_get_statuses_naming_the_field_and_lose_nothing() {
             with(&|r| r.fields[0].shape = vec![4, 3]),
             Code::InvalidArgument,
             "fields[\"obs\"].shape",
+        ),
+        (
+            // Offsets are for a grouped table's variable-length fields.
+            with(&|r| r.fields[0].offsets = vec![0, 12, 24]),
+            Code::InvalidArgument,
+            "fields[\"obs\"].offsets",
         ),
         (
             with(&|r| r.fields[1].data = Bytes::from(vec![0u8; 63])),
@@ -218,11 +225,11 @@ async fn malformed_inserts_get_statuses_naming_the_field_and_lose_nothing() {
     assert_eq!(e.code(), Some(Code::FailedPrecondition));
 
     good_client.await.unwrap();
-    // Every good batch that went before a bad one was kept: 11 cases.
+    // Every good batch that went before a bad one was kept: 12 cases.
     let info = &c.info(Some("t")).await.unwrap()[0];
-    assert_eq!(info.inserted, 11);
-    // 11 inserts and 2 samples refused on `t`.
-    assert_eq!(info.rejected_requests, 13);
+    assert_eq!(info.inserted, 12);
+    // 12 inserts and 2 samples refused on `t`.
+    assert_eq!(info.rejected_requests, 14);
     let b = c.sample("t", 11).await.unwrap();
     assert_eq!(b.keys(), (0..11).collect::<Vec<u64>>());
     let u = &c.info(Some("u")).await.unwrap()[0];

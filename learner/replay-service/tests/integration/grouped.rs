@@ -421,6 +421,7 @@ fn block(name: &str, dtype: FieldDtype, shape: &[u32], bytes: usize) -> FieldBlo
         dtype: dtype as i32,
         shape: shape.to_vec(),
         data: Bytes::from(vec![0u8; bytes]),
+        offsets: vec![],
     }
 }
 
@@ -438,6 +439,7 @@ fn raw_steps(t: u64, g: u64, rows: u32) -> SubmitStepsRequest {
         group_ids: vec![g; r],
         policy_versions: vec![],
         is_last: vec![],
+        ..SubmitStepsRequest::default()
     }
 }
 
@@ -589,6 +591,7 @@ async fn bad_input_is_refused_by_name_while_a_good_client_goes_on() {
             .complete_trajectory(CompleteTrajectoryRequest {
                 table: "pool".into(),
                 trajectory_id: t,
+                trajectory_uid: String::new(),
             })
             .await
             .unwrap_err();

@@ -161,6 +161,7 @@ mod tests {
                     name: f.name().into(),
                     dtype: wire_dtype::to_wire(f.dtype()) as i32,
                     shape: f.shape().iter().map(|&d| d as u32).collect(),
+                    ..Default::default()
                 })
                 .collect(),
             policy_version_field: "v".into(),
