@@ -481,6 +481,109 @@ def test_fetch_group_waits_without_the_gil(make_table):
     assert result[0]["group_id"] == 9
 
 
+TOKEN_FIELDS = [
+    {"name": "prompt_ids", "dtype": "i32", "shape": [-1], "max_len": 64},
+    {"name": "response_ids", "dtype": "i32", "shape": [-1]},
+    {"name": "reward", "dtype": "f32", "shape": []},
+]
+
+
+def token_pool(**sampler):
+    return table("pool", fields=TOKEN_FIELDS, capacity=1000,
+                 sampler={"kind": "grouped", "group_size": 2, "ids": "str", **sampler})
+
+
+def test_token_steps_of_any_length_round_trip_without_padding(make_table):
+    t = make_table(token_pool())
+    prompts = [np.arange(n, dtype=np.int32) + 100 * n for n in (3, 17, 1)]
+    responses = [[7, 8], [], list(range(40))]
+    # A list of arrays (and of plain lists) per step...
+    t.submit_steps(["a", "a"], ["p1", "p1"], {"prompt_ids": prompts[:2], "response_ids": responses[:2],
+                                             "reward": np.array([1.0, 2.0], np.float32)},
+                   policy_versions=[4, 5], metadata=[{"turn": 0}, None])
+    # ...or one step, or (values, offsets).
+    t.submit_step("b", "p1", {"prompt_ids": prompts[2], "response_ids": responses[2],
+                              "reward": np.float32(3.0)}, policy_version=6, metadata=b"raw")
+    values = np.concatenate([np.array(r, np.int32) for r in responses[:1]])
+    t.submit_steps(["a"], ["p1"], {"prompt_ids": (np.array([9, 9], np.int32), [0, 2]),
+                                   "response_ids": (values, np.array([0, len(values)])),
+                                   "reward": np.array([4.0], np.float32)},
+                   is_last=[1], policy_versions=[7])
+    assert t.fetch_batch(timeout=0) is None  # "b" goes on
+    assert t.complete_trajectory("b") is True
+    t.set_policy_version(8)
+    g = t.fetch_group(timeout=0)
+    assert g["group_id"] == "p1" and g["trajectory_ids"] == ["a", "b"]
+    assert g["lengths"].tolist() == [3, 1]
+    pv, po = g["fields"]["prompt_ids"]
+    assert pv.dtype == np.int32 and po.tolist() == [0, 3, 20, 22, 23]
+    want = [prompts[0], prompts[1], np.array([9, 9]), prompts[2]]
+    for i, w in enumerate(want):
+        np.testing.assert_array_equal(pv[po[i]:po[i + 1]], w)
+    rv, ro = g["fields"]["response_ids"]
+    assert ro.tolist() == [0, 2, 2, 4, 44] and rv[-40:].tolist() == responses[2]
+    assert pv.size == sum(len(w) for w in want)  # no padding
+    assert g["fields"]["reward"].tolist() == [1.0, 2.0, 4.0, 3.0]
+    assert g["policy_version"] == 8 and g["lags"].tolist() == [4, 3, 1, 2]
+    assert g["metadata"] == [b'{"turn": 0}', b"", b"", b"raw"]
+    padded, mask = seed_rs.pad(rv, ro, pad_value=-1)
+    assert padded.shape == (4, 40) and mask.sum() == 44 and padded[1].tolist() == [-1] * 40
+    back, offsets = seed_rs.unpad(padded, mask)
+    np.testing.assert_array_equal(back, rv)
+    assert offsets.tolist() == ro.tolist()
+    info = t.info()
+    assert info["fields"][0]["shape"] == [-1] and info["fields"][0]["max_len"] == 64
+    assert info["grouped"]["ids"] == "str"
+
+
+def test_token_pool_bad_input_is_a_value_error_naming_it(make_table):
+    t = make_table(token_pool(max_queue_size=1))
+    step = {"prompt_ids": [np.arange(3, dtype=np.int32)], "response_ids": [[1]],
+            "reward": np.zeros(1, np.float32)}
+    cases = [
+        (dict(step, prompt_ids=[np.arange(3, dtype=np.int64)]), "prompt_ids"),  # no implicit casts
+        (dict(step, prompt_ids=[np.zeros(65, np.int32)]), "prompt_ids"),  # past max_len
+        (dict(step, prompt_ids=(np.zeros(3, np.int32), [0, 4])), "prompt_ids"),  # offsets past the values
+        (dict(step, prompt_ids=(np.zeros(3, np.int32), [1, 3])), "prompt_ids"),  # not from 0
+        (dict(step, prompt_ids=[np.zeros((3, 2), np.int32)]), "prompt_ids"),  # a 2-D step
+        (dict(step, prompt_ids=[[1], [2]]), "prompt_ids"),  # two steps for one row
+    ]
+    for fields, name in cases:
+        with pytest.raises(ValueError, match=name):
+            t.submit_steps(["a"], ["g"], fields)
+    with pytest.raises(ValueError, match="trajectory_ids"):
+        t.submit_steps([1], ["g"], step)  # an int id in a table of str ids
+    with pytest.raises(ValueError, match="metadata"):
+        t.submit_steps(["a"], ["g"], step, metadata=[b"x" * 65537])
+    with pytest.raises(ValueError, match="trajectory_id"):
+        t.complete_trajectory(3)
+    # The table goes on; a group past max_queue_size drops the oldest.
+    for g in ("g1", "g2"):
+        for traj in ("x", "y"):
+            r = t.submit_steps([traj + g], [g], step, is_last=[1])
+    assert r["groups_dropped_queue_full"] == 1
+    assert t.fetch_group(timeout=0)["group_id"] == "g2"
+    assert t.info()["grouped"]["groups_dropped_queue_full"] == 1
+
+
+def test_integer_ids_refuse_strings_by_name(make_table):
+    t = make_table(table("pool", fields=GROUPED_FIELDS, capacity=100, sampler={"kind": "grouped", "group_size": 1}))
+    with pytest.raises(ValueError, match="u64 ids"):
+        t.submit_steps(["a"], ["g"], steps(1, 1.0))
+    t.submit_step(3, 4, {"x": np.ones(2, np.float32)}, is_last=True)
+    g = t.fetch_batch(timeout=0)
+    assert g["group_id"] == 4 and g["trajectory_ids"].tolist() == [3] and g["metadata"] is None
+
+
+def test_pad_refuses_what_it_cannot_pad():
+    with pytest.raises(ValueError, match="max_len"):
+        seed_rs.pad(np.arange(5), [0, 5], max_len=4)
+    with pytest.raises(ValueError, match="backwards"):
+        seed_rs.pad(np.arange(5), [0, 3, 2, 5])
+    with pytest.raises(ValueError, match="offsets end"):
+        seed_rs.pad(np.arange(5), [0, 4])
+
+
 def test_follow_yields_every_insert_in_key_order(start_replay_server):
     server = start_replay_server([table(capacity=100)])
     t = seed_rs.ReplayClient(server.addr).table("t")

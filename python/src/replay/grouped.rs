@@ -124,9 +124,9 @@ pub fn one_step_batch<'py>(
     let py = step.py();
     let fields = PyDict::new(py);
     for (key, value) in step.iter() {
-        let name: String = key.extract().map_err(|_| {
-            PyTypeError::new_err("field names must be str".to_owned())
-        })?;
+        let name: String = key
+            .extract()
+            .map_err(|_| PyTypeError::new_err("field names must be str".to_owned()))?;
         let one = match layout.field(&name) {
             Some(f) if f.variable.is_some() => PyList::new(py, [value])?.into_any(),
             Some(f) => {
@@ -273,14 +273,25 @@ fn variable_field(
         }
         let values = arrays::as_array(&pair.get_item(0)?, || format!("field `{name}` values"))?;
         exact(&values, " values")?;
-        let offsets = arrays::u64s_signed(&pair.get_item(1)?, &format!("fields[\"{name}\"] offsets"), rows + 1)?;
-        return Ok((Bytes::copy_from_slice(arrays::array_bytes(&values)), offsets));
+        let offsets = arrays::u64s_signed(
+            &pair.get_item(1)?,
+            &format!("fields[\"{name}\"] offsets"),
+            rows + 1,
+        )?;
+        return Ok((
+            Bytes::copy_from_slice(arrays::array_bytes(&values)),
+            offsets,
+        ));
     }
     let list = value.len().map_err(|_| {
         PyTypeError::new_err(format!(
             "field `{name}`: variable-length, so a list of one array per step or a \
              (values, offsets) pair; got {}",
-            value.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            value
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
         ))
     })?;
     if list != rows {
@@ -308,7 +319,8 @@ fn variable_field(
         };
         exact(&array, &format!("[{i}]"))?;
         let shape = array.shape();
-        let fixed_ok = shape.len() == spec.shape.len() + 1 && shape[..spec.shape.len()] == spec.shape[..];
+        let fixed_ok =
+            shape.len() == spec.shape.len() + 1 && shape[..spec.shape.len()] == spec.shape[..];
         if !fixed_ok {
             return Err(PyValueError::new_err(format!(
                 "field `{name}`[{i}]: shape {shape:?}, one step is {:?} then its variable length",
@@ -329,9 +341,9 @@ fn numpy_dtype_name(spec: &FieldLayout) -> &'static str {
 /// Per step, its metadata as bytes (module docs).
 fn metadata_bytes(value: &Bound<'_, PyAny>, rows: usize) -> PyResult<Vec<Bytes>> {
     let py = value.py();
-    let n = value.len().map_err(|_| {
-        PyTypeError::new_err("`metadata`: expected a list with one entry per step")
-    })?;
+    let n = value
+        .len()
+        .map_err(|_| PyTypeError::new_err("`metadata`: expected a list with one entry per step"))?;
     if n != rows {
         return Err(PyValueError::new_err(format!(
             "`metadata`: {n} entries for {rows} steps"
@@ -353,9 +365,7 @@ fn metadata_bytes(value: &Bound<'_, PyAny>, rows: usize) -> PyResult<Vec<Bytes>>
                 })?
                 .bind(py);
             let text = dumps.call1((&m,)).map_err(|e| {
-                PyValueError::new_err(format!(
-                    "`metadata[{i}]`: not bytes, str or JSON-able: {e}"
-                ))
+                PyValueError::new_err(format!("`metadata[{i}]`: not bytes, str or JSON-able: {e}"))
             })?;
             Bytes::copy_from_slice(text.cast::<PyString>()?.to_cow()?.as_bytes())
         };
@@ -415,8 +425,11 @@ pub fn group_dict<'py>(
     }
     let lengths: Vec<u64> = reply.lengths.iter().map(|&l| u64::from(l)).collect();
     d.set_item("lengths", arrays::u64_array(py, &lengths))?;
-    let (fixed, variable): (Vec<_>, Vec<_>) =
-        reply.fields.iter().cloned().partition(|b| b.offsets.is_empty());
+    let (fixed, variable): (Vec<_>, Vec<_>) = reply
+        .fields
+        .iter()
+        .cloned()
+        .partition(|b| b.offsets.is_empty());
     let fields = arrays::fields_dict(py, steps, &fixed)?;
     for block in &variable {
         fields.set_item(&block.name, variable_pair(py, steps, block)?)?;

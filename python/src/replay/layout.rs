@@ -193,7 +193,10 @@ pub fn info_dict<'py>(py: Python<'py>, info: &TableInfo) -> PyResult<Bound<'py, 
                 ("groups_released", g.groups_released),
                 ("groups_released_stale", g.groups_released_stale),
                 ("groups_dropped_stale", g.groups_dropped_stale),
-                ("groups_dropped_over_capacity", g.groups_dropped_over_capacity),
+                (
+                    "groups_dropped_over_capacity",
+                    g.groups_dropped_over_capacity,
+                ),
                 ("groups_dropped_queue_full", g.groups_dropped_queue_full),
                 ("steps_pending", g.steps_pending),
             ] {

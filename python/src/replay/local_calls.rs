@@ -293,8 +293,8 @@ impl TableApi for Arc<LocalTable> {
             metadata,
         )?;
         let request = batch.into_request(&self.name);
-        let reply = in_process::submit_steps(&g.table, &request)
-            .map_err(|s| status_to_py_err(py, s))?;
+        let reply =
+            in_process::submit_steps(&g.table, &request).map_err(|s| status_to_py_err(py, s))?;
         grouped::submit_dict(py, &reply)
     }
 

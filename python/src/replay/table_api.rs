@@ -219,6 +219,8 @@ macro_rules! table_trait {
         $($rest:tt)*) => {
         $crate::replay::table_api::table_trait!(@munch [$($out)*
             $(#[$doc])*
+            // Python's signatures decide the count (`submit_step`).
+            #[allow(clippy::too_many_arguments)]
             fn $name<'py>(&self, py: Python<'py>, $($p: $t),*) -> PyResult<$ret>;
         ] $($rest)*);
     };
@@ -265,6 +267,8 @@ macro_rules! table_pymethods {
         $crate::replay::table_api::table_pymethods!(@munch $class, $field, [$($out)*
             $(#[$doc])*
             #[pyo3(signature = ($($sig)*))]
+            // Python's signatures decide the count (`submit_step`).
+            #[allow(clippy::too_many_arguments)]
             fn $name<'py>(&self, py: Python<'py>, $($p: $t),*) -> PyResult<$ret> {
                 $crate::replay::table_api::TableApi::$name(&self.$field, py, $($p),*)
             }

@@ -185,7 +185,9 @@ impl StepBatch {
             .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
             .ok_or_else(|| err(format!("shape {shape:?} overflows")))?;
         let total = offsets[rows];
-        let expected = usize::try_from(total).ok().and_then(|t| t.checked_mul(unit));
+        let expected = usize::try_from(total)
+            .ok()
+            .and_then(|t| t.checked_mul(unit));
         if expected != Some(data.len()) {
             return Err(err(format!(
                 "{} bytes, but the offsets end at {total} elements of {shape:?} {}",

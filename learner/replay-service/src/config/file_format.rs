@@ -78,7 +78,11 @@ impl TableConfigFile {
                      -1, `max_len`) are for grouped tables (sampler `grouped`) only",
                     f.name,
                     f.shape,
-                    if f.max_len.is_some() { " with `max_len`" } else { "" }
+                    if f.max_len.is_some() {
+                        " with `max_len`"
+                    } else {
+                        ""
+                    }
                 ));
             }
             builder = builder.field(&f.name, dtype, &shape);
@@ -89,7 +93,9 @@ impl TableConfigFile {
     /// The fields of a grouped table's step: a layout of each field's
     /// fixed part (a variable-length field's dimensions before its last)
     /// and, per field, its variable last dimension if it has one.
-    pub(crate) fn step_fields(&self) -> Result<(ItemLayoutBuilder, Vec<Option<VariableDim>>), String> {
+    pub(crate) fn step_fields(
+        &self,
+    ) -> Result<(ItemLayoutBuilder, Vec<Option<VariableDim>>), String> {
         let mut builder = ItemLayout::builder();
         let mut variable = Vec::with_capacity(self.fields.len());
         for f in &self.fields {

@@ -44,7 +44,10 @@ impl StepLayout {
 
     /// The fields in order, each with its variable dimension if any.
     pub fn fields(&self) -> impl ExactSizeIterator<Item = (&FieldSpec, Option<VariableDim>)> + '_ {
-        self.fixed.fields().iter().zip(self.variable.iter().copied())
+        self.fixed
+            .fields()
+            .iter()
+            .zip(self.variable.iter().copied())
     }
 
     /// Field `index`'s variable dimension, if it has one.

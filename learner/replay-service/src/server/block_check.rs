@@ -212,7 +212,10 @@ impl BlockCheck<'_> {
             if end < start {
                 return Err(RequestError::invalid(
                     at(&format!("offsets[{}]", row + 1)),
-                    format!("{end} after {start}: offsets go backwards ({} {row})", self.kind.one()),
+                    format!(
+                        "{end} after {start}: offsets go backwards ({} {row})",
+                        self.kind.one()
+                    ),
                 ));
             }
             if let Some(max) = max_len.filter(|&m| end - start > m) {
@@ -238,7 +241,8 @@ impl BlockCheck<'_> {
                     block.data.len(),
                     spec.shape(),
                     wire_dtype::name(spec.dtype()),
-                    expected.map_or_else(|| "more than the address space".into(), |e| e.to_string())
+                    expected
+                        .map_or_else(|| "more than the address space".into(), |e| e.to_string())
                 ),
             ));
         }

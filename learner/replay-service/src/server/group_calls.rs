@@ -175,7 +175,11 @@ fn reply_of(table: &GroupedTable, group: ReleasedGroup) -> FetchGroupReply {
 /// The steps' metadata, each a slice of one buffer; empty when no step
 /// has any.
 fn metadata_of(group: &ReleasedGroup) -> Vec<Bytes> {
-    let total: usize = group.trajectories.iter().map(|(_, t)| t.metadata.len()).sum();
+    let total: usize = group
+        .trajectories
+        .iter()
+        .map(|(_, t)| t.metadata.len())
+        .sum();
     if total == 0 {
         return Vec::new();
     }

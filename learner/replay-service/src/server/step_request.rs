@@ -332,7 +332,9 @@ impl<'a> RowIds<'a> {
     fn group_field(&self, row: usize) -> (String, String) {
         match self {
             RowIds::Num { groups, .. } => (format!("group_ids[{row}]"), groups[row].to_string()),
-            RowIds::Uid { groups, .. } => (format!("group_uids[{row}]"), format!("{:?}", groups[row])),
+            RowIds::Uid { groups, .. } => {
+                (format!("group_uids[{row}]"), format!("{:?}", groups[row]))
+            }
         }
     }
 
@@ -416,10 +418,16 @@ mod tests {
         let [a, b] = &staged.segments[..] else {
             panic!("two segments expected");
         };
-        assert_eq!((&a.trajectory, a.first_row, a.last), (&PoolId::Num(5), 0, true));
+        assert_eq!(
+            (&a.trajectory, a.first_row, a.last),
+            (&PoolId::Num(5), 0, true)
+        );
         assert_eq!(a.data[0], vec![0, 1, 4, 5]);
         assert_eq!(a.versions, vec![7, 9]);
-        assert_eq!((&b.trajectory, b.first_row, b.last), (&PoolId::Num(6), 1, false));
+        assert_eq!(
+            (&b.trajectory, b.first_row, b.last),
+            (&PoolId::Num(6), 1, false)
+        );
         assert_eq!(b.data[0], vec![2, 3]);
     }
 }

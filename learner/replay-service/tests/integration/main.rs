@@ -15,5 +15,5 @@ mod round_trip;
 mod security;
 mod sharded;
 mod streams;
-mod tokens;
 mod support;
+mod tokens;

@@ -63,7 +63,7 @@ fn token_steps(t: u64, group: &str, steps: std::ops::Range<u64>, last: bool) -> 
         }
         rewards.push(s as f32 + t as f32 / 100.0);
         // Every other step carries metadata.
-        metadata.push(if s % 2 == 0 {
+        metadata.push(if s.is_multiple_of(2) {
             Bytes::from(format!(r#"{{"trajectory": {t}, "turn": {s}}}"#))
         } else {
             Bytes::new()
@@ -74,20 +74,35 @@ fn token_steps(t: u64, group: &str, steps: std::ops::Range<u64>, last: bool) -> 
     if last {
         is_last[n as usize - 1] = true;
     }
-    StepBatch::with_uids(vec![format!("traj-{t}"); n as usize], vec![group.into(); n as usize])
-        .unwrap()
-        .variable("prompt_ids", DType::I32, &[], Bytes::from(prompt), prompt_offsets)
-        .unwrap()
-        .variable("response_ids", DType::I32, &[], Bytes::from(response), response_offsets)
-        .unwrap()
-        .f32("reward", &[], &rewards)
-        .unwrap()
-        .metadata(metadata)
-        .unwrap()
-        .policy_versions(steps.map(|s| 10 + s).collect())
-        .unwrap()
-        .is_last(is_last)
-        .unwrap()
+    StepBatch::with_uids(
+        vec![format!("traj-{t}"); n as usize],
+        vec![group.into(); n as usize],
+    )
+    .unwrap()
+    .variable(
+        "prompt_ids",
+        DType::I32,
+        &[],
+        Bytes::from(prompt),
+        prompt_offsets,
+    )
+    .unwrap()
+    .variable(
+        "response_ids",
+        DType::I32,
+        &[],
+        Bytes::from(response),
+        response_offsets,
+    )
+    .unwrap()
+    .f32("reward", &[], &rewards)
+    .unwrap()
+    .metadata(metadata)
+    .unwrap()
+    .policy_versions(steps.map(|s| 10 + s).collect())
+    .unwrap()
+    .is_last(is_last)
+    .unwrap()
 }
 
 fn i32s(bytes: &[u8]) -> Vec<i32> {
@@ -122,8 +137,11 @@ fn verify_tokens(g: &FetchedGroup, steps_of: impl Fn(u64) -> u64) -> Vec<u64> {
             }
             assert_eq!(rewards[row], s as f32 + t as f32 / 100.0);
             let meta = &g.metadata()[row];
-            if s % 2 == 0 {
-                assert_eq!(&meta[..], format!(r#"{{"trajectory": {t}, "turn": {s}}}"#).as_bytes());
+            if s.is_multiple_of(2) {
+                assert_eq!(
+                    &meta[..],
+                    format!(r#"{{"trajectory": {t}, "turn": {s}}}"#).as_bytes()
+                );
             } else {
                 assert!(meta.is_empty(), "{uid} step {s}: no metadata");
             }
@@ -141,13 +159,26 @@ fn verify_tokens(g: &FetchedGroup, steps_of: impl Fn(u64) -> u64) -> Vec<u64> {
     seen
 }
 
-async fn grouped_info(c: &mut ReplayClient, table: &str) -> seed_replay_service::pb::GroupedTableInfo {
-    c.info(Some(table)).await.unwrap().remove(0).grouped.unwrap()
+async fn grouped_info(
+    c: &mut ReplayClient,
+    table: &str,
+) -> seed_replay_service::pb::GroupedTableInfo {
+    c.info(Some(table))
+        .await
+        .unwrap()
+        .remove(0)
+        .grouped
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_steps_of_any_length_come_back_whole_without_padding() {
-    let server = serve(config(&[pool_json("pool", r#""group_size": 2, "ids": "str""#, "")])).await;
+    let server = serve(config(&[pool_json(
+        "pool",
+        r#""group_size": 2, "ids": "str""#,
+        "",
+    )]))
+    .await;
     let mut c = client(&server).await;
     // Two trajectories of one prompt's group, their turns interleaved.
     let steps_of = |t: u64| 2 + t % 3;
@@ -160,14 +191,22 @@ async fn token_steps_of_any_length_come_back_whole_without_padding() {
         assert_eq!(report.groups_completed, u32::from(t == 2 && last));
     }
     c.set_policy_version("pool", 12).await.unwrap();
-    let g = c.fetch_group("pool", WAIT).await.unwrap().expect("one group");
+    let g = c
+        .fetch_group("pool", WAIT)
+        .await
+        .unwrap()
+        .expect("one group");
     assert_eq!(g.group_uid(), "prompt-7");
     assert!(g.trajectory_ids().is_empty());
     assert_eq!(verify_tokens(&g, steps_of), vec![1, 2]);
     assert_eq!(g.table_policy_version(), 12);
     // Trajectory 1's steps then 2's, each from version 10 on.
     assert_eq!(g.lags(), vec![2, 1, 0, 2, 1, 0, 0]);
-    assert!(c.fetch_group("pool", Duration::ZERO).await.unwrap().is_none());
+    assert!(c
+        .fetch_group("pool", Duration::ZERO)
+        .await
+        .unwrap()
+        .is_none());
     let info = c.info(Some("pool")).await.unwrap().remove(0);
     assert!(info.fields[0].variable_length && info.fields[0].max_len == MAX_PROMPT);
     assert!(info.fields[1].variable_length && info.fields[1].max_len == 0);
@@ -178,7 +217,12 @@ async fn token_steps_of_any_length_come_back_whole_without_padding() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn string_ids_are_kept_whole_and_never_collide() {
-    let server = serve(config(&[pool_json("pool", r#""group_size": 1, "ids": "str""#, "")])).await;
+    let server = serve(config(&[pool_json(
+        "pool",
+        r#""group_size": 1, "ids": "str""#,
+        "",
+    )]))
+    .await;
     let mut c = client(&server).await;
     // Ids that agree in their first bytes and in length: a hash or a
     // prefix would merge them.
@@ -192,7 +236,10 @@ async fn string_ids_are_kept_whole_and_never_collide() {
     }
     assert!(c.complete_trajectory_uid("pool", &b).await.unwrap());
     let g = c.fetch_group("pool", WAIT).await.unwrap().unwrap();
-    assert_eq!((g.group_uid(), g.trajectory_uids()), (&b[..], &[b.clone()][..]));
+    assert_eq!(
+        (g.group_uid(), g.trajectory_uids()),
+        (&b[..], &[b.clone()][..])
+    );
     assert_eq!(g.steps(), 2);
     assert!(c.complete_trajectory_uid("pool", &a).await.unwrap());
     let g = c.fetch_group("pool", WAIT).await.unwrap().unwrap();
@@ -241,17 +288,29 @@ async fn stale_groups_are_kept_with_their_lags_or_dropped_as_configured() {
     let mut c = client(&server).await;
     for table in ["keep", "drop"] {
         // Steps of versions 10 and 11; the table moves to 20.
-        c.submit_steps(table, token_steps(1, "old", 0..2, true)).await.unwrap();
+        c.submit_steps(table, token_steps(1, "old", 0..2, true))
+            .await
+            .unwrap();
         c.set_policy_version(table, 20).await.unwrap();
     }
     let g = c.fetch_group("keep", WAIT).await.unwrap().expect("kept");
     assert_eq!((g.group_uid(), g.lags()), ("old", vec![10, 9]));
     let kept = grouped_info(&mut c, "keep").await;
-    assert_eq!((kept.groups_released_stale, kept.groups_dropped_stale), (1, 0));
+    assert_eq!(
+        (kept.groups_released_stale, kept.groups_dropped_stale),
+        (1, 0)
+    );
     assert!(kept.keep_stale);
-    assert!(c.fetch_group("drop", Duration::ZERO).await.unwrap().is_none());
+    assert!(c
+        .fetch_group("drop", Duration::ZERO)
+        .await
+        .unwrap()
+        .is_none());
     let dropped = grouped_info(&mut c, "drop").await;
-    assert_eq!((dropped.groups_released_stale, dropped.groups_dropped_stale), (0, 1));
+    assert_eq!(
+        (dropped.groups_released_stale, dropped.groups_dropped_stale),
+        (0, 1)
+    );
     server.stop().await.unwrap();
 }
 
@@ -303,14 +362,32 @@ async fn bad_token_input_is_refused_naming_the_field_and_the_row() {
     .await;
     let mut good = client(&server).await;
     // Half a group acknowledged before the bad requests.
-    good.submit_steps("pool", token_steps(1, "kept", 0..2, true)).await.unwrap();
+    good.submit_steps("pool", token_steps(1, "kept", 0..2, true))
+        .await
+        .unwrap();
     let mut raw = RawClient::connect(server.url(false)).await.unwrap();
     let too_long = MAX_PROMPT as usize + 1;
     let mut cases: Vec<(SubmitStepsRequest, Code, &str)> = vec![
-        (one_step(prompt(3, vec![0, 4])), Code::InvalidArgument, "fields[\"prompt_ids\"].data"),
-        (one_step(prompt(3, vec![0])), Code::InvalidArgument, "fields[\"prompt_ids\"].offsets"),
-        (one_step(prompt(3, vec![1, 3])), Code::InvalidArgument, "fields[\"prompt_ids\"].offsets[0]"),
-        (one_step(prompt(3, vec![])), Code::InvalidArgument, "fields[\"prompt_ids\"].offsets"),
+        (
+            one_step(prompt(3, vec![0, 4])),
+            Code::InvalidArgument,
+            "fields[\"prompt_ids\"].data",
+        ),
+        (
+            one_step(prompt(3, vec![0])),
+            Code::InvalidArgument,
+            "fields[\"prompt_ids\"].offsets",
+        ),
+        (
+            one_step(prompt(3, vec![1, 3])),
+            Code::InvalidArgument,
+            "fields[\"prompt_ids\"].offsets[0]",
+        ),
+        (
+            one_step(prompt(3, vec![])),
+            Code::InvalidArgument,
+            "fields[\"prompt_ids\"].offsets",
+        ),
         (
             one_step(prompt(too_long, vec![0, too_long as u64])),
             Code::InvalidArgument,
@@ -327,7 +404,11 @@ async fn bad_token_input_is_refused_naming_the_field_and_the_row() {
     backwards.fields[2].data = Bytes::from(vec![0u8; 8]);
     backwards.trajectory_uids = vec!["traj-1".into(); 2];
     backwards.group_uids = vec!["bad".into(); 2];
-    cases.push((backwards, Code::InvalidArgument, "fields[\"prompt_ids\"].offsets[2]"));
+    cases.push((
+        backwards,
+        Code::InvalidArgument,
+        "fields[\"prompt_ids\"].offsets[2]",
+    ));
     // Offsets on a fixed-shape field.
     let mut fixed = one_step(prompt(3, vec![0, 3]));
     fixed.fields[2].offsets = vec![0, 1];
@@ -359,11 +440,24 @@ async fn bad_token_input_is_refused_naming_the_field_and_the_row() {
         );
     }
     let third = token_steps(9, "kept", 0..1, true);
-    good.submit_steps("pool", token_steps(2, "kept", 0..1, false)).await.unwrap();
+    good.submit_steps("pool", token_steps(2, "kept", 0..1, false))
+        .await
+        .unwrap();
     let status = good.submit_steps("pool", third).await.unwrap_err();
-    assert!(status.to_string().contains("already has its 2 trajectories"), "{status}");
-    assert!(good.complete_trajectory_uid("pool", "traj-2").await.unwrap());
-    for (id, uid, field) in [(5u64, "", "trajectory_uid"), (0, "nobody", "trajectory_uid")] {
+    assert!(
+        status
+            .to_string()
+            .contains("already has its 2 trajectories"),
+        "{status}"
+    );
+    assert!(good
+        .complete_trajectory_uid("pool", "traj-2")
+        .await
+        .unwrap());
+    for (id, uid, field) in [
+        (5u64, "", "trajectory_uid"),
+        (0, "nobody", "trajectory_uid"),
+    ] {
         let status = raw
             .complete_trajectory(CompleteTrajectoryRequest {
                 table: "pool".into(),
@@ -372,11 +466,18 @@ async fn bad_token_input_is_refused_naming_the_field_and_the_row() {
             })
             .await
             .unwrap_err();
-        assert!(status.message().contains(&format!("`{field}`")), "{}", status.message());
+        assert!(
+            status.message().contains(&format!("`{field}`")),
+            "{}",
+            status.message()
+        );
     }
     // Nothing acknowledged was lost, nothing refused was stored.
     let g = good.fetch_group("pool", WAIT).await.unwrap().unwrap();
-    assert_eq!(verify_tokens(&g, |t| if t == 1 { 2 } else { 1 }), vec![1, 2]);
+    assert_eq!(
+        verify_tokens(&g, |t| if t == 1 { 2 } else { 1 }),
+        vec![1, 2]
+    );
     let info = good.info(Some("pool")).await.unwrap().remove(0);
     assert_eq!((info.inserted, info.stored), (3, 0));
     assert!(info.rejected_requests >= 12);
@@ -393,7 +494,10 @@ fn variable_fields_are_for_grouped_tables_and_bounded_as_declared() {
     let ring = r#"{"name": "ring", "capacity": 8, "sampler": {"kind": "uniform"},
         "fields": [{"name": "tokens", "dtype": "i32", "shape": [-1]}]}"#;
     let e = err(ring.into());
-    assert!(e.contains("`tokens`") && e.contains("grouped tables"), "{e}");
+    assert!(
+        e.contains("`tokens`") && e.contains("grouped tables"),
+        "{e}"
+    );
     let fixed_max = r#"{"name": "g", "capacity": 8, "sampler": {"kind": "grouped", "group_size": 1},
         "fields": [{"name": "x", "dtype": "i32", "shape": [4], "max_len": 9}]}"#;
     assert!(err(fixed_max.into()).contains("`max_len`"));
