@@ -239,6 +239,22 @@ def test_the_grouped_calls_through_the_handle_from_ray_tasks(cluster):
         ray.kill(server, no_restart=True)
 
 
+def test_the_agentic_pool_example_from_ray_tasks(cluster):
+    """examples/agentic_pool.py, small: gateway tasks submit multi-turn
+    token rollouts with string ids, a trainer task takes every group whole."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("agentic_pool", REPO / "examples" / "agentic_pool.py")
+    example = importlib.util.module_from_spec(spec)
+    sys.modules["agentic_pool"] = example
+    spec.loader.exec_module(example)
+    ray.cloudpickle.register_pickle_by_value(example)
+    r = example.run(gateways=3, prompts=4, group_size=2, resources={"learner": 1})
+    assert r["groups"] == 4 and r["steps"] == r["submitted"] > 0
+    assert r["tokens"] > 4 * 2 * 150  # every turn's prompt and response came back
+    assert r["info"]["groups_ready"] == 0 and r["info"]["groups_dropped_queue_full"] == 0
+
+
 def test_the_token_reaches_the_learner_and_the_actors(cluster):
     learner = sr.start_learner(LEARNER, resources={"learner": 1}, token="s3cret")
     good = sr.ActorFleet(learner, "CartPole-v1", 1, 4, resources={"actor": 1}, token="s3cret")
