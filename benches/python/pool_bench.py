@@ -20,12 +20,14 @@ to 8 calls in flight, fire-and-forget as the seed has it); the trainer
 polls for ready groups (``fetch_batch`` / ``fetch_group(timeout=0)``)
 and computes group-normalised advantages.
 
-Per (pool, gateways): steps/s submitted (all steps over the gateways'
-span), steps/s and tokens/s fetched (over the trainer's span, its first
-call to its last group), the latency of each fetch that returned a group
-(p50/p99), what was still queued at the end, and, in a second fill with
-no trainer, the pool process's RSS growth per million tokens held against
-the raw 4 MB of int32 tokens.
+Per (pool, gateways), three phases. Held: every step submitted into a
+fresh pool with no trainer (steps/s in; the pool process's RSS growth per
+million tokens held, against the raw 4 MB of int32 tokens). Drain: the
+trainer alone takes every (ready) group (steps/s, and the latency of a
+fetch of a ready group, p50/p99). Concurrent: the gateways submit again
+while the trainer fetches (steps/s in, steps/s fetched over the same
+clock until the last group, how long the trainer finished after the
+gateways, fetch p50/p99).
 """
 
 from __future__ import annotations
@@ -121,6 +123,13 @@ class Gateway:
 
 @ray.remote(num_cpus=0)
 class Trainer:
+    def ready(self, pool, mode: str) -> None:
+        """Connects before any clock starts (a handle connects on first use)."""
+        if mode == "seed_rs":
+            pool.info()
+        else:
+            ray.get(pool.pid.remote())
+
     def run(self, pool, mode: str, groups: int, deadline_s: float):
         latencies, steps, tokens, got = [], 0, 0, 0
         first = time.time()
@@ -176,37 +185,48 @@ def one_run(mode: str, gateways: int, args, work) -> dict:
         pool, pid = server, ray.get(server.pid.remote())
     gws = [Gateway.remote() for _ in range(gateways)]
     shares = [[t for i, t in enumerate(work) if i % gateways == k] for k in range(gateways)]
-
-    def fill(with_trainer: bool):
-        built = ray.get([gw.build.remote(share, "seed_rs" if mode == "seed_rs" else "py")
-                         for gw, share in zip(gws, shares)])
-        rss0 = rss_bytes(pid)
-        trainer = Trainer.remote() if with_trainer and mode != "noop" else None
-        fetched = trainer.run.remote(pool, mode, args.groups, args.deadline) if trainer else None
-        spans = ray.get([gw.run.remote(pool) for gw in gws])
-        rss1 = rss_bytes(pid)
-        return built, spans, (ray.get(fetched) if fetched else None), rss1 - rss0
-
-    built, spans, fetched, _ = fill(True)
+    built = ray.get([gw.build.remote(share, "seed_rs" if mode == "seed_rs" else "py")
+                     for gw, share in zip(gws, shares)])
     steps = sum(b[0] for b in built)
     tokens = sum(b[1] for b in built)
-    span = max(e for _, e in spans) - min(s for s, _ in spans)
-    row = dict(pool=mode, gateways=gateways, steps=steps, tokens=tokens,
-               submitted_steps_per_s=steps / span, submitted_tokens_per_s=tokens / span)
+    row = dict(pool=mode, gateways=gateways, steps=steps, tokens=tokens)
+    if mode != "noop":
+        trainer = Trainer.remote()
+        ray.get(trainer.ready.remote(pool, mode))
+        # Held: everything submitted into a fresh pool, nothing fetched;
+        # then drained by the trainer alone (every group ready).
+        rss0 = rss_bytes(pid)
+        spans = ray.get([gw.run.remote(pool) for gw in gws])
+        grown = rss_bytes(pid) - rss0
+        span = max(e for _, e in spans) - min(s for s, _ in spans)
+        drained = ray.get(trainer.run.remote(pool, mode, args.groups, args.deadline))
+        dspan = max(drained["last"] - drained["first"], 1e-9)
+        row.update(held_submitted_steps_per_s=steps / span,
+                   rss_held_mb_per_m_tokens=grown / 1e6 / (tokens / 1e6),
+                   raw_mb_per_m_tokens=4.0,
+                   drain_steps_per_s=drained["steps"] / dspan,
+                   drain_tokens_per_s=drained["tokens"] / dspan,
+                   drain_fetch_p50_ms=pct(drained["latencies_ms"], 50),
+                   drain_fetch_p99_ms=pct(drained["latencies_ms"], 99))
+    # Concurrent: the gateways submit while the trainer fetches.
+    t0 = time.time()
+    fetched = None if mode == "noop" else trainer.run.remote(pool, mode, args.groups, args.deadline)
+    spans = ray.get([gw.run.remote(pool) for gw in gws])
+    start = min(min(s for s, _ in spans), t0)
+    end = max(e for _, e in spans)
+    row.update(submitted_steps_per_s=steps / (end - start), submitted_tokens_per_s=tokens / (end - start))
     if fetched is not None:
-        fspan = max(fetched["last"] - fetched["first"], 1e-9)
-        lat = fetched["latencies_ms"]
-        row.update(groups_fetched=fetched["groups"], groups_left=args.groups - fetched["groups"],
-                   fetched_steps_per_s=fetched["steps"] / fspan,
-                   fetched_tokens_per_s=fetched["tokens"] / fspan,
+        f = ray.get(fetched)
+        lat = f["latencies_ms"]
+        fspan = max(f["last"] - start, 1e-9)
+        row.update(groups_fetched=f["groups"], groups_left=args.groups - f["groups"],
+                   fetched_steps_per_s=f["steps"] / fspan, fetched_tokens_per_s=f["tokens"] / fspan,
+                   trainer_behind_s=max(f["last"] - end, 0.0),
                    fetch_p50_ms=pct(lat, 50), fetch_p99_ms=pct(lat, 99))
-        # Held: a second fill, nothing fetched.
-        if mode != "noop":
-            _, _, _, grown = fill(False)
-            row["rss_growth_mb_per_m_tokens"] = grown / 1e6 / (tokens / 1e6)
-            row["raw_mb_per_m_tokens"] = 4.0
     for gw in gws:
         ray.kill(gw)
+    if mode != "noop":
+        ray.kill(trainer)
     if mode == "seed_rs":
         pool.close()
         ray.get(server.stop.remote())
