@@ -141,8 +141,11 @@ def test_a_killed_learner_resumes_from_its_checkpoint_and_the_actors_find_it(clu
         os.kill(before["pid"], signal.SIGKILL)
         # Ray restarts the learner's actor; it resumes; the actors look its
         # (new) address up and come back.
-        after = sr.wait_for(lambda: (lambda p: p if p["pid"] != before["pid"] else None)(
-            ray.get(learner.placement.remote())), DEADLINE, "the learner restarted")
+        # The placement can answer before the new process has said which
+        # version it resumed (seen under load): wait for both.
+        after = sr.wait_for(lambda: (lambda p: p if p["pid"] != before["pid"]
+                                     and p.get("resumed_policy_version") is not None else None)(
+            ray.get(learner.placement.remote())), DEADLINE, "the learner restarted and resumed")
         assert after["resumed"] and after["resumed_policy_version"] > 0, after
         assert ray.get(learner.address.remote()) is not None
         wait_slots(learner, 2 * ENVS, "the actors back on the restarted learner")
