@@ -31,6 +31,7 @@
 mod error;
 mod interrupt;
 mod native_actor;
+mod policy;
 mod programs;
 mod py_env;
 mod replay;
@@ -45,6 +46,8 @@ mod _native {
     use crate::error::ActorError;
     #[pymodule_export]
     use crate::native_actor::{check_spec, enable_logging, NativeActor};
+    #[pymodule_export]
+    use crate::policy::NativePolicy;
     #[pymodule_export]
     use crate::programs::run_program;
     #[pymodule_export]

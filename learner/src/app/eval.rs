@@ -17,15 +17,14 @@
 //! Cost: one forward per step of the longest episode.
 use std::path::Path;
 
-use candle_core::{Device, Tensor};
 use seed_env::{Action, EnvConfig, EnvError, SyntheticConfig};
 use seed_shared::codec::read_f32_le_into;
 use seed_shared::ObsDType;
 use serde::Serialize;
 
+use crate::app::policy::{Actions, LstmState, Observations, Policy, PolicyError};
 use crate::error::LearnerError;
-use crate::learn::checkpoint::{EnvDescription, LoadedCheckpoint};
-use crate::model::{ActionDistribution, ActionSampler, ActorCritic, RecurrentState};
+use crate::learn::checkpoint::EnvDescription;
 
 /// How `evaluate` picks actions from the policy's distribution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -80,7 +79,7 @@ fn env_failed(e: EnvError) -> LearnerError {
     LearnerError::Config(format!("evaluation env failed: {e}"))
 }
 
-fn env_config(d: &EnvDescription) -> Result<EnvConfig, LearnerError> {
+fn env_config(d: &EnvDescription, path: &Path) -> Result<EnvConfig, LearnerError> {
     match d.kind.as_str() {
         "cartpole" => Ok(EnvConfig::CartPole),
         "cartpole-masked" => Ok(EnvConfig::CartPoleMasked),
@@ -95,39 +94,37 @@ fn env_config(d: &EnvDescription) -> Result<EnvConfig, LearnerError> {
             step_cost_us: d.step_cost_us,
             episode_len: d.episode_len,
         })),
+        "remote" => Err(LearnerError::Config(format!(
+            "the checkpoint's env {} was run by actors, not by the learner: evaluate it where \
+             its env is, with the Python package: python -m seed_rs.eval {} --env {}",
+            d.env_name.as_deref().unwrap_or("(unnamed)"),
+            path.display(),
+            d.env_name.as_deref().unwrap_or("ENV_ID"),
+        ))),
         other => Err(LearnerError::Config(format!(
-            "checkpoint env kind {other:?} is not cartpole, cartpole-masked, pendulum or synthetic (an env \
-             served by remote actors cannot be rebuilt here)"
+            "checkpoint env kind {other:?} is not cartpole, cartpole-masked, pendulum or synthetic"
         ))),
     }
 }
 
-/// Runs `config.episodes` episodes of the newest checkpoint in `run_dir`.
-pub fn evaluate(run_dir: &Path, config: &EvalConfig) -> Result<EvalReport, LearnerError> {
+/// Runs `config.episodes` episodes of the checkpoint at `path` (a run
+/// directory's newest, or a checkpoint directory: see [`Policy::load`]).
+pub fn evaluate(path: &Path, config: &EvalConfig) -> Result<EvalReport, LearnerError> {
     let &EvalConfig {
         episodes,
         seed,
         max_steps,
-        policy,
+        policy: mode,
     } = config;
-    let ckpt = LoadedCheckpoint::latest(run_dir)
-        .map_err(|e| LearnerError::Config(format!("--checkpoint: {e}")))?;
-    let device = Device::Cpu;
-    let weights = ckpt
-        .weights(&device)
-        .map_err(|e| LearnerError::Config(format!("--checkpoint: {e}")))?;
-    let model = ActorCritic::new(
-        &ckpt.config.model,
-        candle_nn::VarBuilder::from_tensors(weights, candle_core::DType::F32, &device),
-    )?;
-    let env_cfg = env_config(&ckpt.config.env)?;
+    let mut policy =
+        Policy::load(path).map_err(|e| LearnerError::Config(format!("--checkpoint: {e}")))?;
+    let env_cfg = env_config(policy.env(), path)?;
     let spec = env_cfg.spec();
-    ckpt.config
+    policy
         .check_env(&spec)
         .map_err(|e| LearnerError::Config(format!("--checkpoint: {e}")))?;
-    let distribution = ckpt.config.model.action;
+    policy.seed(seed);
     let (n, obs_bytes, obs_len) = (episodes.max(1), spec.obs_bytes(), spec.obs_len());
-    let dim = distribution.continuous_dim();
     let mut envs: Vec<_> = (0..n)
         .map(|i| env_cfg.build(seed.wrapping_add(i as u64)))
         .collect();
@@ -141,24 +138,24 @@ pub fn evaluate(run_dir: &Path, config: &EvalConfig) -> Result<EvalReport, Learn
     }
     let mut running: Vec<usize> = (0..n).collect();
     let mut returns = vec![0f64; n];
-    let hsize = model.state_size();
-    let mut h = vec![0f32; n * hsize];
-    let mut c = vec![0f32; n * hsize];
+    let hsize = policy.state_size();
+    let mut state = LstmState {
+        h: vec![0f32; n * hsize],
+        c: vec![0f32; n * hsize],
+    };
     let mut obs_f32 = vec![0f32; n * obs_len];
     let mut obs_u8 = vec![0u8; n * obs_len];
-    let mut actions = vec![0u32; n];
-    let mut continuous = vec![0f32; n * dim];
-    let mut sampler = ActionSampler::new(seed);
-    let mut dims = vec![0];
-    dims.extend(&spec.obs_shape);
+    let failed = |e: PolicyError| LearnerError::Config(format!("--checkpoint: {e}"));
     for _ in 0..max_steps {
         if running.is_empty() {
             break;
         }
         let k = running.len();
-        dims[0] = k;
         // Gather the running envs' observations and states.
-        let (mut hs, mut cs) = (Vec::with_capacity(k * hsize), Vec::with_capacity(k * hsize));
+        let mut rows = LstmState {
+            h: Vec::with_capacity(k * hsize),
+            c: Vec::with_capacity(k * hsize),
+        };
         for (row, &i) in running.iter().enumerate() {
             let src = &obs[i * obs_bytes..(i + 1) * obs_bytes];
             match spec.obs_dtype {
@@ -167,58 +164,34 @@ pub fn evaluate(run_dir: &Path, config: &EvalConfig) -> Result<EvalReport, Learn
                 }
                 ObsDType::U8 => obs_u8[row * obs_len..(row + 1) * obs_len].copy_from_slice(src),
             }
-            hs.extend_from_slice(&h[i * hsize..(i + 1) * hsize]);
-            cs.extend_from_slice(&c[i * hsize..(i + 1) * hsize]);
+            rows.h
+                .extend_from_slice(&state.h[i * hsize..(i + 1) * hsize]);
+            rows.c
+                .extend_from_slice(&state.c[i * hsize..(i + 1) * hsize]);
         }
         let x = match spec.obs_dtype {
-            ObsDType::F32 => Tensor::from_slice(&obs_f32[..k * obs_len], dims.as_slice(), &device)?,
-            ObsDType::U8 => Tensor::from_slice(&obs_u8[..k * obs_len], dims.as_slice(), &device)?,
+            ObsDType::F32 => Observations::F32(&obs_f32[..k * obs_len]),
+            ObsDType::U8 => Observations::U8(&obs_u8[..k * obs_len]),
         };
-        let state = if hsize > 0 {
-            Some(RecurrentState {
-                h: Tensor::from_slice(&hs, (k, hsize), &device)?,
-                c: Tensor::from_slice(&cs, (k, hsize), &device)?,
-            })
-        } else {
-            None
-        };
-        let out = model.step(&x, state.as_ref())?;
-        let params = out.policy_params.flatten_all()?.to_vec1::<f32>()?;
-        match (distribution, policy) {
-            (ActionDistribution::Categorical { num_actions }, EvalPolicy::Greedy) => {
-                ActionSampler::greedy(&params, num_actions, &mut actions[..k])
-            }
-            (ActionDistribution::Categorical { num_actions }, EvalPolicy::Sample) => {
-                sampler.sample(&params, num_actions, &mut actions[..k])
-            }
-            (ActionDistribution::Gaussian { dim }, EvalPolicy::Greedy) => {
-                ActionSampler::gaussian_mean(&params, dim, &mut continuous[..k * dim])
-            }
-            (ActionDistribution::Gaussian { dim }, EvalPolicy::Sample) => {
-                sampler.sample_gaussian(&params, dim, &mut continuous[..k * dim])
-            }
-        }
-        if dim > 0 {
-            for action in continuous[..k * dim].chunks_exact_mut(dim) {
-                spec.action.clip(action);
-            }
-        }
+        let out = policy
+            .forward(x, (hsize > 0).then_some(&rows))
+            .map_err(failed)?;
+        let actions = policy.actions(&out, mode == EvalPolicy::Greedy);
         if let Some(next) = &out.state {
-            let (nh, nc) = (
-                next.h.flatten_all()?.to_vec1::<f32>()?,
-                next.c.flatten_all()?.to_vec1::<f32>()?,
-            );
             for (row, &i) in running.iter().enumerate() {
-                h[i * hsize..(i + 1) * hsize].copy_from_slice(&nh[row * hsize..(row + 1) * hsize]);
-                c[i * hsize..(i + 1) * hsize].copy_from_slice(&nc[row * hsize..(row + 1) * hsize]);
+                let (to, from) = (i * hsize..(i + 1) * hsize, row * hsize..(row + 1) * hsize);
+                state.h[to.clone()].copy_from_slice(&next.h[from.clone()]);
+                state.c[to].copy_from_slice(&next.c[from]);
             }
         }
         let mut still = Vec::with_capacity(k);
         for (row, &i) in running.iter().enumerate() {
-            let action = if dim == 0 {
-                Action::Discrete(actions[row])
-            } else {
-                Action::Continuous(&continuous[row * dim..(row + 1) * dim])
+            let action = match &actions {
+                Actions::Discrete(a) => Action::Discrete(a[row]),
+                Actions::Continuous(a) => {
+                    let dim = a.len() / k;
+                    Action::Continuous(&a[row * dim..(row + 1) * dim])
+                }
             };
             let t = envs[i]
                 .step(action, &mut obs[i * obs_bytes..(i + 1) * obs_bytes])
@@ -237,7 +210,7 @@ pub fn evaluate(run_dir: &Path, config: &EvalConfig) -> Result<EvalReport, Learn
         min_return: returns.iter().copied().fold(f64::INFINITY, f64::min),
         max_return: returns.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         returns,
-        policy_version: ckpt.state.policy_version,
+        policy_version: policy.state().policy_version,
     })
 }
 
@@ -283,6 +256,7 @@ mod tests {
         let config = CheckpointConfig {
             model: config,
             env: EnvDescription {
+                env_name: None,
                 kind: "cartpole".into(),
                 obs_shape: vec![4],
                 obs_dtype: "f32".into(),
@@ -355,6 +329,7 @@ mod tests {
         let config = CheckpointConfig {
             model: config,
             env: EnvDescription {
+                env_name: None,
                 kind: "pendulum".into(),
                 obs_shape: vec![3],
                 obs_dtype: "f32".into(),

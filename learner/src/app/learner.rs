@@ -445,6 +445,7 @@ fn env_description(env: Option<&EnvConfig>, spec: &EnvSpec) -> EnvDescription {
         None => ("remote", SyntheticConfig::default()),
     };
     EnvDescription {
+        env_name: Some(spec.env_name.clone()),
         kind: kind.into(),
         obs_shape: spec.obs_shape.clone(),
         obs_dtype: spec.obs_dtype.to_string(),

@@ -465,6 +465,7 @@ mod tests {
                 model: ModelConfig::for_spec(spec),
                 spec: spec.clone(),
                 env: EnvDescription {
+                    env_name: None,
                     kind: "test".into(),
                     obs_shape: spec.obs_shape.clone(),
                     obs_dtype: spec.obs_dtype.to_string(),
@@ -497,6 +498,7 @@ mod tests {
                 model,
                 spec: spec.clone(),
                 env: EnvDescription {
+                    env_name: None,
                     kind: "cartpole".into(),
                     obs_shape: vec![4],
                     obs_dtype: "f32".into(),
@@ -671,6 +673,7 @@ mod tests {
         let config = CheckpointConfig {
             model: model_config,
             env: EnvDescription {
+                env_name: None,
                 kind: "test".into(),
                 obs_shape: vec![4],
                 obs_dtype: "f32".into(),

@@ -40,7 +40,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use candle_core::{Device, Tensor};
-use seed_shared::{ActionSpace, EnvSpec};
+use seed_shared::{ActionSpace, EnvSpec, ObsDType};
 use serde::{Deserialize, Serialize};
 
 use crate::learn::optimizer::Optimizer;
@@ -65,7 +65,10 @@ pub enum CheckpointError {
     },
     #[error("{path}: {reason}")]
     Corrupt { path: PathBuf, reason: String },
-    #[error("no checkpoint in {0} (no LATEST file)")]
+    #[error(
+        "no checkpoint in {0} (no LATEST file: not a run directory, and no config.json: not \
+         a checkpoint directory)"
+    )]
     Missing(PathBuf),
     #[error("tensors: {0}")]
     Tensor(#[from] candle_core::Error),
@@ -104,8 +107,14 @@ pub struct CheckpointState {
 /// The environment a run trained on, enough to rebuild it for `eval`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnvDescription {
-    /// `cartpole`, `pendulum` or `synthetic`.
+    /// `cartpole`, `cartpole-masked`, `pendulum`, `synthetic`, or `remote`
+    /// (an env only actors ran, such as a Gymnasium one).
     pub kind: String,
+    /// The env's name as its actors announced it (a Gymnasium id such as
+    /// `MinAtar/Breakout-v1` for the Python actor); absent in checkpoints
+    /// written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_name: Option<String>,
     pub obs_shape: Vec<usize>,
     /// `f32` or `u8`.
     pub obs_dtype: String,
@@ -133,6 +142,40 @@ pub struct ActionBox {
 }
 
 impl EnvDescription {
+    /// The observation and action spaces the run trained on.
+    pub fn spec(&self) -> Result<EnvSpec, String> {
+        let obs_dtype = self
+            .obs_dtype
+            .parse::<ObsDType>()
+            .map_err(|e| format!("env.obs_dtype: {e}"))?;
+        let action = match &self.action_box {
+            Some(b) => {
+                let n: usize = b.shape.iter().product();
+                if b.low.len() != n || b.high.len() != n {
+                    return Err(format!(
+                        "env.action_box: {} low and {} high bounds for shape {:?}",
+                        b.low.len(),
+                        b.high.len(),
+                        b.shape
+                    ));
+                }
+                ActionSpace::Box {
+                    shape: b.shape.clone(),
+                    low: b.low.clone(),
+                    high: b.high.clone(),
+                }
+            }
+            None if self.num_actions > 0 => ActionSpace::Discrete(self.num_actions),
+            None => return Err("env: neither num_actions nor action_box is set".into()),
+        };
+        Ok(EnvSpec {
+            env_name: self.env_name.clone().unwrap_or_else(|| self.kind.clone()),
+            obs_shape: self.obs_shape.clone(),
+            obs_dtype,
+            action,
+        })
+    }
+
     /// The box of `action`, for [`EnvDescription::action_box`]; `None` for
     /// a discrete space.
     pub fn action_box_of(action: &ActionSpace) -> Option<ActionBox> {
@@ -197,6 +240,16 @@ pub struct CheckpointConfig {
 }
 
 impl CheckpointConfig {
+    /// Whether the run trained Q-values (`--algo r2d2`: the policy head
+    /// holds a dueling head's advantages) rather than an actor-critic's
+    /// action distribution; read from the recorded flags.
+    pub fn trains_q_values(&self) -> bool {
+        self.flags
+            .pointer("/trainer/agent")
+            .and_then(serde_json::Value::as_object)
+            .is_some_and(|agent| agent.contains_key("r2d2"))
+    }
+
     /// Refuses an env whose observations or action space differ from what
     /// the checkpoint's model was built for (a categorical model on a
     /// continuous env, a different number of actions, ...).
@@ -229,6 +282,25 @@ pub struct LoadedCheckpoint {
 }
 
 impl LoadedCheckpoint {
+    /// Reads the checkpoint at `path`: a run directory (its newest
+    /// checkpoint, by `LATEST`) or one checkpoint's own directory (with its
+    /// `config.json`, such as `checkpoints/step-*` or `best/`).
+    pub fn resolve(path: &Path) -> Result<Self, CheckpointError> {
+        if path.join("LATEST").exists() || !path.join("config.json").exists() {
+            return Self::latest(path);
+        }
+        Self::open(path)
+    }
+
+    /// Reads the checkpoint directory `dir` itself.
+    pub fn open(dir: &Path) -> Result<Self, CheckpointError> {
+        Ok(LoadedCheckpoint {
+            state: read_json(&dir.join("state.json"))?,
+            config: read_json(&dir.join("config.json"))?,
+            dir: dir.to_path_buf(),
+        })
+    }
+
     /// Reads the newest checkpoint of `run_dir`.
     pub fn latest(run_dir: &Path) -> Result<Self, CheckpointError> {
         let latest = run_dir.join("LATEST");
@@ -245,20 +317,16 @@ impl LoadedCheckpoint {
                 reason: format!("not a checkpoint name: {name:?}"),
             });
         }
-        let dir = run_dir.join("checkpoints").join(name);
-        Ok(LoadedCheckpoint {
-            state: read_json(&dir.join("state.json"))?,
-            config: read_json(&dir.join("config.json"))?,
-            dir,
-        })
+        Self::open(&run_dir.join("checkpoints").join(name))
     }
 
     /// The model weights, by name, on `device`.
     pub fn weights(&self, device: &Device) -> Result<HashMap<String, Tensor>, CheckpointError> {
-        Ok(candle_core::safetensors::load(
-            self.dir.join("weights.safetensors"),
-            device,
-        )?)
+        let path = self.dir.join("weights.safetensors");
+        candle_core::safetensors::load(&path, device).map_err(|e| CheckpointError::Corrupt {
+            path,
+            reason: e.to_string(),
+        })
     }
 
     /// Loads the weights into `model` (same architecture).
@@ -430,6 +498,7 @@ mod tests {
         CheckpointConfig {
             model: ModelConfig::for_spec(&EnvSpec::cartpole()),
             env: EnvDescription {
+                env_name: None,
                 kind: "cartpole".into(),
                 obs_shape: vec![4],
                 obs_dtype: "f32".into(),
@@ -531,6 +600,7 @@ mod tests {
         let c = CheckpointConfig {
             model: ModelConfig::for_spec(&spec),
             env: EnvDescription {
+                env_name: None,
                 kind: "box".into(),
                 obs_shape: vec![3],
                 obs_dtype: "f32".into(),

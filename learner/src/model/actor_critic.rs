@@ -6,6 +6,7 @@ use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use crate::model::config::ModelConfig;
+use crate::model::cpu::im2col::ConvGeometry;
 use crate::model::dense::Dense;
 use crate::model::distribution::ActionDistribution;
 use crate::model::lstm::{self, RecurrentState};
@@ -101,6 +102,16 @@ impl ActorCritic {
     /// The weights' dtype.
     pub fn dtype(&self) -> DType {
         self.dtype
+    }
+
+    /// The conv torso's layers, first to last (kernel, stride, channels);
+    /// empty for the MLP torso. For people rebuilding the network
+    /// elsewhere (the Python package's PyTorch module).
+    pub fn conv_layers(&self) -> Vec<ConvGeometry> {
+        match &self.torso {
+            Torso::Mlp(_) => Vec::new(),
+            Torso::Conv(c) => c.layers().map(|(g, _, _)| g).collect(),
+        }
     }
 
     /// Hidden size of the recurrent core, `0` for a feed-forward policy.

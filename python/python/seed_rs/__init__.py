@@ -41,12 +41,17 @@ classes have the methods of :data:`TABLE_METHODS`),
 :class:`ReplayError` (the gRPC status of a refused call) and
 :class:`ReplayArgumentError` (a refusal of bad input: also a ``ValueError``);
 :func:`pad` and :func:`unpad` (a grouped table's variable-length field as
-``[steps, max_len]`` and a mask, and back).
+``[steps, max_len]`` and a mask, and back); :class:`Policy` (a trained
+policy from a run directory, in process: ``Policy.load(run_dir).act(obs)``),
+with :mod:`seed_rs.eval` (``python -m seed_rs.eval RUN_DIR --env ID``:
+returns and videos on any Gymnasium env) and :mod:`seed_rs.torch` (the
+same network as a ``torch.nn.Module``).
 """
 
 from typing import TYPE_CHECKING
 
 from .make import env_factory, make_env
+from .policy import Policy, PolicySpec
 from .ragged import pad, unpad
 from .spaces import EnvSpec, UnsupportedSpaceError, env_spec
 
@@ -109,6 +114,8 @@ __all__ = [
     "FollowStream",
     "LocalFollowStream",
     "LocalSampleStream",
+    "Policy",
+    "PolicySpec",
     "ReplayArgumentError",
     "ReplayBuffer",
     "ReplayClient",
