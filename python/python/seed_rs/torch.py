@@ -72,6 +72,28 @@ class _Torso(nn.Module):
         return x
 
 
+class _LstmCell(nn.Module):
+    """One LSTM cell with ``nn.LSTM``'s parameter names and gate order
+    (``weight_ih_l0`` ``[4H, in]``, ``weight_hh_l0``, ``bias_ih_l0``,
+    ``bias_hh_l0``; gates ``i, f, g, o``), as plain tensor ops, so
+    ``torch.export`` sees no fused RNN kernel."""
+
+    def __init__(self, in_dim: int, hidden: int):
+        super().__init__()
+        self.hidden = hidden
+        self.weight_ih_l0 = nn.Parameter(torch.zeros(4 * hidden, in_dim))
+        self.weight_hh_l0 = nn.Parameter(torch.zeros(4 * hidden, hidden))
+        self.bias_ih_l0 = nn.Parameter(torch.zeros(4 * hidden))
+        self.bias_hh_l0 = nn.Parameter(torch.zeros(4 * hidden))
+
+    def forward(self, x, h, c):
+        gates = (x @ self.weight_ih_l0.T + self.bias_ih_l0 + h @ self.weight_hh_l0.T + self.bias_hh_l0)
+        i, f, g, o = gates.chunk(4, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        return h, c
+
+
 class SeedPolicyModule(nn.Module):
     """The network of a seed-rs checkpoint (see the module docs)."""
 
@@ -82,7 +104,7 @@ class SeedPolicyModule(nn.Module):
         features = weights["policy.weight"].shape[1]
         if net.lstm is not None:
             in_dim = weights["core.weight_ih_l0"].shape[1]
-            self.core = nn.LSTM(in_dim, net.lstm, num_layers=1)
+            self.core = _LstmCell(in_dim, net.lstm)
         self.policy = nn.Linear(features, weights["policy.weight"].shape[0])
         self.value = nn.Linear(features, 1)
         if net.log_std_range is not None:
@@ -110,9 +132,9 @@ class SeedPolicyModule(nn.Module):
         if h is None:
             h = torch.zeros(x.shape[0], self.net.lstm, dtype=x.dtype)
             c = torch.zeros_like(h)
-        out, (h1, c1) = self.core(x.unsqueeze(0), (h.unsqueeze(0), c.unsqueeze(0)))
-        params, values = self._heads(out[0])
-        return params, values, h1[0], c1[0]
+        h, c = self.core(x, h, c)
+        params, values = self._heads(h)
+        return params, values, h, c
 
     def greedy(self, params):
         """The most likely action per row: the argmax (discrete), or a Gaussian's means."""
