@@ -36,6 +36,7 @@ mod programs;
 mod py_env;
 mod replay;
 mod report;
+mod tensorboard;
 
 use pyo3::prelude::*;
 
@@ -68,6 +69,8 @@ mod _native {
     use crate::replay::remote_streams::PySampleStream;
     #[pymodule_export]
     use crate::replay::table_handle::PyReplayTable;
+    #[pymodule_export]
+    use crate::tensorboard::TensorBoardWriter;
 
     use pyo3::prelude::*;
     use pyo3::types::PyTuple;
@@ -94,6 +97,14 @@ mod _native {
         // The defaults whose home is Rust, for `seed_rs.defaults`: each value
         // written once across both languages.
         m.add("DEFAULT_LEARNER_ADDR", seed_shared::DEFAULT_LEARNER_ADDR)?;
-        m.add("DEFAULT_NUM_ENVS", seed_actor::DEFAULT_NUM_ENVS)
+        m.add("DEFAULT_NUM_ENVS", seed_actor::DEFAULT_NUM_ENVS)?;
+        // `--eval-every`'s episode seeds and best-policy directory, which
+        // `python -m seed_rs.actor --eval` shares.
+        m.add("EVAL_SEED", seed_learner::app::evaluator::EVAL_SEED)?;
+        m.add("BEST_DIR", seed_learner::app::evaluator::BEST_DIR)?;
+        m.add(
+            "DEFAULT_EVAL_EPISODES",
+            seed_learner::app::evaluator::DEFAULT_EVAL_EPISODES,
+        )
     }
 }

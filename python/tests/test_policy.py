@@ -241,3 +241,67 @@ def test_eval_writes_a_video_of_each_episode(cartpole_run, tmp_path):
         # The reset frame, then one per step, each a whole RGB picture.
         assert len(decoded) == steps + 1, (path, len(decoded), steps)
         assert all(len(f) == width * height * 3 for f in decoded)
+
+
+def test_eval_every_keeps_the_best_policy_and_it_replays_its_recorded_return(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from seed_rs import defaults
+
+    run = tmp_path / "run"
+    train(run, "--seed", "2", "--eval-every", "200", "--eval-episodes", "4", "--max-env-steps", "40000")
+    record = json.loads((run / defaults.BEST_DIR / "eval.json").read_text())
+    assert record["episodes"] == 4 and len(record["returns"]) == 4
+    assert record["mean_return"] == pytest.approx(np.mean(record["returns"]))
+    best = seed_rs.Policy.load(run / defaults.BEST_DIR)
+    assert (best.spec.learner_steps, best.spec.policy_version) == (record["learner_steps"], record["policy_version"])
+    # The same greedy episodes again (EVAL_SEED + i), with the kept weights:
+    # the recorded return exactly.
+    out = subprocess.run(
+        [str(LEARNER_BIN), "eval", "--checkpoint", str(run / defaults.BEST_DIR), "--episodes", "4",
+         "--seed", str(defaults.EVAL_SEED)],
+        capture_output=True, text=True, timeout=60, env={"RAYON_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"mean return {record['mean_return']:.1f}," in out.stdout, (out.stdout, record)
+    acc = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
+    acc.Reload()
+    means = [e.value for e in acc.Scalars("eval/return")]
+    assert len(means) >= 2 and max(means) == pytest.approx(record["mean_return"])
+    assert "eval/return_min" in acc.Tags()["scalars"]
+
+
+def test_eval_every_needs_a_run_dir():
+    done = subprocess.run([str(LEARNER_BIN), "--eval-every", "100", "--max-env-steps", "1000",
+                           "--listen", "127.0.0.1:0"],
+                          capture_output=True, text=True, timeout=60, env={"RAYON_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    assert done.returncode != 0 and "--eval-every needs --run-dir" in done.stderr, done.stderr[-2000:]
+
+
+def test_the_evaluation_actor_plays_new_checkpoints_and_keeps_the_best(cartpole_run, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from seed_rs import defaults
+
+    run = tmp_path / "run"
+    shutil.copytree(cartpole_run, run)
+    out = subprocess.run(
+        [sys.executable, "-m", "seed_rs.actor", "--env", "CartPole-v1", "--eval", str(run),
+         "--eval-episodes", "3", "--eval-max", "1", "--eval-poll-secs", "0.1"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = (run / "eval.jsonl").read_text().splitlines()
+    assert len(lines) == 1
+    record = json.loads(lines[0])
+    latest = (run / "LATEST").read_text().strip()
+    assert record["checkpoint"] == latest and record["best"] and record["episodes"] == 3
+    best = run / defaults.BEST_DIR
+    # The whole checkpoint, so a run can resume from its best policy.
+    assert (best / "optimizer.safetensors").exists()
+    assert (best / "weights.safetensors").read_bytes() == (run / "checkpoints" / latest / "weights.safetensors").read_bytes()
+    assert json.loads((best / "eval.json").read_text())["mean_return"] == record["mean_return"]
+    acc = EventAccumulator(str(run / "tensorboard" / "eval"), size_guidance={"scalars": 0})
+    acc.Reload()
+    [point] = acc.Scalars("eval/return")
+    assert point.value == pytest.approx(record["mean_return"]) and point.step == record["env_steps"]

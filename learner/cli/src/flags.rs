@@ -617,6 +617,15 @@ pub struct TrainArgs {
     /// checkpointed run's); implies --run-dir DIR unless given [default: none].
     #[arg(help_heading = CHECKPOINTS, long)]
     pub resume: Option<PathBuf>,
+    /// Every N learner steps, play --eval-episodes greedy episodes of the
+    /// current policy on the learner's own env (not trained on) and keep
+    /// the best policy so far in RUN_DIR/best/ (TensorBoard: eval/return);
+    /// needs --run-dir and a built-in env; 0 turns it off.
+    #[arg(help_heading = CHECKPOINTS, long, value_name = "N")]
+    pub eval_every: Option<u64>,
+    /// Episodes per evaluation with --eval-every.
+    #[arg(help_heading = CHECKPOINTS, long, value_name = "N")]
+    pub eval_episodes: Option<usize>,
 }
 
 impl TrainArgs {

@@ -79,7 +79,9 @@ fn env_failed(e: EnvError) -> LearnerError {
     LearnerError::Config(format!("evaluation env failed: {e}"))
 }
 
-fn env_config(d: &EnvDescription, path: &Path) -> Result<EnvConfig, LearnerError> {
+/// The learner's own env `d` describes; for an env only actors ran, an
+/// error that says how to evaluate the checkpoint at `path` instead.
+pub fn env_config(d: &EnvDescription, path: &Path) -> Result<EnvConfig, LearnerError> {
     match d.kind.as_str() {
         "cartpole" => Ok(EnvConfig::CartPole),
         "cartpole-masked" => Ok(EnvConfig::CartPoleMasked),
@@ -110,15 +112,25 @@ fn env_config(d: &EnvDescription, path: &Path) -> Result<EnvConfig, LearnerError
 /// Runs `config.episodes` episodes of the checkpoint at `path` (a run
 /// directory's newest, or a checkpoint directory: see [`Policy::load`]).
 pub fn evaluate(path: &Path, config: &EvalConfig) -> Result<EvalReport, LearnerError> {
+    let mut policy =
+        Policy::load(path).map_err(|e| LearnerError::Config(format!("--checkpoint: {e}")))?;
+    let env_cfg = env_config(policy.env(), path)?;
+    play(&mut policy, &env_cfg, config)
+}
+
+/// Runs `config.episodes` episodes of `policy` on envs of `env_cfg` (the
+/// learner's own), side by side (see the module docs).
+pub fn play(
+    policy: &mut Policy,
+    env_cfg: &EnvConfig,
+    config: &EvalConfig,
+) -> Result<EvalReport, LearnerError> {
     let &EvalConfig {
         episodes,
         seed,
         max_steps,
         policy: mode,
     } = config;
-    let mut policy =
-        Policy::load(path).map_err(|e| LearnerError::Config(format!("--checkpoint: {e}")))?;
-    let env_cfg = env_config(policy.env(), path)?;
     let spec = env_cfg.spec();
     policy
         .check_env(&spec)

@@ -7,6 +7,7 @@
 //! replay table needs (`--print-replay-table-config`).
 pub mod config;
 pub mod eval;
+pub mod evaluator;
 pub mod learner;
 pub mod local_actors;
 pub mod policy;

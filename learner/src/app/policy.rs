@@ -26,10 +26,10 @@
 //!
 //! Cost: one forward per call, on the calling thread (about a microsecond
 //! for one row of the CartPole MLP), plus its output vectors.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device};
+use candle_core::{DType, Device, Tensor};
 use seed_shared::{EnvSpec, ObsDType};
 
 use crate::infer::exploration::{EpsilonGreedy, EpsilonSchedule};
@@ -153,6 +153,18 @@ impl Policy {
     /// directory (see the module docs); sampling is seeded with 0.
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
         let checkpoint = LoadedCheckpoint::resolve(path)?;
+        let weights = checkpoint.weights(&Device::Cpu)?;
+        Self::from_parts(checkpoint, weights)
+    }
+
+    /// The policy of `weights` (by name, any dtype and device: copied to
+    /// f32 on the CPU) with `checkpoint`'s config and counters; the
+    /// learner's evaluator builds one from the trainer's weights without
+    /// writing them first (`checkpoint.dir` names where errors point).
+    pub fn from_parts(
+        checkpoint: LoadedCheckpoint,
+        weights: HashMap<String, Tensor>,
+    ) -> Result<Self, PolicyError> {
         let config_path = checkpoint.dir.join("config.json");
         let corrupt = |reason: String| CheckpointError::Corrupt {
             path: config_path.clone(),
@@ -162,7 +174,10 @@ impl Policy {
         checkpoint.config.check_env(&spec)?;
         ModelConfig::check_spec(&spec).map_err(corrupt)?;
         let device = Device::Cpu;
-        let weights = checkpoint.weights(&device)?;
+        let weights = weights
+            .into_iter()
+            .map(|(name, t)| Ok((name, t.to_device(&device)?.to_dtype(DType::F32)?)))
+            .collect::<candle_core::Result<HashMap<_, _>>>()?;
         let weights_error = |e: candle_core::Error| PolicyError::Weights {
             path: checkpoint.dir.join("weights.safetensors"),
             reason: e.to_string(),

@@ -180,6 +180,7 @@ impl RunMonitor {
         }
         let snap = self.metrics.snapshot();
         let seconds = self.t0.elapsed().as_secs_f64();
+        self.report_evaluations();
         if self.check_solved(&snap, seconds) && self.stop_when_solved {
             return Some("solved (--stop-when-solved)");
         }
@@ -198,6 +199,43 @@ impl RunMonitor {
             }
         }
         None
+    }
+
+    /// The evaluations (`--eval-every`) since the last call: a log line
+    /// each, and TensorBoard's `eval/return` (the mean), `eval/return_min`
+    /// and `eval/return_max` at the evaluated weights' env steps.
+    fn report_evaluations(&mut self) {
+        for e in self.metrics.take_evaluations() {
+            info!(
+                learner_steps = e.learner_steps,
+                policy_version = e.policy_version,
+                episodes = e.episodes,
+                mean_return = format!("{:.1}", e.mean_return),
+                min_return = format!("{:.1}", e.min_return),
+                max_return = format!("{:.1}", e.max_return),
+                best = e.best,
+                "evaluated (greedy)"
+            );
+            if let Some(tb) = &self.tensorboard {
+                let wall_time = wall_time_now();
+                let points = [
+                    ("eval/return", e.mean_return),
+                    ("eval/return_min", e.min_return),
+                    ("eval/return_max", e.max_return),
+                ]
+                .into_iter()
+                .map(|(tag, value)| Point {
+                    step: e.env_steps,
+                    wall_time,
+                    kind: PointKind::Scalar {
+                        tag: tag.into(),
+                        value,
+                    },
+                })
+                .collect();
+                tb.send(points);
+            }
+        }
     }
 
     /// Records the first time the 100-episode mean reaches the target (over
@@ -353,6 +391,7 @@ impl RunMonitor {
                 Err(e) => warn!(error = %e, "learning curve"),
             }
         }
+        self.report_evaluations();
         if let Some(tb) = self.tensorboard.take() {
             if let Ok(json) = serde_json::to_string_pretty(&summary) {
                 tb.send(vec![Point {

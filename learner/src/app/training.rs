@@ -16,9 +16,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use candle_core::Device;
+use seed_env::EnvConfig;
 use seed_shared::EnvSpec;
 use tracing::{info, warn};
 
+use crate::app::evaluator::Evaluator;
 use crate::error::LearnerError;
 use crate::infer::sink::SinkFactory;
 use crate::learn::checkpoint::{
@@ -87,6 +89,8 @@ pub struct TrainingSetup {
     run_dir: Option<PathBuf>,
     checkpoint_every: Duration,
     config: CheckpointConfig,
+    /// `--eval-every`: the env to play, episodes, learner steps between.
+    evaluation: Option<(EnvConfig, usize, u64)>,
 }
 
 impl TrainingSetup {
@@ -185,6 +189,24 @@ impl TrainingSetup {
             info!(dir = %l.dir.display(), learner_steps = resumed.learner_steps,
                 policy_version = resumed.policy_version, "resumed from checkpoint");
         }
+        let evaluation = match train.checkpoints.eval_every {
+            0 => None,
+            every => {
+                let Some(dir) = &run_dir else {
+                    return Err(LearnerError::Config(
+                        "--eval-every needs --run-dir (the best policy is kept in RUN_DIR/best/)"
+                            .into(),
+                    ));
+                };
+                let env = crate::app::eval::env_config(&env, dir).map_err(|e| {
+                    LearnerError::Config(format!(
+                        "--eval-every plays the learner's own env: {e}; or keep it off and \
+                         evaluate checkpoints with `python -m seed_rs.actor --eval RUN_DIR`"
+                    ))
+                })?;
+                Some((env, train.checkpoints.eval_episodes, every))
+            }
+        };
         let config = CheckpointConfig {
             model: model_config.clone(),
             env,
@@ -208,6 +230,7 @@ impl TrainingSetup {
             run_dir,
             checkpoint_every: train.checkpoints.every.max(Duration::from_millis(100)),
             config,
+            evaluation,
         })
     }
 
@@ -266,6 +289,18 @@ impl TrainingSetup {
                 wall_seconds: base.wall_seconds + started.elapsed().as_secs_f64(),
             }
         };
+        let mut evaluator = match (&self.evaluation, &self.run_dir) {
+            (Some((env, episodes, every)), Some(dir)) => Some(Evaluator::start(
+                env.clone(),
+                self.config.clone(),
+                dir,
+                *episodes,
+                *every,
+                self.resumed.learner_steps,
+                Arc::clone(&metrics),
+            )?),
+            _ => None,
+        };
         let between = self.run_dir.clone().map(|dir| {
             let config = self.config.clone();
             let replay = self.replay.local().cloned();
@@ -273,6 +308,13 @@ impl TrainingSetup {
             let counters = counters.clone();
             let mut next = Instant::now() + every;
             Box::new(move |trainer: &Trainer| {
+                if let Some(e) = evaluator.as_mut() {
+                    e.maybe_send(
+                        trainer.optimizer.step_count(),
+                        || trainer.model.named_tensors(),
+                        || counters(trainer),
+                    );
+                }
                 if Instant::now() >= next {
                     next = Instant::now() + every;
                     if let Err(e) = checkpoint::save_with_replay(
@@ -487,35 +529,65 @@ mod tests {
     /// The learning side of a CartPole run for `train`, saving into
     /// `run_dir` (a small LSTM, so sequences carry their recurrent state).
     fn cartpole_setup(train: &TrainConfig, run_dir: &std::path::Path) -> TrainingSetup {
+        TrainingSetup::new(train, cartpole_target(run_dir)).expect("training setup")
+    }
+
+    /// What [`cartpole_setup`] builds for.
+    fn cartpole_target(run_dir: &std::path::Path) -> TrainingTarget {
         let spec = EnvSpec::cartpole();
         let model = ModelConfig {
             lstm_size: Some(4),
             ..ModelConfig::for_spec(&spec)
         };
-        TrainingSetup::new(
-            train,
-            TrainingTarget {
-                model,
-                spec: spec.clone(),
-                env: EnvDescription {
-                    env_name: None,
-                    kind: "cartpole".into(),
-                    obs_shape: vec![4],
-                    obs_dtype: "f32".into(),
-                    num_actions: 2,
-                    action_box: None,
-                    episode_len: 0,
-                    step_cost_us: 0,
-                },
-                device: Device::Cpu,
-                inference_dtype: Default::default(),
-                seed: 11,
-                max_env_slots: 4,
-                run_dir: Some(run_dir.to_path_buf()),
-                remote_replay: None,
+        TrainingTarget {
+            model,
+            spec: spec.clone(),
+            env: EnvDescription {
+                env_name: None,
+                kind: "cartpole".into(),
+                obs_shape: vec![4],
+                obs_dtype: "f32".into(),
+                num_actions: 2,
+                action_box: None,
+                episode_len: 0,
+                step_cost_us: 0,
             },
-        )
-        .expect("training setup")
+            device: Device::Cpu,
+            inference_dtype: Default::default(),
+            seed: 11,
+            max_env_slots: 4,
+            run_dir: Some(run_dir.to_path_buf()),
+            remote_replay: None,
+        }
+    }
+
+    #[test]
+    fn eval_every_refuses_an_env_only_actors_run_and_a_run_without_a_run_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut train = crate::app::LearnerConfig::default()
+            .train
+            .expect("training by default");
+        train.checkpoints.eval_every = 100;
+        let mut remote = cartpole_target(dir.path());
+        remote.env.kind = "remote".into();
+        remote.env.env_name = Some("CartPole-v1".into());
+        let err = TrainingSetup::new(&train, remote)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            err.contains("--eval-every plays the learner's own env")
+                && err.contains("python -m seed_rs.actor --eval"),
+            "{err}"
+        );
+        let mut no_dir = cartpole_target(dir.path());
+        no_dir.run_dir = None;
+        let err = TrainingSetup::new(&train, no_dir)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains("--eval-every needs --run-dir"), "{err}");
+        assert!(TrainingSetup::new(&train, cartpole_target(dir.path())).is_ok());
     }
 
     /// The in-process buffer of a store.

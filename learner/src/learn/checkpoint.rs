@@ -438,6 +438,46 @@ pub fn save_with_replay(
     Ok(dir)
 }
 
+/// Writes a policy-only checkpoint into `dir` (weights, counters, config,
+/// and each `(name, text)` of `extra`), replacing what was there
+/// atomically: a new directory beside it, renamed into place. What
+/// `--eval-every` keeps in `RUN_DIR/best/`: it loads as a policy
+/// (`seed_rs.Policy`, `learner eval --checkpoint`), but holds no optimizer
+/// state or replay buffer to resume from.
+pub fn save_policy(
+    dir: &Path,
+    weights: &HashMap<String, Tensor>,
+    state: &CheckpointState,
+    config: &CheckpointConfig,
+    extra: &[(&str, String)],
+) -> Result<(), CheckpointError> {
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("policy");
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    let tmp = parent.join(format!(".tmp-{name}-{}", std::process::id()));
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(io("removing", &tmp))?;
+    }
+    std::fs::create_dir_all(&tmp).map_err(io("creating", &tmp))?;
+    candle_core::safetensors::save(weights, tmp.join("weights.safetensors"))?;
+    let mut files = vec![
+        ("state.json", to_json(state, &tmp)?),
+        ("config.json", to_json(config, &tmp)?),
+    ];
+    files.extend(extra.iter().map(|(n, t)| (*n, t.clone())));
+    for (file, text) in files {
+        write_file(&tmp.join(file), text.as_bytes())?;
+    }
+    let old = parent.join(format!(".old-{name}-{}", std::process::id()));
+    if dir.exists() {
+        std::fs::rename(dir, &old).map_err(io("renaming", dir))?;
+    }
+    std::fs::rename(&tmp, dir).map_err(io("renaming into", dir))?;
+    if old.exists() {
+        let _ = std::fs::remove_dir_all(&old);
+    }
+    Ok(())
+}
+
 /// Removes all but the newest [`KEEP`] checkpoints (best effort).
 fn prune(root: &Path, newest: &str) {
     let Ok(entries) = std::fs::read_dir(root) else {

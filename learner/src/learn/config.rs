@@ -155,6 +155,10 @@ pub struct CheckpointSettings {
     pub every: Duration,
     /// `--resume`: continue from the newest checkpoint here.
     pub resume: Option<PathBuf>,
+    /// `--eval-every`: learner steps between evaluations; 0: none.
+    pub eval_every: u64,
+    /// `--eval-episodes`: episodes per evaluation.
+    pub eval_episodes: usize,
 }
 
 impl TrainConfig {

@@ -22,7 +22,7 @@ pub mod snapshot;
 pub mod training;
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use self::log_histogram::LogHistogram;
@@ -104,6 +104,26 @@ pub struct Metrics {
     batcher_queued: OnceLock<Gauge>,
     /// The training side, attached when training starts (absent with `--no-train`).
     training: OnceLock<TrainingGauge>,
+    /// Evaluations (`--eval-every`) not yet reported: pushed by the
+    /// evaluator thread, taken by the run monitor. A mutex: a few pushes a
+    /// minute, never on a hot path.
+    evaluations: Mutex<Vec<Evaluation>>,
+}
+
+/// One evaluation of the policy (`--eval-every`): greedy episodes on the
+/// learner's own env, not trained on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluation {
+    /// The counters of the evaluated weights.
+    pub learner_steps: u64,
+    pub policy_version: u64,
+    pub env_steps: u64,
+    pub episodes: usize,
+    pub mean_return: f64,
+    pub min_return: f64,
+    pub max_return: f64,
+    /// Whether it is the best so far (and so now in `RUN_DIR/best/`).
+    pub best: bool,
 }
 
 impl Default for Metrics {
@@ -137,7 +157,23 @@ impl Metrics {
             active_slots: OnceLock::new(),
             batcher_queued: OnceLock::new(),
             training: OnceLock::new(),
+            evaluations: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Records an evaluation for the run monitor.
+    pub fn push_evaluation(&self, e: Evaluation) {
+        if let Ok(mut v) = self.evaluations.lock() {
+            v.push(e);
+        }
+    }
+
+    /// The evaluations recorded since the last call.
+    pub fn take_evaluations(&self) -> Vec<Evaluation> {
+        self.evaluations
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
     }
 
     /// Time since these metrics were created (the server's start).

@@ -117,6 +117,34 @@ def parser() -> argparse.ArgumentParser:
         help="write the actor's report as JSON to this file at the end [default: none]",
     )
     p.add_argument(
+        "--eval",
+        metavar="RUN_DIR",
+        help="be the evaluation actor of the learner's run in RUN_DIR instead of streaming: "
+        "play each new checkpoint greedily on --env (never trained on), keep the best in "
+        "RUN_DIR/best/, log eval/return to RUN_DIR/tensorboard/eval/ and RUN_DIR/eval.jsonl "
+        "[default: off]",
+    )
+    p.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=defaults.EVAL_EPISODES,
+        metavar="N",
+        help="episodes per evaluation with --eval [default: %(default)s]",
+    )
+    p.add_argument(
+        "--eval-poll-secs",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds between looks for a new checkpoint with --eval [default: %(default)s]",
+    )
+    p.add_argument(
+        "--eval-max",
+        type=int,
+        metavar="N",
+        help="stop after N evaluations with --eval [default: until Ctrl-C]",
+    )
+    p.add_argument(
         "--log",
         default=None,
         metavar="FILTER",
@@ -147,6 +175,27 @@ def summary_line(report: dict) -> str:
     )
 
 
+def _evaluation_actor(args, channels_last) -> int:
+    """``--eval RUN_DIR``: :func:`seed_rs.eval.watch` until --eval-max or Ctrl-C."""
+    import gymnasium as gym
+
+    from .eval import watch
+
+    if args.eval_episodes < 1:
+        return _fail(f"--eval-episodes must be at least 1, got {args.eval_episodes}", EXIT_USAGE)
+    print(f"seed_rs actor: evaluating the checkpoints of {args.eval} on {args.env} "
+          f"({args.eval_episodes} greedy episodes each)", file=sys.stderr)
+    try:
+        watch(args.eval, args.env, episodes=args.eval_episodes, poll_secs=args.eval_poll_secs,
+              max_evaluations=args.eval_max, channels_last=channels_last,
+              log=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except (ValueError, ModuleNotFoundError, gym.error.Error) as e:
+        return _fail(str(e), EXIT_USAGE)
+    return 0
+
+
 def _fail(message: str, status: int) -> int:
     print(f"error: {message}", file=sys.stderr)
     return status
@@ -164,6 +213,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     seed_rs.enable_logging(args.log)
     channels_last = True if args.channels_last else channels_last_for(args.env)
+    if args.eval is not None:
+        return _evaluation_actor(args, channels_last)
     try:
         actor = seed_rs.Actor(
             env_factory(args.env, **args.env_kwargs),

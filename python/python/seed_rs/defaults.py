@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from . import _native
 
-__all__ = ["ENVS_PER_ACTOR", "LEARNER_ADDR", "NUM_ENVS", "START_TIMEOUT_S"]
+__all__ = ["BEST_DIR", "ENVS_PER_ACTOR", "EVAL_EPISODES", "EVAL_SEED", "LEARNER_ADDR", "NUM_ENVS",
+           "START_TIMEOUT_S"]
 
 #: The learner's default address (``HOST:PORT``), where an actor connects
 #: when none is given.
@@ -26,3 +27,10 @@ ENVS_PER_ACTOR: int = 8
 #: Seconds a ``seed_rs.ray`` part may take to start: a program to log its
 #: listening address, the fleet's actors to be placed.
 START_TIMEOUT_S: float = 120.0
+#: Episode ``i`` of every evaluation is reset with ``EVAL_SEED + i``: the
+#: learner's ``--eval-every`` and ``python -m seed_rs.actor --eval`` alike.
+EVAL_SEED: int = _native.EVAL_SEED
+#: Where both keep the best policy in a run directory.
+BEST_DIR: str = _native.BEST_DIR
+#: Episodes per evaluation (the learner's ``--eval-episodes`` default too).
+EVAL_EPISODES: int = _native.DEFAULT_EVAL_EPISODES

@@ -31,12 +31,14 @@ import argparse
 import json
 import math
 import os
+import pathlib
+import shutil
 import sys
 from typing import List, Optional
 
 import numpy as np
 
-__all__ = ["evaluate", "main", "parser", "summarize"]
+__all__ = ["evaluate", "main", "parser", "summarize", "watch"]
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -141,6 +143,94 @@ def evaluate(policy, env, episodes: int, *, greedy: bool, seed: int, max_steps: 
     out["returns"] = returns
     out["lengths"] = lengths
     return out
+
+
+def _save_best(run_dir: pathlib.Path, checkpoint: pathlib.Path, record: dict) -> None:
+    """Copies ``checkpoint`` with ``record`` as ``eval.json`` into ``RUN_DIR/best``, replacing it."""
+    from .defaults import BEST_DIR
+
+    best = run_dir / BEST_DIR
+    tmp = run_dir / f".tmp-{BEST_DIR}-{os.getpid()}"
+    old = run_dir / f".old-{BEST_DIR}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(checkpoint, tmp)
+    (tmp / "eval.json").write_text(json.dumps(record, indent=2) + "\n")
+    if best.exists():
+        best.rename(old)
+    tmp.rename(best)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def watch(run_dir, env_id: str, *, episodes: Optional[int] = None, poll_secs: float = 5.0,
+          max_evaluations: Optional[int] = None, channels_last: Optional[bool] = None,
+          tensorboard: bool = True, log=print) -> List[dict]:
+    """Evaluates each new checkpoint of a training run, keeping the best in ``RUN_DIR/best/``.
+
+    What ``python -m seed_rs.actor --eval RUN_DIR`` runs, the evaluation
+    actor of a run whose env only actors have (the learner's own
+    ``--eval-every`` plays its built-in envs): it polls ``RUN_DIR/LATEST``
+    every ``poll_secs``, plays each new checkpoint for ``episodes`` greedy
+    episodes on ``env_id`` (episode ``i`` reset with
+    ``seed_rs.defaults.EVAL_SEED + i``, as ``--eval-every`` does), appends a
+    record per evaluation to ``RUN_DIR/eval.jsonl``, writes TensorBoard's
+    ``eval/return`` (with ``eval/return_min``, ``eval/return_max``, at the
+    checkpoint's env steps) into ``RUN_DIR/tensorboard/eval/``, and copies
+    a checkpoint whose mean beats the best so far (``best/eval.json``'s, if
+    any) into ``RUN_DIR/best/`` whole, so it can be resumed from. It never
+    connects to the learner: nothing it plays is trained on.
+
+    Stops after ``max_evaluations`` (default: never; Ctrl-C). Returns the records.
+    """
+    import time
+
+    from . import defaults
+    from ._native import TensorBoardWriter
+    from .policy import Policy
+
+    run_dir = pathlib.Path(run_dir)
+    episodes = defaults.EVAL_EPISODES if episodes is None else int(episodes)
+    env = _make_env(env_id, None, channels_last)
+    best_file = run_dir / defaults.BEST_DIR / "eval.json"
+    best = json.loads(best_file.read_text())["mean_return"] if best_file.exists() else -math.inf
+    writer = TensorBoardWriter(str(run_dir / "tensorboard" / "eval")) if tensorboard else None
+    records, seen = [], None
+    try:
+        while max_evaluations is None or len(records) < max_evaluations:
+            latest = run_dir / "LATEST"
+            name = latest.read_text().strip() if latest.exists() else None
+            if name is None or name == seen:
+                time.sleep(poll_secs)
+                continue
+            checkpoint = run_dir / "checkpoints" / name
+            try:
+                policy = Policy.load(checkpoint, env=env, channels_last=channels_last)
+            except FileNotFoundError:
+                # Pruned between LATEST and here: the next one is newer.
+                continue
+            seen = name
+            result = evaluate(policy, env, episodes, greedy=True, seed=defaults.EVAL_SEED)
+            spec = policy.spec
+            record = {
+                "mean_return": result["mean"], "returns": result["returns"], "episodes": episodes,
+                "learner_steps": spec.learner_steps, "policy_version": spec.policy_version,
+                "env_steps": spec.env_steps, "checkpoint": name, "best": result["mean"] > best,
+            }
+            if record["best"]:
+                best = result["mean"]
+                _save_best(run_dir, checkpoint, {k: v for k, v in record.items() if k != "best"})
+            with open(run_dir / "eval.jsonl", "a") as f:
+                f.write(json.dumps(record) + "\n")
+            if writer is not None:
+                for tag, value in (("eval/return", result["mean"]), ("eval/return_min", result["min"]),
+                                   ("eval/return_max", result["max"])):
+                    writer.scalar(tag, spec.env_steps, value)
+                writer.flush()
+            log(f"{name}: mean return {result['mean']:.2f} over {episodes} greedy episodes"
+                f" (min {result['min']:.2f}, max {result['max']:.2f}){', best so far' if record['best'] else ''}")
+            records.append(record)
+    finally:
+        env.close()
+    return records
 
 
 def _make_env(env_id: str, video: Optional[str], channels_last):

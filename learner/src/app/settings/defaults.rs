@@ -81,9 +81,9 @@ impl Case {
 
 /// The defaults that live with the code sharing them: the wire's message
 /// cap and keepalive (the actor uses the same), the state table's idle
-/// threshold and the remote replay writer's queue.
+/// threshold, the remote replay writer's queue and the evaluator's episodes.
 pub fn shared() -> Settings {
-    use super::schema::{InferenceSection, RemoteReplaySection, ServeSection};
+    use super::schema::{CheckpointsSection, InferenceSection, RemoteReplaySection, ServeSection};
     Settings {
         serve: ServeSection {
             max_message_bytes: Some(seed_shared::DEFAULT_MAX_MESSAGE_BYTES),
@@ -99,6 +99,10 @@ pub fn shared() -> Settings {
         },
         remote_replay: RemoteReplaySection {
             replay_insert_queue: Some(crate::unroll_store::remote::config::DEFAULT_INSERT_QUEUE),
+            ..Default::default()
+        },
+        checkpoints: CheckpointsSection {
+            eval_episodes: Some(crate::app::evaluator::DEFAULT_EVAL_EPISODES),
             ..Default::default()
         },
         ..Default::default()

@@ -417,6 +417,8 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
             checkpoints: CheckpointSettings {
                 every: Duration::from_secs_f64(checkpoint_secs.max(0.0)),
                 resume: s.checkpoints.resume.clone(),
+                eval_every: need(s.checkpoints.eval_every, "checkpoints.eval_every")?,
+                eval_episodes: need(s.checkpoints.eval_episodes, "checkpoints.eval_episodes")?,
             },
         })
     };

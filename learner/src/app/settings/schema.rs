@@ -224,6 +224,8 @@ section!(
         run_dir: PathBuf,
         checkpoint_secs: f64,
         resume: PathBuf,
+        eval_every: u64,
+        eval_episodes: usize,
     }
 );
 
