@@ -123,6 +123,16 @@ def check(name: str, run: pathlib.Path, rows: int = 8) -> dict:
     }
 
 
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--learner", default=os.environ.get("SEED_LEARNER_BIN", str(REPO / "target/release/learner")))
@@ -139,7 +149,7 @@ def main() -> int:
                   f"max |diff| {max(r['max_abs_diff'].values()):.2e}  max rel {max(r['max_rel_diff'].values()):.2e}  "
                   f"greedy equal {r['greedy_actions_equal']}  export {r['torch_export']}", flush=True)
     record = {
-        "machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores".strip(),
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}",
         "torch": torch.__version__,
         "numpy": np.__version__,
         "tolerance": TOLERANCE,

@@ -126,6 +126,9 @@ pub enum Actions {
     Continuous(Vec<f32>),
 }
 
+/// One weight tensor: its shape and row-major values.
+pub type NamedWeight = (Vec<usize>, Vec<f32>);
+
 /// A checkpoint's policy (see the module docs).
 pub struct Policy {
     model: ActorCritic,
@@ -268,7 +271,7 @@ impl Policy {
     /// The checkpoint's weights by name (read from its file again): shape
     /// and row-major `f32` values, named like the code (`torso.0.weight`,
     /// `core.weight_ih_l0`, `policy.bias`, `log_std`, ...).
-    pub fn weights(&self) -> Result<BTreeMap<String, (Vec<usize>, Vec<f32>)>, PolicyError> {
+    pub fn weights(&self) -> Result<BTreeMap<String, NamedWeight>, PolicyError> {
         let mut out = BTreeMap::new();
         for (name, t) in self.checkpoint.weights(&Device::Cpu)? {
             let values = t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
@@ -311,7 +314,7 @@ impl Policy {
                 format!("the policy takes {} observations", self.spec.obs_dtype),
             ));
         }
-        if obs.len() == 0 || obs.len() % obs_len != 0 {
+        if obs.len() == 0 || !obs.len().is_multiple_of(obs_len) {
             return Err(input(
                 "observations",
                 format!(

@@ -81,6 +81,42 @@ CLIENT_TABLE_METHODS: Tuple[str, ...]
 DEFAULT_LEARNER_ADDR: str
 #: The Rust actor's default env count (``seed_rs.defaults.NUM_ENVS``).
 DEFAULT_NUM_ENVS: int
+#: `--eval-every`'s episode seeds start here (episode i: EVAL_SEED + i).
+EVAL_SEED: int
+#: The best policy's directory in a run directory.
+BEST_DIR: str
+#: Episodes per evaluation (`--eval-episodes`).
+DEFAULT_EVAL_EPISODES: int
+
+class NativePolicy:
+    """A checkpoint's policy (use `seed_rs.Policy`, which takes env observations)."""
+
+    def __init__(self, path: str) -> None: ...
+    def info(self) -> Dict[str, Any]: ...
+    def seed(self, seed: int) -> None: ...
+    def forward(
+        self,
+        obs: npt.NDArray[Any],
+        h: Optional[npt.NDArray[np.float32]] = None,
+        c: Optional[npt.NDArray[np.float32]] = None,
+    ) -> Tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], Optional[Tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]]]: ...
+    def act(
+        self,
+        obs: npt.NDArray[Any],
+        greedy: bool,
+        h: Optional[npt.NDArray[np.float32]] = None,
+        c: Optional[npt.NDArray[np.float32]] = None,
+    ) -> Tuple[npt.NDArray[Any], npt.NDArray[np.float32], Optional[Tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]]]: ...
+    def weights(self) -> Dict[str, npt.NDArray[np.float32]]: ...
+
+class TensorBoardWriter:
+    """Scalars into a new TensorBoard event file in `dir`."""
+
+    def __init__(self, dir: str) -> None: ...
+    @property
+    def path(self) -> str: ...
+    def scalar(self, tag: str, step: int, value: float) -> None: ...
+    def flush(self) -> None: ...
 
 class ReplayClient:
     def __init__(

@@ -177,7 +177,6 @@ class Policy:
         from ._native import NativePolicy
 
         native = NativePolicy(os.fspath(path))
-        action_dtype = None
         if env is not None:
             if channels_last is None:
                 name = getattr(getattr(env, "spec", None), "id", None) or native.info()["env_name"]
@@ -188,7 +187,7 @@ class Policy:
             if isinstance(policy.spec.action, BoxActions) and space_dtype is not None:
                 policy._action_dtype = np.dtype(space_dtype)
             return policy
-        return cls(native, channels_last=channels_last, action_dtype=action_dtype)
+        return cls(native, channels_last=channels_last)
 
     def check_env(self, env, *, channels_last: Optional[bool] = None) -> None:
         """Raises ``ValueError`` unless ``env``'s spaces are the ones the policy was trained on."""
