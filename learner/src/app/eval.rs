@@ -399,6 +399,27 @@ mod tests {
     }
 
     #[test]
+    fn an_env_only_actors_ran_is_pointed_to_seed_rs_eval() {
+        let dir = tempfile::tempdir().unwrap();
+        controller_checkpoint(dir.path(), 1.0);
+        let policy = crate::app::policy::Policy::load(dir.path()).unwrap();
+        let config_path = policy.dir().join("config.json");
+        let mut config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+        config["env"]["kind"] = "remote".into();
+        config["env"]["env_name"] = "MyCartPole-v0".into();
+        std::fs::write(&config_path, config.to_string()).unwrap();
+        let err = evaluate(dir.path(), &EvalConfig::default())
+            .unwrap_err()
+            .to_string();
+        let hint = format!(
+            "python -m seed_rs.eval {} --env MyCartPole-v0",
+            dir.path().display()
+        );
+        assert!(err.contains(&hint), "{err}");
+    }
+
+    #[test]
     fn eval_refuses_a_model_of_another_action_space() {
         let dir = tempfile::tempdir().unwrap();
         pendulum_checkpoint(dir.path(), 0.0, 0.0, true);
