@@ -490,6 +490,26 @@ impl ReplayBuffer {
         // Slot of key `first + i`, advanced without a division per item.
         let mut slot = s.slot_of(first);
         for i in 0..n {
+            // The slot's retire stamp, for the eviction count below, loaded
+            // before the write: once the new item is published a sampler
+            // may consume it and stamp its `key + 1` here, which read after
+            // the write looked like the replaced item evicted unconsumed
+            // (loom test `a_block_writer_never_counts_a_consumed_item_evicted`).
+            // Acquire (`Storage::retired`); what matters is that this load
+            // is sequenced before the Release publish in `slot::write`, and
+            // a sampler retires the new item only after its Acquire load of
+            // `published` saw that publish, so the load cannot see that
+            // retire: it sees the replaced item's stamp or an older one.
+            // Under `Block` it sees the replaced item's (`slot_free` saw it
+            // before the claim), so nothing is counted; under the overwrite
+            // policies a sampler that retires the replaced item after this
+            // load still has it counted (an over-count, never an under-count:
+            // a stamp equal to `previous` means that item was retired).
+            let retired = if s.consumes {
+                s.storage.retired(slot)
+            } else {
+                0
+            };
             // The policy version is stored with the rows (its field's).
             let outcome = slot::write(slots, slot, first + i as u64, group_id, |f, words| {
                 // The field's bytes from the storage's geometry: computing
@@ -510,7 +530,7 @@ impl ReplayBuffer {
                     s.counters.superseded.fetch_add(1, Ordering::Relaxed);
                 }
                 WriteOutcome::Written { previous } => {
-                    if s.consumes && previous != 0 && s.storage.retired(slot) != previous {
+                    if s.consumes && previous != 0 && retired != previous {
                         s.counters.evicted.fetch_add(1, Ordering::Relaxed);
                         s.counters.removed.fetch_add(1, Ordering::Relaxed);
                     }
