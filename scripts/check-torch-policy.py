@@ -38,6 +38,8 @@ import seed_rs.torch
 from seed_rs.spaces import BoxActions
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benches" / "python"))
+from policy_bench import cpu_model  # noqa: E402  (the machine line both record)
 
 #: (torso, learner flags). Each run stops after --max-env-steps.
 CASES = [
@@ -121,16 +123,6 @@ def check(name: str, run: pathlib.Path, rows: int = 8) -> dict:
         "torch_export": exported,
         "ok": worst <= TOLERANCE and greedy_equal and exported == "ok",
     }
-
-
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main() -> int:
