@@ -439,8 +439,10 @@ pub fn save_with_replay(
 }
 
 /// Writes a policy-only checkpoint into `dir` (weights, counters, config,
-/// and each `(name, text)` of `extra`), replacing what was there
-/// atomically: a new directory beside it, renamed into place. What
+/// and each `(name, text)` of `extra`), replacing what was there: the
+/// new directory is written whole beside it, then the old one is renamed
+/// away and the new one into place (a crash between the two renames leaves
+/// the previous policy as `.old-NAME-PID`, never a half-written one). What
 /// `--eval-every` keeps in `RUN_DIR/best/`: it loads as a policy
 /// (`seed_rs.Policy`, `learner eval --checkpoint`), but holds no optimizer
 /// state or replay buffer to resume from.

@@ -206,6 +206,7 @@ def watch(run_dir, env_id: str, *, episodes: Optional[int] = None, poll_secs: fl
                 policy = Policy.load(checkpoint, env=env, channels_last=channels_last)
             except FileNotFoundError:
                 # Pruned between LATEST and here: the next one is newer.
+                time.sleep(poll_secs)
                 continue
             seen = name
             result = evaluate(policy, env, episodes, greedy=True, seed=defaults.EVAL_SEED)
