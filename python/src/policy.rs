@@ -69,6 +69,23 @@ fn lstm_state(
     }
 }
 
+/// `obs` as a read-only array of `T` (`dtype` names it in the error).
+fn readonly<'py, T: numpy::Element>(
+    obs: &Bound<'py, PyUntypedArray>,
+    dtype: &str,
+) -> PyResult<numpy::PyReadonlyArrayDyn<'py, T>> {
+    let array = obs
+        .cast::<numpy::PyArrayDyn<T>>()
+        .map_err(|_| PyValueError::new_err(format!("observations: expected a {dtype} array")))?;
+    Ok(array.readonly())
+}
+
+/// The array's elements, which must be C-contiguous.
+fn contiguous<'a, T: numpy::Element>(a: &'a numpy::PyReadonlyArrayDyn<'_, T>) -> PyResult<&'a [T]> {
+    a.as_slice()
+        .map_err(|e| PyValueError::new_err(format!("observations: {e}")))
+}
+
 impl NativePolicy {
     fn run(
         &self,
@@ -77,26 +94,17 @@ impl NativePolicy {
         state: Option<LstmState>,
     ) -> PyResult<PolicyOutput> {
         let policy = &self.policy;
+        let state = state.as_ref();
         match policy.spec().obs_dtype {
             ObsDType::F32 => {
-                let a = obs
-                    .cast::<numpy::PyArrayDyn<f32>>()
-                    .map_err(|_| PyValueError::new_err("observations: expected a float32 array"))?
-                    .readonly();
-                let x = a
-                    .as_slice()
-                    .map_err(|e| PyValueError::new_err(format!("observations: {e}")))?;
-                py.detach(|| policy.forward(Observations::F32(x), state.as_ref()))
+                let a = readonly::<f32>(obs, "float32")?;
+                let x = contiguous(&a)?;
+                py.detach(|| policy.forward(Observations::F32(x), state))
             }
             ObsDType::U8 => {
-                let a = obs
-                    .cast::<numpy::PyArrayDyn<u8>>()
-                    .map_err(|_| PyValueError::new_err("observations: expected a uint8 array"))?
-                    .readonly();
-                let x = a
-                    .as_slice()
-                    .map_err(|e| PyValueError::new_err(format!("observations: {e}")))?;
-                py.detach(|| policy.forward(Observations::U8(x), state.as_ref()))
+                let a = readonly::<u8>(obs, "uint8")?;
+                let x = contiguous(&a)?;
+                py.detach(|| policy.forward(Observations::U8(x), state))
             }
         }
         .map_err(to_py_err)

@@ -31,7 +31,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use seed_env::{EnvConfig, SyntheticConfig};
 use seed_shared::EnvSpec;
 use tracing::info;
 
@@ -273,7 +272,7 @@ impl BoundLearner {
                 TrainingTarget {
                     model: model.clone(),
                     spec: spec.clone(),
-                    env: env_description(config.env.as_ref(), spec),
+                    env: EnvDescription::of(config.env.as_ref(), spec),
                     device: device.clone(),
                     inference_dtype: config.inference.dtype,
                     seed: config.seed,
@@ -431,27 +430,5 @@ impl Learner {
         })
         .await;
         trained.and(served)
-    }
-}
-
-/// What a checkpoint records of the env, so `learner eval` can rebuild it
-/// (not for an env only remote actors run: kind `remote`).
-fn env_description(env: Option<&EnvConfig>, spec: &EnvSpec) -> EnvDescription {
-    let (kind, synthetic) = match env {
-        Some(EnvConfig::CartPole) => ("cartpole", SyntheticConfig::default()),
-        Some(EnvConfig::CartPoleMasked) => ("cartpole-masked", SyntheticConfig::default()),
-        Some(EnvConfig::Pendulum) => ("pendulum", SyntheticConfig::default()),
-        Some(EnvConfig::Synthetic(s)) => ("synthetic", s.clone()),
-        None => ("remote", SyntheticConfig::default()),
-    };
-    EnvDescription {
-        env_name: Some(spec.env_name.clone()),
-        kind: kind.into(),
-        obs_shape: spec.obs_shape.clone(),
-        obs_dtype: spec.obs_dtype.to_string(),
-        num_actions: spec.num_actions().unwrap_or(0),
-        action_box: EnvDescription::action_box_of(&spec.action),
-        episode_len: synthetic.episode_len,
-        step_cost_us: synthetic.step_cost_us,
     }
 }

@@ -435,16 +435,7 @@ mod tests {
             Optimizer::new(&model.varmap, OptimizerConfig::constant_adam(6e-4)).unwrap();
         let config = CheckpointConfig {
             model: config,
-            env: EnvDescription {
-                kind: "remote".into(),
-                env_name: Some(spec.env_name.clone()),
-                obs_shape: spec.obs_shape.clone(),
-                obs_dtype: spec.obs_dtype.to_string(),
-                num_actions: spec.num_actions().unwrap_or(0),
-                action_box: EnvDescription::action_box_of(&spec.action),
-                episode_len: 0,
-                step_cost_us: 0,
-            },
+            env: EnvDescription::of(None, spec),
             flags,
         };
         let state = CheckpointState {

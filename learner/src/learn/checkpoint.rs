@@ -40,6 +40,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use candle_core::{Device, Tensor};
+use seed_env::{EnvConfig, SyntheticConfig};
 use seed_shared::{ActionSpace, EnvSpec, ObsDType};
 use serde::{Deserialize, Serialize};
 
@@ -142,6 +143,29 @@ pub struct ActionBox {
 }
 
 impl EnvDescription {
+    /// What a checkpoint records of an env of `spec`: `env`, the learner's
+    /// own, so `learner eval` can rebuild it, or `None` for an env only
+    /// actors run (kind `remote`).
+    pub fn of(env: Option<&EnvConfig>, spec: &EnvSpec) -> Self {
+        let (kind, synthetic) = match env {
+            Some(EnvConfig::CartPole) => ("cartpole", SyntheticConfig::default()),
+            Some(EnvConfig::CartPoleMasked) => ("cartpole-masked", SyntheticConfig::default()),
+            Some(EnvConfig::Pendulum) => ("pendulum", SyntheticConfig::default()),
+            Some(EnvConfig::Synthetic(s)) => ("synthetic", s.clone()),
+            None => ("remote", SyntheticConfig::default()),
+        };
+        EnvDescription {
+            env_name: Some(spec.env_name.clone()),
+            kind: kind.into(),
+            obs_shape: spec.obs_shape.clone(),
+            obs_dtype: spec.obs_dtype.to_string(),
+            num_actions: spec.num_actions().unwrap_or(0),
+            action_box: EnvDescription::action_box_of(&spec.action),
+            episode_len: synthetic.episode_len,
+            step_cost_us: synthetic.step_cost_us,
+        }
+    }
+
     /// The observation and action spaces the run trained on.
     pub fn spec(&self) -> Result<EnvSpec, String> {
         let obs_dtype = self

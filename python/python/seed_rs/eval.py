@@ -189,7 +189,7 @@ def watch(run_dir, env_id: str, *, episodes: Optional[int] = None, poll_secs: fl
 
     run_dir = pathlib.Path(run_dir)
     episodes = defaults.EVAL_EPISODES if episodes is None else int(episodes)
-    env = _make_env(env_id, None, channels_last)
+    env = _make_env(env_id, None)
     best_file = run_dir / defaults.BEST_DIR / "eval.json"
     best = json.loads(best_file.read_text())["mean_return"] if best_file.exists() else -math.inf
     writer = TensorBoardWriter(str(run_dir / "tensorboard" / "eval")) if tensorboard else None
@@ -234,7 +234,7 @@ def watch(run_dir, env_id: str, *, episodes: Optional[int] = None, poll_secs: fl
     return records
 
 
-def _make_env(env_id: str, video: Optional[str], channels_last):
+def _make_env(env_id: str, video: Optional[str]):
     from .make import make_env
 
     if video is None:
@@ -270,7 +270,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_USAGE
     env_id = args.env or policy.spec.env_name
     try:
-        env = _make_env(env_id, args.video, args.channels_last)
+        env = _make_env(env_id, args.video)
     except ModuleNotFoundError as e:
         print(f"seed_rs.eval: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -279,10 +279,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"seed_rs.eval: cannot make env {env_id!r}{hint}: {e}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        from .make import channels_last_for
-
-        channels_last = args.channels_last if args.channels_last is not None else channels_last_for(env_id)
-        policy = Policy.load(args.run_dir, env=env, channels_last=channels_last)
+        policy.bind_env(env, channels_last=args.channels_last)
     except ValueError as e:
         print(f"seed_rs.eval: {env_id}: {e}", file=sys.stderr)
         return EXIT_USAGE

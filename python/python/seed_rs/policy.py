@@ -142,16 +142,17 @@ _WIRE = {"f32": np.dtype(np.float32), "u8": np.dtype(np.uint8)}
 class Policy:
     """A trained policy in this process (see the module docs). Build it with :meth:`load`."""
 
-    def __init__(self, native, channels_last: Optional[bool] = None, action_dtype=None):
+    def __init__(self, native, channels_last: Optional[bool] = None):
         self._native = native
         self.spec = PolicySpec._from_native(native.info())
-        if channels_last is None:
-            channels_last = bool(channels_last_for(self.spec.env_name))
+        self._wire = _WIRE[self.spec.obs_dtype]
+        self._action_dtype = None
+        self._set_channels_last(channels_last_for(self.spec.env_name) if channels_last is None else channels_last)
+
+    def _set_channels_last(self, channels_last) -> None:
         shape = self.spec.obs_shape
         # The env's frame shape when it is [H, W, C] and the learner's [C, H, W].
         self._env_shape = (shape[1], shape[2], shape[0]) if channels_last and len(shape) == 3 else None
-        self._wire = _WIRE[self.spec.obs_dtype]
-        self._action_dtype = np.dtype(action_dtype) if action_dtype is not None else None
 
     @classmethod
     def load(
@@ -176,18 +177,23 @@ class Policy:
         """
         from ._native import NativePolicy
 
-        native = NativePolicy(os.fspath(path))
+        policy = cls(NativePolicy(os.fspath(path)), channels_last=channels_last)
         if env is not None:
-            if channels_last is None:
-                name = getattr(getattr(env, "spec", None), "id", None) or native.info()["env_name"]
-                channels_last = channels_last_for(name)
-            policy = cls(native, channels_last=channels_last)
-            policy.check_env(env, channels_last=channels_last)
-            space_dtype = getattr(env.action_space, "dtype", None)
-            if isinstance(policy.spec.action, BoxActions) and space_dtype is not None:
-                policy._action_dtype = np.dtype(space_dtype)
-            return policy
-        return cls(native, channels_last=channels_last)
+            policy.bind_env(env, channels_last=channels_last)
+        return policy
+
+    def bind_env(self, env, *, channels_last: Optional[bool] = None) -> None:
+        """Takes ``env``'s observations from now on: checks its spaces against the policy's
+        (:meth:`check_env`), reads ``[H, W, C]`` frames when the env's id is channels-last
+        (or ``channels_last``), and returns continuous actions in its action space's dtype."""
+        if channels_last is None:
+            name = getattr(getattr(env, "spec", None), "id", None) or self.spec.env_name
+            channels_last = channels_last_for(name)
+        self._set_channels_last(channels_last)
+        self.check_env(env, channels_last=channels_last)
+        space_dtype = getattr(env.action_space, "dtype", None)
+        if isinstance(self.spec.action, BoxActions) and space_dtype is not None:
+            self._action_dtype = np.dtype(space_dtype)
 
     def check_env(self, env, *, channels_last: Optional[bool] = None) -> None:
         """Raises ``ValueError`` unless ``env``'s spaces are the ones the policy was trained on."""
