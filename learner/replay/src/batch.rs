@@ -4,8 +4,15 @@
 //! Why: the prefetch thread reuses one batch per step and uploads each field
 //! with a single copy (`[B, ...shape]`, e.g. with candle's
 //! `Tensor::from_raw_buffer`), so sampling allocates nothing.
-//! Cost: `max_rows * item_bytes` bytes, allocated and first-touched once.
+//! A variable-length field is gathered as its rows' heap references first
+//! (inside the slot protocol), then [`SampleBatch::resolve_variable`] copies
+//! the values they point to into one values buffer with `len + 1` offsets
+//! (no padding); those buffers grow to the largest batch seen and are then
+//! reused.
+//! Cost: `max_rows * item_bytes` bytes, allocated and first-touched once,
+//! plus the variable-length values of the largest batch.
 use crate::dtype::DType;
+use crate::heap::{Heap, HeapRef};
 use crate::item_key::ItemKey;
 use crate::layout::ItemLayout;
 use crate::loom::atomic::Ordering;
@@ -31,6 +38,45 @@ pub struct SampleBatch {
     weights: Vec<f32>,
     policy_versions: Vec<u64>,
     groups: Vec<u64>,
+    /// Per field, its values and offsets if it is variable-length.
+    variable: Vec<Option<VariableColumn>>,
+}
+
+/// A variable-length field's rows: values one after another and `len + 1`
+/// offsets (in elements of the last dimension) from 0.
+#[derive(Debug, Clone)]
+struct VariableColumn {
+    /// Bytes of one element of the last dimension.
+    unit: usize,
+    values: Vec<u8>,
+    offsets: Vec<u64>,
+}
+
+impl VariableColumn {
+    fn clear(&mut self) {
+        self.values.clear();
+        self.offsets.clear();
+        self.offsets.push(0);
+    }
+
+    /// Keeps the first `rows` rows.
+    fn truncate(&mut self, rows: usize) {
+        if self.offsets.len() > rows + 1 {
+            self.offsets.truncate(rows + 1);
+            let end = self.offsets.last().copied().unwrap_or(0) as usize * self.unit;
+            self.values.truncate(end);
+        }
+    }
+}
+
+/// What [`SampleBatch::resolve_variable`] does with a row whose values
+/// are gone (its heap segment retired: the item was overwritten).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LostRows {
+    /// Drop it and keep the rows after it.
+    Drop,
+    /// Stop there: the batch keeps the rows before it (an in-order read).
+    Stop,
 }
 
 impl SampleBatch {
@@ -40,12 +86,12 @@ impl SampleBatch {
             layout: layout.clone(),
             max_rows,
             len: 0,
-            row_bytes: layout.fields().iter().map(|f| f.num_bytes()).collect(),
+            row_bytes: layout.fields().iter().map(|f| f.row_bytes()).collect(),
             fields: layout
                 .fields()
                 .iter()
                 .map(|f| {
-                    let mut v = vec![0u8; max_rows * f.num_bytes()];
+                    let mut v = vec![0u8; max_rows * f.row_bytes()];
                     // `vec![0; n]` may be lazily zeroed pages: write one
                     // byte per page so the first sample does not fault.
                     for b in v.iter_mut().step_by(4096) {
@@ -58,6 +104,17 @@ impl SampleBatch {
             weights: vec![0.0; max_rows],
             policy_versions: vec![0; max_rows],
             groups: vec![0; max_rows],
+            variable: layout
+                .fields()
+                .iter()
+                .map(|f| {
+                    f.is_variable().then(|| VariableColumn {
+                        unit: f.num_bytes(),
+                        values: Vec::new(),
+                        offsets: vec![0],
+                    })
+                })
+                .collect(),
         }
     }
 
@@ -94,10 +151,28 @@ impl SampleBatch {
         &self.groups[..self.len]
     }
 
-    /// Bytes of field `index` for the filled rows: `[len, ...shape]`.
+    /// Bytes of field `index` for the filled rows: `[len, ...shape]`; a
+    /// variable-length field's values, its rows one after another (see
+    /// [`field_offsets`](Self::field_offsets)).
     pub fn field_bytes(&self, index: usize) -> Option<&[u8]> {
+        if let Some(col) = self.variable.get(index)?.as_ref() {
+            return Some(&col.values);
+        }
         let f = self.layout.fields().get(index)?;
         Some(&self.fields.get(index)?[..self.len * f.num_bytes()])
+    }
+
+    /// A variable-length field's `len + 1` offsets, in elements of its last
+    /// dimension: row `i` is elements `offsets[i]..offsets[i + 1]` of
+    /// [`field_bytes`](Self::field_bytes). `None` for a fixed-shape field.
+    pub fn field_offsets(&self, index: usize) -> Option<&[u64]> {
+        Some(&self.variable.get(index)?.as_ref()?.offsets)
+    }
+
+    /// [`field_offsets`](Self::field_offsets) of the field called `name`.
+    pub fn offsets(&self, name: &str) -> Option<&[u64]> {
+        let (i, _) = self.layout.field(name)?;
+        self.field_offsets(i)
     }
 
     /// Bytes of the field called `name` for the filled rows.
@@ -137,12 +212,86 @@ impl SampleBatch {
 
     pub(crate) fn clear(&mut self) {
         self.len = 0;
+        for col in self.variable.iter_mut().flatten() {
+            col.clear();
+        }
     }
 
     /// Drops the committed rows from `len` on (a group that came out
     /// incomplete, see `Grouped::copy`).
     pub(crate) fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
+        for col in self.variable.iter_mut().flatten() {
+            col.truncate(self.len);
+        }
+    }
+
+    /// Whether the layout has variable-length fields.
+    pub(crate) fn has_variable(&self) -> bool {
+        self.variable.iter().any(Option::is_some)
+    }
+
+    /// Copies the values the committed rows' heap references point to into
+    /// the variable-length fields' buffers (values and offsets, rebuilt
+    /// from scratch). A row whose values are gone (its segment retired: the
+    /// item was overwritten since its slot was read) is dropped, or ends
+    /// the batch, as `lost` says. Returns how many rows were lost (with
+    /// `Stop`: 0 or 1). Reads the heap through one segment-table snapshot.
+    pub(crate) fn resolve_variable(&mut self, heap: &Heap, lost: LostRows) -> usize {
+        if !self.has_variable() {
+            return 0;
+        }
+        for col in self.variable.iter_mut().flatten() {
+            col.clear();
+        }
+        let reader = heap.reader();
+        let mut kept = 0;
+        let mut dropped = 0;
+        for row in 0..self.len {
+            let mut found = true;
+            for (f, col) in self.variable.iter_mut().enumerate() {
+                let Some(col) = col else { continue };
+                let rb = self.row_bytes[f];
+                let Some(raw) = self.fields[f].get(row * rb..(row + 1) * rb) else {
+                    found = false;
+                    break;
+                };
+                let r = HeapRef::from_row_bytes(raw);
+                let bytes = r.len as usize * col.unit;
+                let Some(words) = reader.region(r, bytes) else {
+                    found = false;
+                    break;
+                };
+                let start = col.values.len();
+                col.values.resize(start + bytes, 0);
+                slot::copy_out(words, &mut col.values[start..]);
+                let end = col.offsets.last().copied().unwrap_or(0) + u64::from(r.len);
+                col.offsets.push(end);
+            }
+            if !found {
+                for col in self.variable.iter_mut().flatten() {
+                    col.truncate(kept);
+                }
+                dropped += 1;
+                if lost == LostRows::Stop {
+                    break;
+                }
+                continue;
+            }
+            if kept != row {
+                self.move_committed_row(row, kept);
+            }
+            kept += 1;
+        }
+        self.len = kept;
+        dropped
+    }
+
+    /// Moves committed row `from` down to row `to` (rows between were
+    /// dropped): data, key, weight, policy version and group.
+    fn move_committed_row(&mut self, from: usize, to: usize) {
+        self.move_row(from, to);
+        self.weights.copy_within(from..from + 1, to);
     }
 
     /// Copies row `slots[j]` of every field into row `len + j` (not yet

@@ -18,7 +18,7 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 use serde::{Deserialize, Serialize};
 
-use crate::batch::SampleBatch;
+use crate::batch::{LostRows, SampleBatch};
 use crate::counters::{CounterValues, Counters};
 use crate::error::{InsertError, ReplayError};
 use crate::group_id::NO_GROUP;
@@ -198,6 +198,11 @@ pub struct ReplayStats {
     pub superseded_inserts: u64,
     /// Rate limiter counters, if a limiter is configured.
     pub rate_limiter: Option<RateLimiterCounters>,
+    /// Bytes of heap segments held for variable-length values (0 without
+    /// such fields): the values of the last `capacity` items plus the
+    /// newest segment's spare room and sealed segments not yet retired.
+    #[serde(default)]
+    pub heap_bytes: u64,
 }
 
 /// The replay buffer. `Sync`: share it with `Arc`.
@@ -481,10 +486,20 @@ impl ReplayBuffer {
         if let Some(l) = &self.limiter {
             l.check_request(n, 0)?;
         }
+        let s = &self.shared;
+        // Variable-length values go into the heap before the keys are
+        // claimed, so a heap error leaves no claimed key unpublished
+        // (`heap.rs`).
+        let staged = match s.storage.heap() {
+            Some(heap) => Some(heap.stage(&self.layout, fields, 0, n, s.claimed())?),
+            None => None,
+        };
         let first = self
             .notifier
             .run_blocking(timeout, &self.closed, || self.claim(n))?;
-        let s = &self.shared;
+        if let Some(staged) = &staged {
+            staged.keys(first + n as u64 - 1);
+        }
         let group_id = group.unwrap_or(NO_GROUP);
         let slots = s.storage.slots();
         // Slot of key `first + i`, advanced without a division per item.
@@ -512,6 +527,14 @@ impl ReplayBuffer {
             };
             // The policy version is stored with the rows (its field's).
             let outcome = slot::write(slots, slot, first + i as u64, group_id, |f, words| {
+                if let Some(r) = staged.as_ref().and_then(|st| st.row_ref(i, f)) {
+                    for (word, v) in words.iter().zip(r) {
+                        // Relaxed: published by the Release version store
+                        // in `slot::write`.
+                        word.store(v, crate::loom::atomic::Ordering::Relaxed);
+                    }
+                    return;
+                }
                 // The field's bytes from the storage's geometry: computing
                 // them from the layout's shape per item showed in `perf`.
                 let bytes = slots.field(f).bytes;
@@ -542,6 +565,8 @@ impl ReplayBuffer {
                 slot + 1
             };
         }
+        // The rows are written: the heap region's hold ends (`heap.rs`).
+        drop(staged);
         s.counters.inserted.fetch_add(n as u64, Ordering::Relaxed);
         self.sampler.on_publish(s, first, n, &|_| group_id);
         self.notifier.notify();
@@ -660,6 +685,9 @@ impl ReplayBuffer {
             }
             let mut rng = self.rng.next_stream();
             let result = self.sampler.sample(&self.shared, batch, n, &mut rng);
+            let result = result.map(|()| {
+                self.resolve_variable(batch, LostRows::Drop);
+            });
             let result = result.and_then(|()| {
                 if batch.is_empty() {
                     Err(ReplayError::NotEnoughItems {
@@ -684,6 +712,27 @@ impl ReplayBuffer {
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         self.notifier.notify();
         Ok(())
+    }
+
+    /// Copies the variable-length values of a sampled batch's rows in
+    /// (`SampleBatch::resolve_variable`); returns how many rows were lost
+    /// to an overwrite racing the sample. A consume-once sampler retired
+    /// those items, so they are counted evicted (possibly twice, when the
+    /// overwriting writer counted one too: `evicted_unconsumed` may
+    /// over-count, as its docs say).
+    pub(crate) fn resolve_variable(&self, batch: &mut SampleBatch, lost: LostRows) -> usize {
+        let Some(heap) = self.shared.storage.heap() else {
+            return 0;
+        };
+        let n = batch.resolve_variable(heap, lost);
+        if n > 0 && self.shared.consumes {
+            // Relaxed: statistics (`Counters`).
+            self.shared
+                .counters
+                .evicted
+                .fetch_add(n as u64, Ordering::Relaxed);
+        }
+        n
     }
 
     /// Grouped sampler: hands out the oldest ready group whole and returns
@@ -787,6 +836,11 @@ impl ReplayBuffer {
             invalid_priority_updates: v.invalid_updates,
             superseded_inserts: v.superseded,
             rate_limiter: self.limiter.as_ref().map(RateLimiter::counters),
+            heap_bytes: self
+                .shared
+                .storage
+                .heap()
+                .map_or(0, |h| h.segments().1 as u64 * 8),
         }
     }
 

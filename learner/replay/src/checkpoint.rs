@@ -13,7 +13,10 @@
 //! `[slot, key, policy_version, group, retired]` and the field rows as u64
 //! words, then a 64-bit checksum of everything before it. Format 2 added
 //! the sampler's full configuration to the header; format 1 files (the
-//! sampler's kind only) are still read.
+//! sampler's kind only) are still read. Format 3, written for layouts with
+//! variable-length fields, stores such a field's row as its element count
+//! and then its values' words (no heap references: a restored table packs
+//! them into its own heap).
 //! Cost: one sequential pass over the stored items each way.
 //!
 //! A damaged file is an error, never a panic or a huge allocation: every
@@ -31,7 +34,9 @@ use crate::atomic_file::{create_temp, with_temp_file};
 use crate::buffer::{ReplayBuffer, ReplayConfig, Resume};
 use crate::counters::CounterValues;
 use crate::error::ReplayError;
-use crate::layout::ItemLayout;
+use crate::heap::{Heap, HeapRef};
+use crate::layout::VARIABLE_ROW_WORDS;
+use crate::layout::{ItemLayout, MAX_VARIABLE_LEN};
 use crate::rate_limiter::RateLimiterCounters;
 use crate::sampler::{Sampler, SamplerConfig, SamplerState};
 use crate::slot::{self, ReadOutcome};
@@ -40,6 +45,9 @@ use crate::storage::Storage;
 const MAGIC: &[u8; 8] = b"SEEDRPL1";
 /// Written now: the header holds `sampler_config`.
 const FORMAT: u32 = 2;
+/// Written for layouts with variable-length fields: each such row is its
+/// element count and its values, inline.
+const FORMAT_VARIABLE: u32 = 3;
 /// Still read: no `sampler_config`, so only the sampler's kind is compared
 /// (the sampler state is still validated against this buffer's sampler).
 const FORMAT_KIND_ONLY: u32 = 1;
@@ -120,6 +128,7 @@ impl ReplayBuffer {
         let mut records: Vec<u64> = Vec::new();
         let mut row: Vec<u64> = Vec::with_capacity(row_words);
         let mut count = 0u64;
+        let layout = self.layout();
         for slot_index in 0..cap {
             let outcome = slot::read(s.storage.slots(), slot_index, |field, words| {
                 if field == 0 {
@@ -133,6 +142,7 @@ impl ReplayBuffer {
             });
             if let ReadOutcome::Item(meta) = outcome {
                 let retired = u64::from(s.storage.retired(slot_index) == meta.key + 1);
+                let start = records.len();
                 records.extend([
                     slot_index as u64,
                     meta.key,
@@ -140,12 +150,26 @@ impl ReplayBuffer {
                     meta.group,
                     retired,
                 ]);
-                records.extend_from_slice(&row);
+                match s.storage.heap() {
+                    None => records.extend_from_slice(&row),
+                    Some(heap) => {
+                        if !append_variable_row(heap, layout, &row, &mut records) {
+                            // Its values retired since the slot was read:
+                            // the item was overwritten meanwhile.
+                            records.truncate(start);
+                            continue;
+                        }
+                    }
+                }
                 count += 1;
             }
         }
         let header = Header {
-            format: FORMAT,
+            format: if layout.has_variable() {
+                FORMAT_VARIABLE
+            } else {
+                FORMAT
+            },
             layout: self.layout().clone(),
             capacity: cap,
             sampler: self.config().sampler.kind().to_owned(),
@@ -248,9 +272,14 @@ impl ReplayBuffer {
         sum.bytes(&json);
         let header: Header =
             serde_json::from_slice(&json).map_err(|e| corrupt(format!("header: {e}")))?;
-        if header.format != FORMAT && header.format != FORMAT_KIND_ONLY {
+        let expected_format = if layout.has_variable() {
+            FORMAT_VARIABLE
+        } else {
+            FORMAT
+        };
+        if header.format != expected_format && header.format != FORMAT_KIND_ONLY {
             return Err(mismatch(format!(
-                "format {} (expected {FORMAT_KIND_ONLY} or {FORMAT})",
+                "format {} (expected {FORMAT_KIND_ONLY} or {expected_format})",
                 header.format
             )));
         }
@@ -274,7 +303,9 @@ impl ReplayBuffer {
             )));
         }
         match (header.format, &header.sampler_config) {
-            (FORMAT, None) => return Err(corrupt("header lacks sampler_config".into())),
+            (FORMAT | FORMAT_VARIABLE, None) => {
+                return Err(corrupt("header lacks sampler_config".into()))
+            }
             (_, Some(saved)) => {
                 if let Some(what) = config.sampler.mismatch_with(saved) {
                     return Err(mismatch(what));
@@ -301,6 +332,10 @@ impl ReplayBuffer {
             .checked_add(RECORD_META_WORDS)
             .and_then(|w| w.checked_mul(header.records))
             .and_then(|w| w.checked_mul(8));
+        if layout.has_variable() {
+            // Records vary in length: each is bounded as it is read.
+            return restore_variable(path, r, sum, &header, layout, config, records_room);
+        }
         if records_bytes != Some(records_room) {
             return Err(corrupt(format!(
                 "header says {} records of {} words each, the file holds {records_room} \
@@ -348,27 +383,217 @@ impl ReplayBuffer {
                 s.storage.retire(slot, key);
             }
         }
-        let expected = sum.0;
-        let stored = u64::from_le_bytes(read8(&mut r, "checksum")?);
-        if stored != expected {
-            return Err(corrupt(format!(
-                "checksum {stored:#x}, computed {expected:#x}"
-            )));
-        }
-        if r.read(&mut word)
-            .map_err(|e| ReplayError::io("read", path, e))?
-            != 0
-        {
-            return Err(corrupt("trailing bytes after checksum".into()));
-        }
-        buffer
-            .sampler
-            .restore(&header.sampler_state, &buffer.shared)
-            .map_err(corrupt)?;
-        if let Sampler::Fifo(_) = buffer.sampler {
-            // Cursor restored above; nothing else to rebuild.
-        }
-        tracing::info!(path = %path.display(), items = header.records, "replay: restored");
-        Ok(buffer)
+        finish_restore(path, r, sum, buffer, &header)
     }
+}
+
+/// The end of a restore, once every record is in: the checksum, nothing
+/// after it, and the sampler's state.
+fn finish_restore(
+    path: &Path,
+    mut r: BufReader<File>,
+    sum: Checksum,
+    buffer: ReplayBuffer,
+    header: &Header,
+) -> Result<ReplayBuffer, ReplayError> {
+    let corrupt = |reason: String| ReplayError::Corrupt {
+        path: path.to_owned(),
+        reason,
+    };
+    let mut word = [0u8; 8];
+    let expected = sum.0;
+    r.read_exact(&mut word)
+        .map_err(|_| corrupt("truncated at checksum".into()))?;
+    let stored = u64::from_le_bytes(word);
+    if stored != expected {
+        return Err(corrupt(format!(
+            "checksum {stored:#x}, computed {expected:#x}"
+        )));
+    }
+    if r.read(&mut word)
+        .map_err(|e| ReplayError::io("read", path, e))?
+        != 0
+    {
+        return Err(corrupt("trailing bytes after checksum".into()));
+    }
+    buffer
+        .sampler
+        .restore(&header.sampler_state, &buffer.shared)
+        .map_err(corrupt)?;
+    if let Sampler::Fifo(_) = buffer.sampler {
+        // Cursor restored above; nothing else to rebuild.
+    }
+    tracing::info!(path = %path.display(), items = header.records, "replay: restored");
+    Ok(buffer)
+}
+
+/// Appends a slot's row (its words as read, `row`) in the format-3 form:
+/// fixed fields' words as they are, each variable-length field as its
+/// element count and its values' words. False if a value's segment has
+/// retired (the item was overwritten since its slot was read); `records`
+/// may then hold part of the row, which the caller cuts off.
+fn append_variable_row(
+    heap: &Heap,
+    layout: &ItemLayout,
+    row: &[u64],
+    records: &mut Vec<u64>,
+) -> bool {
+    let reader = heap.reader();
+    let mut at = 0;
+    for spec in layout.fields() {
+        let words = spec.row_words();
+        let Some(fixed) = row.get(at..at + words) else {
+            return false;
+        };
+        at += words;
+        if !spec.is_variable() {
+            records.extend_from_slice(fixed);
+            continue;
+        }
+        let r = HeapRef::from_words([fixed[0], fixed[1]]);
+        let Some(values) = reader.region(r, r.len as usize * spec.num_bytes()) else {
+            return false;
+        };
+        records.push(u64::from(r.len));
+        records.extend(values.iter().map(|w| w.load(Ordering::Relaxed)));
+    }
+    true
+}
+
+/// Restores a format-3 checkpoint (a layout with variable-length fields)
+/// from `r`, positioned at the first record, with `room` bytes of records
+/// before the checksum: each record's length is checked against what is
+/// left before anything is read or allocated for it.
+fn restore_variable(
+    path: &Path,
+    mut r: BufReader<File>,
+    mut sum: Checksum,
+    header: &Header,
+    layout: ItemLayout,
+    config: ReplayConfig,
+    room: u64,
+) -> Result<ReplayBuffer, ReplayError> {
+    let corrupt = |reason: String| ReplayError::Corrupt {
+        path: path.to_owned(),
+        reason,
+    };
+    // Words of records not read yet (a `Cell`: the reading closure and the
+    // bounds checks below both need it).
+    let left = std::cell::Cell::new(room / 8);
+    if !room.is_multiple_of(8) {
+        return Err(corrupt(format!(
+            "{room} bytes of records is not whole words"
+        )));
+    }
+    let next = |r: &mut BufReader<File>, sum: &mut Checksum, what: &str| {
+        if left.get() == 0 {
+            return Err(corrupt(format!("records end early, in {what}")));
+        }
+        let mut w = [0u8; 8];
+        r.read_exact(&mut w)
+            .map_err(|_| corrupt(format!("truncated at {what}")))?;
+        left.set(left.get() - 1);
+        let w = u64::from_le_bytes(w);
+        sum.word(w);
+        Ok(w)
+    };
+    let storage = Storage::memory(&layout, config.capacity, config.storage_order)?;
+    let resume = Resume {
+        claimed: header.claimed,
+        counters: header.counters,
+        rng_draws: Some((header.rng_seed, header.rng_draws)),
+        limiter: header.limiter,
+        current_policy: header.current_policy,
+    };
+    let buffer = ReplayBuffer::assemble(layout.clone(), config, storage, resume);
+    let s = &buffer.shared;
+    let Some(heap) = s.storage.heap() else {
+        return Err(ReplayError::config(
+            "a variable-length layout without a heap",
+        ));
+    };
+    // Per field: its fixed words, or its element count and values.
+    let mut fixed: Vec<Vec<u64>> = layout.fields().iter().map(|_| Vec::new()).collect();
+    let mut values: Vec<Vec<u64>> = layout.fields().iter().map(|_| Vec::new()).collect();
+    let mut lens = vec![0u32; layout.fields().len()];
+    for _ in 0..header.records {
+        let mut rec = [0u64; 5];
+        for x in rec.iter_mut() {
+            *x = next(&mut r, &mut sum, "record")?;
+        }
+        let [slot, key, _policy_version, group, retired] = rec;
+        if slot >= s.capacity || key % s.capacity != slot || key >= header.claimed {
+            return Err(corrupt(format!("record for slot {slot} has key {key}")));
+        }
+        let mut words = 0usize;
+        for (f, spec) in layout.fields().iter().enumerate() {
+            fixed[f].clear();
+            values[f].clear();
+            if !spec.is_variable() {
+                for _ in 0..spec.row_words() {
+                    let w = next(&mut r, &mut sum, "record data")?;
+                    fixed[f].push(w);
+                }
+                continue;
+            }
+            let len = next(&mut r, &mut sum, "a row's length")?;
+            let max = spec
+                .variable()
+                .and_then(|v| v.max_len)
+                .unwrap_or(MAX_VARIABLE_LEN);
+            if len > max.min(MAX_VARIABLE_LEN) {
+                return Err(corrupt(format!(
+                    "field `{}` of key {key}: {len} elements, at most {max}",
+                    spec.name()
+                )));
+            }
+            let n = (len as usize)
+                .checked_mul(spec.num_bytes())
+                .map(|b| b.div_ceil(8))
+                .filter(|&n| n as u64 <= left.get())
+                .ok_or_else(|| {
+                    corrupt(format!(
+                        "field `{}` of key {key}: {len} elements, more than the file holds",
+                        spec.name()
+                    ))
+                })?;
+            for _ in 0..n {
+                let w = next(&mut r, &mut sum, "a row's values")?;
+                values[f].push(w);
+            }
+            lens[f] = len as u32;
+            words += n;
+        }
+        let mut reservation = heap.reserve(words, header.claimed)?;
+        reservation.keys(key);
+        let mut refs = Vec::with_capacity(layout.fields().len());
+        for (f, spec) in layout.fields().iter().enumerate() {
+            refs.push(match spec.is_variable() {
+                true => reservation.push_words(&values[f], lens[f]).to_words(),
+                false => [0; VARIABLE_ROW_WORDS],
+            });
+        }
+        let slot = slot as usize;
+        slot::write(s.storage.slots(), slot, key, group, |f, words| {
+            let src: &[u64] = match layout.fields()[f].is_variable() {
+                true => &refs[f],
+                false => &fixed[f],
+            };
+            for (w, &v) in words.iter().zip(src) {
+                w.store(v, crate::loom::atomic::Ordering::Relaxed);
+            }
+        });
+        drop(reservation);
+        if retired == 1 {
+            s.storage.retire(slot, key);
+        }
+    }
+    if left.get() != 0 {
+        return Err(corrupt(format!(
+            "{} bytes after the header's {} records",
+            left.get() * 8,
+            header.records
+        )));
+    }
+    finish_restore(path, r, sum, buffer, header)
 }

@@ -40,6 +40,15 @@ pub enum ReplayError {
         expected: usize,
         got: usize,
     },
+    /// A variable-length field's offsets are wrong: too few or too many,
+    /// not starting at 0, going backwards, a row over `max_len`, or not
+    /// ending at the values' length. `row` names the row where it shows.
+    #[error("field `{field}`{}: {reason}", row.map(|r| format!(", row {r}")).unwrap_or_default())]
+    Offsets {
+        field: String,
+        row: Option<usize>,
+        reason: String,
+    },
     /// A sample asked for more items than the sampler can hand out now
     /// (consume-once samplers never hand an item out twice).
     #[error("requested {requested} items, {available} available")]

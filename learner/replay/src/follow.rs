@@ -33,7 +33,7 @@
 //! `fetch_max`.
 use std::sync::atomic::Ordering;
 
-use crate::batch::SampleBatch;
+use crate::batch::{LostRows, SampleBatch};
 use crate::buffer::ReplayBuffer;
 use crate::error::ReplayError;
 use crate::group_id::NO_GROUP;
@@ -113,6 +113,19 @@ impl ReplayBuffer {
                 _ => break,
             }
         }
+        if let Some(heap) = s.storage.heap() {
+            // Rows whose values were overwritten since their slot was read
+            // end the batch there (key order, no hole); with none left, the
+            // cursor's item is gone: a gap, as above.
+            if batch.resolve_variable(heap, LostRows::Stop) > 0 {
+                key = cursor + batch.len() as u64;
+                if batch.is_empty() {
+                    return FollowRead::Gap {
+                        oldest: self.oldest_key().max(key + 1),
+                    };
+                }
+            }
+        }
         FollowRead::Items { next: key }
     }
 
@@ -157,9 +170,27 @@ impl ReplayBuffer {
         // the batch would be overwritten by later ones in the same slots.
         let skip = rows.saturating_sub(self.capacity());
         report.superseded += skip;
+        let staged = match s.storage.heap() {
+            Some(heap) => {
+                // Keys are given, not claimed: the region is recorded
+                // under them at once (`heap.rs`).
+                let staged = heap.stage(self.layout(), fields, skip, rows, s.claimed())?;
+                staged.keys(first + rows as u64 - 1);
+                Some(staged)
+            }
+            None => None,
+        };
         for i in skip..rows {
             let key = first + i as u64;
             let outcome = slot::write(slots, s.slot_of(key), key, NO_GROUP, |f, words| {
+                if let Some(r) = staged.as_ref().and_then(|st| st.row_ref(i, f)) {
+                    for (word, v) in words.iter().zip(r) {
+                        // Relaxed: published by the Release sequence store
+                        // in `slot::write`.
+                        word.store(v, crate::loom::atomic::Ordering::Relaxed);
+                    }
+                    return;
+                }
                 let bytes = slots.field(f).bytes;
                 let mut j = 0;
                 fields[f].values.for_each_word(i * bytes, bytes, |w| {
@@ -179,6 +210,7 @@ impl ReplayBuffer {
                 }
             }
         }
+        drop(staged);
         let last = first + rows as u64;
         // AcqRel: the slot writes above are published by their own Release
         // stores; this only bounds samplers' draws (pairs with the Acquire

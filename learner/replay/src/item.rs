@@ -8,7 +8,7 @@
 //! slot, one pass over the data.
 use crate::dtype::DType;
 use crate::error::ReplayError;
-use crate::layout::{FieldSpec, ItemLayout};
+use crate::layout::{FieldSpec, ItemLayout, MAX_VARIABLE_LEN};
 
 /// Borrowed values of one field (or of `rows` stacked items of one field).
 #[derive(Debug, Clone, Copy)]
@@ -125,15 +125,54 @@ fn pack<T: Copy, const S: usize>(
 
 /// One field of an item to insert, in layout order: its shape and values.
 /// For a batch insert of `rows` items the shape is `[rows, ...field shape]`.
+///
+/// A variable-length field also has `offsets`: `rows + 1` of them (2 for a
+/// single item), from 0, not decreasing; row `i` holds `offsets[i + 1] -
+/// offsets[i]` elements of the last dimension, and `values` the rows one
+/// after another without padding (`offsets[rows]` elements of the last
+/// dimension in all). Its `shape` has no last dimension (`[rows]` for a
+/// batch of token lists).
 #[derive(Debug, Clone, Copy)]
 pub struct FieldRef<'a> {
     pub shape: &'a [usize],
     pub values: Values<'a>,
+    /// Variable-length fields only.
+    pub offsets: Option<&'a [u64]>,
 }
 
 impl<'a> FieldRef<'a> {
+    /// A fixed-shape field.
     pub fn new(shape: &'a [usize], values: Values<'a>) -> Self {
-        FieldRef { shape, values }
+        FieldRef {
+            shape,
+            values,
+            offsets: None,
+        }
+    }
+
+    /// A variable-length field: `values` of rows delimited by `offsets`.
+    pub fn variable(shape: &'a [usize], values: Values<'a>, offsets: &'a [u64]) -> Self {
+        FieldRef {
+            shape,
+            values,
+            offsets: Some(offsets),
+        }
+    }
+
+    /// Elements of the last dimension row `row` holds (a variable-length
+    /// field whose offsets were checked).
+    #[inline]
+    pub(crate) fn row_len(&self, row: usize) -> u64 {
+        match self.offsets {
+            Some(o) => o.get(row + 1).copied().unwrap_or(0) - o.get(row).copied().unwrap_or(0),
+            None => 0,
+        }
+    }
+
+    /// Element of the last dimension row `row` starts at (checked offsets).
+    #[inline]
+    pub(crate) fn row_start(&self, row: usize) -> u64 {
+        self.offsets.and_then(|o| o.get(row).copied()).unwrap_or(0)
     }
 }
 
@@ -157,6 +196,11 @@ pub(crate) fn check_fields(
 }
 
 fn check_field(spec: &FieldSpec, f: &FieldRef<'_>, rows: Option<usize>) -> Result<(), ReplayError> {
+    let offsets_error = |row: Option<usize>, reason: String| ReplayError::Offsets {
+        field: spec.name().to_owned(),
+        row,
+        reason,
+    };
     if f.values.dtype() != spec.dtype() {
         return Err(ReplayError::DType {
             field: spec.name().to_owned(),
@@ -179,7 +223,72 @@ fn check_field(spec: &FieldSpec, f: &FieldRef<'_>, rows: Option<usize>) -> Resul
             got: f.shape.to_vec(),
         });
     }
-    let expected = spec.num_bytes() * rows.unwrap_or(1);
+    let n = rows.unwrap_or(1);
+    let expected = match (spec.variable(), f.offsets) {
+        (None, None) => spec.num_bytes() * n,
+        (None, Some(_)) => {
+            return Err(offsets_error(
+                None,
+                "offsets given for a fixed-shape field".to_owned(),
+            ))
+        }
+        (Some(_), None) => {
+            return Err(offsets_error(
+                None,
+                "a variable-length field needs offsets (rows + 1 of them)".to_owned(),
+            ))
+        }
+        (Some(v), Some(offsets)) => {
+            if offsets.len() != n + 1 {
+                return Err(offsets_error(
+                    None,
+                    format!("{} offsets for {n} rows (needs {})", offsets.len(), n + 1),
+                ));
+            }
+            if offsets[0] != 0 {
+                return Err(offsets_error(
+                    Some(0),
+                    format!("offsets start at {}, not 0", offsets[0]),
+                ));
+            }
+            let max_len = v.max_len.unwrap_or(MAX_VARIABLE_LEN).min(MAX_VARIABLE_LEN);
+            for (row, pair) in offsets.windows(2).enumerate() {
+                if pair[1] < pair[0] {
+                    return Err(offsets_error(
+                        Some(row),
+                        format!("offsets go backwards ({} then {})", pair[0], pair[1]),
+                    ));
+                }
+                let len = pair[1] - pair[0];
+                if len > max_len {
+                    return Err(offsets_error(
+                        Some(row),
+                        format!("{len} elements, max_len is {max_len}"),
+                    ));
+                }
+            }
+            let last = offsets[n];
+            let Some(bytes) = usize::try_from(last)
+                .ok()
+                .and_then(|l| l.checked_mul(spec.num_bytes()))
+            else {
+                return Err(offsets_error(
+                    Some(n.saturating_sub(1)),
+                    format!("offsets end at {last} elements, more than memory holds"),
+                ));
+            };
+            if f.values.num_bytes() != bytes {
+                return Err(offsets_error(
+                    Some(n.saturating_sub(1)),
+                    format!(
+                        "offsets end at {last} elements ({bytes} bytes), the values are {} bytes",
+                        f.values.num_bytes()
+                    ),
+                ));
+            }
+            bytes
+        }
+    };
     if f.values.num_bytes() != expected {
         return Err(ReplayError::DataLength {
             field: spec.name().to_owned(),
@@ -190,13 +299,16 @@ fn check_field(spec: &FieldSpec, f: &FieldRef<'_>, rows: Option<usize>) -> Resul
     Ok(())
 }
 
-/// An owned field: name, dtype, shape and native-endian bytes.
+/// An owned field: name, dtype, shape and native-endian bytes (a
+/// variable-length field: its offsets too, `[0, len]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemField {
     pub name: String,
     pub dtype: DType,
     pub shape: Vec<usize>,
     pub bytes: Vec<u8>,
+    /// Variable-length fields only.
+    pub offsets: Option<Vec<u64>>,
 }
 
 /// An owned item with named fields, in any order. Convenient, and what a
@@ -230,6 +342,29 @@ impl Item {
             dtype,
             shape: shape.to_vec(),
             bytes,
+            offsets: None,
+        });
+        self
+    }
+
+    /// Adds a variable-length field from native-endian bytes: `shape` is
+    /// the dimensions before the variable last one (`&[]` for a list), and
+    /// the bytes hold whole elements of that last dimension.
+    pub fn with_variable_bytes(
+        mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[usize],
+        bytes: Vec<u8>,
+    ) -> Self {
+        let unit = shape.iter().product::<usize>() * dtype.size();
+        let len = bytes.len().checked_div(unit).unwrap_or(0) as u64;
+        self.fields.push(ItemField {
+            name: name.to_owned(),
+            dtype,
+            shape: shape.to_vec(),
+            bytes,
+            offsets: Some(vec![0, len]),
         });
         self
     }
@@ -266,6 +401,7 @@ impl Item {
                         dtype: f.dtype,
                         bytes: &f.bytes,
                     },
+                    offsets: f.offsets.as_deref(),
                 })
             })
             .collect()
@@ -285,7 +421,10 @@ impl Item {
     ) -> Result<ItemLayout, ReplayError> {
         let mut b = ItemLayout::builder();
         for f in &self.fields {
-            b = b.field(&f.name, f.dtype, &f.shape);
+            b = match f.offsets {
+                None => b.field(&f.name, f.dtype, &f.shape),
+                Some(_) => b.variable_field(&f.name, f.dtype, &f.shape, None),
+            };
         }
         if let Some(name) = policy_version {
             b = b.policy_version_field(name);

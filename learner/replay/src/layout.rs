@@ -1,11 +1,18 @@
 //! Item layout: the named fields of one item, each with a dtype and a fixed
-//! shape, declared once.
+//! shape, or a variable last dimension, declared once.
 //!
 //! Why: a fixed layout lets storage preallocate one column per field and turn
 //! a sample into a gather of rows into a contiguous `[B, ...shape]` buffer per
 //! field. An unroll of `T+1` steps is just fields with a leading `T+1`.
+//! A *variable-length* field (a token list: [`ItemLayoutBuilder::variable_field`])
+//! varies in its last dimension from item to item: its `shape` holds the
+//! dimensions before that one (`[]` for a list), its slot row holds where its
+//! values are in the table's heap (`heap.rs`), and a batch of it is values
+//! plus offsets, never padded. Its [`FieldSpec::num_bytes`] is the bytes of
+//! one element of the last dimension (one token).
 //! Cost: building a layout is a few small allocations; checking an item
-//! against it compares dtypes and shapes, no data is touched.
+//! against it compares dtypes and shapes, no data is touched (a variable
+//! field's offsets are read once).
 //!
 //! Every [`ItemLayout`] and [`FieldSpec`] that exists has passed
 //! `validate_fields`: the builder calls it, and deserialization (a mapped
@@ -17,14 +24,37 @@ use serde::{Deserialize, Serialize};
 use crate::dtype::DType;
 use crate::error::ReplayError;
 
-/// One named field: dtype and the fixed shape of a single item (no batch dim).
+/// One named field: dtype and the fixed shape of a single item (no batch
+/// dim), or, for a variable-length field, the dimensions before its
+/// variable last one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "UncheckedFieldSpec")]
 pub struct FieldSpec {
     name: String,
     dtype: DType,
     shape: Vec<usize>,
+    /// Absent for fixed-shape fields (and from files written before
+    /// variable-length fields existed, which had none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    variable: Option<VariableLength>,
 }
+
+/// The variable last dimension of a field: each item holds as many
+/// elements of it as it has (`offsets[i + 1] - offsets[i]` in a batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct VariableLength {
+    /// Elements of the last dimension one item may hold at most; `None`:
+    /// no bound but the storage's (`u32::MAX` elements).
+    pub max_len: Option<u64>,
+}
+
+/// Elements of the variable dimension one item may hold whatever
+/// `max_len` says: a heap reference keeps the count in 32 bits (`heap.rs`).
+pub const MAX_VARIABLE_LEN: u64 = u32::MAX as u64;
+
+/// Words of a variable-length field's slot row: where its values are in
+/// the table's heap (`heap.rs`, `HeapRef`).
+pub(crate) const VARIABLE_ROW_WORDS: usize = 2;
 
 impl FieldSpec {
     pub fn name(&self) -> &str {
@@ -33,22 +63,47 @@ impl FieldSpec {
     pub fn dtype(&self) -> DType {
         self.dtype
     }
-    /// Shape of one item's value; `[]` is a scalar.
+    /// Shape of one item's value; `[]` is a scalar. A variable-length
+    /// field: the dimensions before its variable last one.
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
-    /// Elements in one item's value. Cannot overflow: every `FieldSpec`
+    /// The variable last dimension, if the field has one.
+    pub fn variable(&self) -> Option<VariableLength> {
+        self.variable
+    }
+    /// Whether the field's last dimension varies from item to item.
+    pub fn is_variable(&self) -> bool {
+        self.variable.is_some()
+    }
+    /// Elements in one item's value (a variable-length field: in one
+    /// element of its last dimension). Cannot overflow: every `FieldSpec`
     /// was checked by `validate_fields` before anyone could call this.
     pub fn num_elements(&self) -> usize {
         self.shape.iter().product()
     }
-    /// Bytes in one item's value.
+    /// Bytes in one item's value (a variable-length field: in one element
+    /// of its last dimension, a token).
     pub fn num_bytes(&self) -> usize {
         self.num_elements() * self.dtype.size()
     }
-    /// 64-bit words one row occupies in storage (rows are word aligned).
+    /// 64-bit words one row occupies in storage (rows are word aligned): a
+    /// variable-length field's row is its heap reference (`heap.rs`).
     pub(crate) fn row_words(&self) -> usize {
-        self.num_bytes().div_ceil(8)
+        if self.is_variable() {
+            VARIABLE_ROW_WORDS
+        } else {
+            self.num_bytes().div_ceil(8)
+        }
+    }
+    /// Bytes of the row [`SampleBatch`](crate::SampleBatch) gathers per
+    /// item before the heap is read: the value, or the heap reference.
+    pub(crate) fn row_bytes(&self) -> usize {
+        if self.is_variable() {
+            VARIABLE_ROW_WORDS * 8
+        } else {
+            self.num_bytes()
+        }
     }
 }
 
@@ -77,9 +132,14 @@ impl ItemLayout {
     pub fn policy_version_field(&self) -> Option<usize> {
         self.policy_version_field
     }
-    /// Bytes of one whole item.
+    /// Bytes of one whole item (a variable-length field counts one
+    /// element of its last dimension).
     pub fn item_bytes(&self) -> usize {
         self.fields.iter().map(FieldSpec::num_bytes).sum()
+    }
+    /// Whether any field is variable-length (the table then has a heap).
+    pub fn has_variable(&self) -> bool {
+        self.fields.iter().any(FieldSpec::is_variable)
     }
 }
 
@@ -97,6 +157,26 @@ impl ItemLayoutBuilder {
             name: name.to_owned(),
             dtype,
             shape: shape.to_vec(),
+            variable: None,
+        });
+        self
+    }
+
+    /// Adds a variable-length field: `shape` is the dimensions before the
+    /// variable last one (`&[]` for a list of tokens), `max_len` bounds
+    /// that last dimension per item (`None`: [`MAX_VARIABLE_LEN`]).
+    pub fn variable_field(
+        mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[usize],
+        max_len: Option<u64>,
+    ) -> Self {
+        self.fields.push(FieldSpec {
+            name: name.to_owned(),
+            dtype,
+            shape: shape.to_vec(),
+            variable: Some(VariableLength { max_len }),
         });
         self
     }
@@ -110,7 +190,8 @@ impl ItemLayoutBuilder {
 
     /// Checks the layout with `validate_fields`: names non-empty and
     /// unique, every field at least one element, sizes that fit a `usize`,
-    /// and the policy-version field (if any) declared and a `U64` scalar.
+    /// a variable field's `max_len` in `1..=MAX_VARIABLE_LEN`, and the
+    /// policy-version field (if any) declared and a `U64` scalar.
     pub fn build(self) -> Result<ItemLayout, ReplayError> {
         let policy_version_field = match self.policy_version {
             None => None,
@@ -157,6 +238,14 @@ fn checked_field_bytes(f: &FieldSpec) -> Result<usize, String> {
             f.name, f.shape
         ));
     }
+    if let Some(VariableLength { max_len: Some(m) }) = f.variable {
+        if m == 0 || m > MAX_VARIABLE_LEN {
+            return Err(format!(
+                "field `{}`: max_len must be in 1..={MAX_VARIABLE_LEN}, is {m}",
+                f.name
+            ));
+        }
+    }
     Ok(bytes)
 }
 
@@ -183,7 +272,11 @@ pub(crate) fn validate_fields(
             return Err(format!("field `{}` declared twice", f.name));
         }
         // `checked_field_bytes` made sure the rounding cannot overflow.
-        let row = bytes.next_multiple_of(8);
+        let row = if f.is_variable() {
+            VARIABLE_ROW_WORDS * 8
+        } else {
+            bytes.next_multiple_of(8)
+        };
         item_bytes = item_bytes
             .checked_add(row)
             .filter(|&b| b <= isize::MAX as usize)
@@ -196,7 +289,7 @@ pub(crate) fn validate_fields(
                 fields.len()
             ));
         };
-        if f.dtype != DType::U64 || !f.shape.is_empty() {
+        if f.dtype != DType::U64 || !f.shape.is_empty() || f.is_variable() {
             return Err(format!(
                 "policy-version field `{}` must be a U64 scalar, is {:?} {:?}",
                 f.name, f.dtype, f.shape
@@ -212,6 +305,8 @@ struct UncheckedFieldSpec {
     name: String,
     dtype: DType,
     shape: Vec<usize>,
+    #[serde(default)]
+    variable: Option<VariableLength>,
 }
 
 impl TryFrom<UncheckedFieldSpec> for FieldSpec {
@@ -221,6 +316,7 @@ impl TryFrom<UncheckedFieldSpec> for FieldSpec {
             name: u.name,
             dtype: u.dtype,
             shape: u.shape,
+            variable: u.variable,
         };
         checked_field_bytes(&f)?;
         Ok(f)

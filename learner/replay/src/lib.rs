@@ -3,8 +3,10 @@
 //! (samplers) and the trainer (priority updates), without a global lock.
 //!
 //! # Parts
-//! - [`ItemLayout`]: named fields with dtype and fixed shape, declared once
-//!   ([`LazyReplayBuffer`] takes it from the first item).
+//! - [`ItemLayout`]: named fields with dtype and fixed shape, or a variable
+//!   last dimension (token lists: values plus offsets, stored without
+//!   padding in the table's heap), declared once ([`LazyReplayBuffer`]
+//!   takes it from the first item).
 //! - Storage: preallocated columns, in memory or memory-mapped
 //!   ([`ReplayBuffer::create_mapped`], [`ReplayBuffer::open_mapped`]).
 //! - [`SamplerConfig`]: FIFO consume-once, max_times_sampled, uniform,
@@ -46,7 +48,7 @@
 //!    `policy_lag`, `writer_policy`, `rng`.
 //! 2. `error`.
 //! 3. `layout`, `atomic_file`, `notifier`, `rate_limiter`.
-//! 4. `item`, `storage`.
+//! 4. `item`, `heap` (variable-length values), `storage`.
 //! 5. `slot` (the slot protocol), `recovery` (the reopen scan).
 //! 6. `batch`.
 //! 7. `shared` (what samplers see of the buffer).
@@ -105,6 +107,7 @@ mod dtype;
 mod error;
 mod follow;
 mod group_id;
+mod heap;
 mod item;
 mod item_key;
 mod layout;
@@ -132,7 +135,7 @@ pub use error::{InsertError, ReplayError};
 pub use follow::{FollowRead, ReplicaWrites};
 pub use item::{FieldRef, Item, ItemField, Values};
 pub use item_key::ItemKey;
-pub use layout::{FieldSpec, ItemLayout, ItemLayoutBuilder};
+pub use layout::{FieldSpec, ItemLayout, ItemLayoutBuilder, VariableLength, MAX_VARIABLE_LEN};
 pub use lazy::LazyReplayBuffer;
 pub use policy_lag::{LagAction, PolicyLagCap};
 pub use rate_limiter::{RateLimiterConfig, RateLimiterCounters};

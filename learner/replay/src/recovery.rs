@@ -4,9 +4,13 @@
 //!
 //! Why its own file: `ReplayBuffer::open_mapped` runs it before the storage
 //! is shared; it needs the storage's words and nothing of the buffer or of
-//! checkpoints. Cost: one pass over the slots' sequence words (plus the
-//! cold columns of the stored ones).
+//! checkpoints. A layout with variable-length fields also has each stored
+//! item's heap references checked (a slot whose values' segment is gone is
+//! emptied) and the segments no item refers to deleted (`heap.rs`).
+//! Cost: one pass over the slots' sequence words (plus the cold columns of
+//! the stored ones, and their heap references).
 use crate::group_id::NO_GROUP;
+use crate::heap::HeapRef;
 use crate::loom::atomic::Ordering;
 use crate::storage::Storage;
 
@@ -35,6 +39,17 @@ pub(crate) fn recover_slots(storage: &Storage) -> Recovered {
             continue;
         }
         let published = s >> 1;
+        if published != 0 && !variable_rows_intact(storage, slot, published - 1) {
+            // A reference into a segment that is gone or too short: the
+            // item's values did not survive (or the slot is damaged).
+            seq.store(0, Ordering::Relaxed);
+            slots.retired(slot).store(0, Ordering::Relaxed);
+            tracing::warn!(
+                slot,
+                "replay: slot's variable-length values are missing, emptied on reopen"
+            );
+            continue;
+        }
         if published != 0 {
             r.claimed = r.claimed.max(published);
             r.stored += 1;
@@ -46,5 +61,34 @@ pub(crate) fn recover_slots(storage: &Storage) -> Recovered {
             }
         }
     }
+    if let Some(heap) = storage.heap() {
+        #[cfg(not(loom))]
+        heap.finish_reopen();
+        #[cfg(loom)]
+        let _ = heap;
+    }
     r
+}
+
+/// Whether every variable-length row of the item `key` in `slot` points
+/// into a segment of the reopened heap (and notes the key there); true
+/// without a heap.
+fn variable_rows_intact(storage: &Storage, slot: usize, key: u64) -> bool {
+    let Some(heap) = storage.heap() else {
+        return true;
+    };
+    let slots = storage.slots();
+    (0..slots.num_fields()).all(|f| {
+        let g = slots.field(f);
+        match storage.variable_unit(f) {
+            None => true,
+            Some(unit) => {
+                let Some([a, b]) = slots.row_words::<2>(g, slot) else {
+                    return false;
+                };
+                let r = HeapRef::from_words([a.load(Ordering::Relaxed), b.load(Ordering::Relaxed)]);
+                heap.check_reopened(r, r.len as usize * unit, key)
+            }
+        }
+    })
 }

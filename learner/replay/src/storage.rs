@@ -33,13 +33,15 @@
 //! GiB on our machines), never afterwards.
 //!
 //! Backings: [`StorageKind::Memory`] (an anonymous map advised to use huge
-//! pages, the heap as a fallback) and [`StorageKind::Mapped`] (a
+//! pages, the allocator as a fallback) and [`StorageKind::Mapped`] (a
 //! directory with `layout.json` and `storage.bin`, memory-mapped with
 //! `memmap2`, reopenable after a restart). One process maps a directory at a
-//! time.
+//! time. A layout with variable-length fields also has a heap (`heap.rs`),
+//! in memory or in the directory's `heap/`, whose references the rows hold.
 use std::path::{Path, PathBuf};
 
 use crate::error::ReplayError;
+use crate::heap::Heap;
 use crate::layout::ItemLayout;
 use crate::loom::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -94,6 +96,10 @@ struct MappedHeader {
     order: StorageOrder,
 }
 
+/// The heap's folder in a mapped directory (variable-length fields).
+#[cfg(not(loom))]
+const HEAP_DIR: &str = "heap";
+
 /// Format 3: one sequence word per slot and the cold columns. Formats 1
 /// and 2 (a six-word metadata record per slot) are refused with a
 /// `Mismatch` that says so; their contents move over through a checkpoint
@@ -110,7 +116,8 @@ pub(crate) struct FieldGeometry {
     words: usize,
     /// Words from one slot's row to the next slot's.
     stride: usize,
-    /// Bytes of the field's value (the row's words hold them, zero padded).
+    /// Bytes of the field's value (the row's words hold them, zero padded;
+    /// a variable-length field's: its heap reference).
     pub(crate) bytes: usize,
 }
 
@@ -141,6 +148,12 @@ pub(crate) struct Storage {
     /// `Acquire` sequence load (`slot.rs`): a reader that sees an item
     /// stored with a group also sees `true`.
     groups: AtomicBool,
+    /// The variable-length fields' values (`heap.rs`); `None` when the
+    /// layout has none.
+    heap: Option<Heap>,
+    /// Per field, the bytes of one element of its last dimension if it is
+    /// variable-length.
+    variable_units: Box<[Option<usize>]>,
 }
 
 /// Word positions of the sequence words, the cold columns and the
@@ -301,6 +314,9 @@ impl<'a> Slots<'a> {
 
 struct Geometry {
     field_bytes: Vec<usize>,
+    /// Per field, the bytes of one element of its last dimension if it is
+    /// variable-length.
+    variable_units: Vec<Option<usize>>,
     field_offsets: Vec<usize>,
     field_row_words: Vec<usize>,
     field_strides: Vec<usize>,
@@ -316,7 +332,12 @@ fn geometry(
     order: StorageOrder,
 ) -> Result<Geometry, ReplayError> {
     let overflow = || ReplayError::config("storage size overflows usize");
-    let field_bytes: Vec<usize> = layout.fields().iter().map(|f| f.num_bytes()).collect();
+    let field_bytes: Vec<usize> = layout.fields().iter().map(|f| f.row_bytes()).collect();
+    let variable_units = layout
+        .fields()
+        .iter()
+        .map(|f| f.is_variable().then(|| f.num_bytes()))
+        .collect();
     let field_row_words: Vec<usize> = layout.fields().iter().map(|f| f.row_words()).collect();
     let mut field_offsets = Vec::with_capacity(field_row_words.len());
     let (field_strides, seq_offset, seq_stride, rows_end) = match order {
@@ -366,6 +387,7 @@ fn geometry(
     };
     Ok(Geometry {
         field_bytes,
+        variable_units,
         field_offsets,
         field_row_words,
         field_strides,
@@ -383,7 +405,7 @@ fn geometry(
 
 impl Storage {
     /// Allocates (and first-touches) in-memory storage: an anonymous map
-    /// advised `MADV_HUGEPAGE` where that works, else the heap.
+    /// advised `MADV_HUGEPAGE` where that works, else the allocator's memory.
     ///
     /// Why huge pages: random sampling from 100k-1M slots (11-112 MB) takes
     /// a TLB miss per slot with 4 KiB pages, and `perf annotate` showed the
@@ -396,11 +418,12 @@ impl Storage {
         order: StorageOrder,
     ) -> Result<Self, ReplayError> {
         let g = geometry(layout, capacity, order)?;
+        let heap = || layout.has_variable().then(|| Heap::memory(capacity));
         #[cfg(not(loom))]
         if let Ok(map) = memmap2::MmapMut::map_anon(g.total_bytes) {
             #[cfg(target_os = "linux")]
             let _ = map.advise(memmap2::Advice::HugePage);
-            let storage = Self::from_parts(Backing::Anon(map), capacity, order, g);
+            let storage = Self::from_parts(Backing::Anon(map), capacity, order, g, heap());
             // Zeroed by the kernel; touch one word per 4 KiB page now
             // (first touch costs ~3 s/GiB) rather than on the hot path.
             // Relaxed: nothing else sees the storage yet.
@@ -418,10 +441,22 @@ impl Storage {
         })?;
         words.extend((0..g.total_words).map(|_| AtomicU64::new(0)));
         let words: Box<[AtomicU64]> = words.into_boxed_slice();
-        Ok(Self::from_parts(Backing::Memory(words), capacity, order, g))
+        Ok(Self::from_parts(
+            Backing::Memory(words),
+            capacity,
+            order,
+            g,
+            heap(),
+        ))
     }
 
-    fn from_parts(backing: Backing, capacity: usize, order: StorageOrder, g: Geometry) -> Self {
+    fn from_parts(
+        backing: Backing,
+        capacity: usize,
+        order: StorageOrder,
+        g: Geometry,
+        heap: Option<Heap>,
+    ) -> Self {
         Storage {
             backing,
             capacity,
@@ -441,6 +476,8 @@ impl Storage {
                 .collect(),
             meta: g.meta,
             groups: AtomicBool::new(false),
+            heap,
+            variable_units: g.variable_units.into_boxed_slice(),
         }
     }
 
@@ -476,7 +513,11 @@ impl Storage {
             .map_err(|e| ReplayError::io("create", &data_path, e))?;
         file.set_len(g.total_bytes as u64)
             .map_err(|e| ReplayError::io("resize", &data_path, e))?;
-        Self::map(file, dir, &data_path, capacity, order, g)
+        let heap = match layout.has_variable() {
+            true => Some(Heap::create_mapped(&dir.join(HEAP_DIR), capacity)?),
+            false => None,
+        };
+        Self::map(file, dir, &data_path, capacity, order, g, heap)
     }
 
     /// The layout and capacity a mapped directory holds, read from its
@@ -547,7 +588,19 @@ impl Storage {
                 reason: format!("{len} bytes, layout needs {}", g.total_bytes),
             });
         }
-        let storage = Self::map(file, dir, &data_path, header.capacity, header.order, g)?;
+        let heap = match header.layout.has_variable() {
+            true => Some(Heap::open_mapped(&dir.join(HEAP_DIR), header.capacity)?),
+            false => None,
+        };
+        let storage = Self::map(
+            file,
+            dir,
+            &data_path,
+            header.capacity,
+            header.order,
+            g,
+            heap,
+        )?;
         Ok((storage, header.layout))
     }
 
@@ -559,6 +612,7 @@ impl Storage {
         capacity: usize,
         order: StorageOrder,
         g: Geometry,
+        heap: Option<Heap>,
     ) -> Result<Self, ReplayError> {
         // SAFETY: the file is ours for the map's lifetime (documented: one
         // process per directory); concurrent access goes through atomics.
@@ -578,7 +632,20 @@ impl Storage {
             capacity,
             order,
             g,
+            heap,
         ))
+    }
+
+    /// Bytes of one element of field `field`'s last dimension, if it is
+    /// variable-length.
+    pub(crate) fn variable_unit(&self, field: usize) -> Option<usize> {
+        self.variable_units.get(field).copied().flatten()
+    }
+
+    /// The variable-length fields' values, if the layout has any.
+    #[inline]
+    pub(crate) fn heap(&self) -> Option<&Heap> {
+        self.heap.as_ref()
     }
 
     /// The mapped directory, if any.
@@ -599,9 +666,14 @@ impl Storage {
             #[cfg(not(loom))]
             Backing::Anon(_) => Ok(()),
             #[cfg(not(loom))]
-            Backing::Mapped { map, dir } => map
-                .flush()
-                .map_err(|e| ReplayError::io("flush", dir.join("storage.bin"), e)),
+            Backing::Mapped { map, dir } => {
+                map.flush()
+                    .map_err(|e| ReplayError::io("flush", dir.join("storage.bin"), e))?;
+                match &self.heap {
+                    Some(h) => h.flush(),
+                    None => Ok(()),
+                }
+            }
         }
     }
 

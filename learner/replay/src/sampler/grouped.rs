@@ -16,7 +16,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::state::SamplerState;
-use crate::batch::SampleBatch;
+use crate::batch::{LostRows, SampleBatch};
 use crate::error::ReplayError;
 use crate::group_id::NO_GROUP;
 use crate::shared::Shared;
@@ -209,6 +209,13 @@ impl Grouped {
                 }
                 // Overwritten since `take`: the writer counted it.
                 _ => complete = false,
+            }
+        }
+        if whole && complete {
+            // A whole group's variable-length values, read now: a row lost
+            // to an overwrite breaks the group like a missing item.
+            if let Some(heap) = shared.storage.heap() {
+                complete = batch.resolve_variable(heap, LostRows::Drop) == 0;
             }
         }
         let undo = whole && !complete;

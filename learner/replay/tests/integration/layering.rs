@@ -38,7 +38,7 @@ const LAYERS: Layers = &[
         "descriptions and services over errors",
         &["layout", "atomic_file", "notifier", "rate_limiter"],
     ),
-    ("items and storage", &["item", "storage"]),
+    ("items and storage", &["item", "heap", "storage"]),
     ("the slot protocol", &["slot", "recovery"]),
     ("the sample batch", &["batch"]),
     ("the samplers' view of the buffer", &["shared"]),

@@ -8,3 +8,4 @@ mod layering;
 mod replay_api;
 mod replay_checkpoint;
 mod replay_stress;
+mod variable_fields;
