@@ -25,6 +25,7 @@ use tracing::info;
 
 use crate::child::ChildProcess;
 use crate::error::HarnessError;
+use crate::proc_stats::ProcStats;
 use crate::scenario::wait_ready;
 
 /// How long the learner gets to exit after SIGINT.
@@ -55,49 +56,6 @@ fn free_port() -> Result<u16, HarnessError> {
     Ok(l.local_addr()?.port())
 }
 
-/// `/proc/<pid>/status`'s `VmHWM` in MiB, and the entries of `/proc/<pid>/fd`.
-fn learner_usage(pid: libc::pid_t) -> (f64, usize) {
-    let hwm = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .unwrap_or(0.0)
-        / 1024.0;
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count())
-        .unwrap_or(0);
-    (hwm, fds)
-}
-
-/// User + system CPU seconds of `pid` so far (`/proc/<pid>/stat`).
-fn cpu_seconds(pid: libc::pid_t) -> f64 {
-    let ticks = clock_ticks();
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            // Fields after the `(comm)`: utime is the 14th field, stime the 15th.
-            let rest = &s[s.rfind(')')? + 2..];
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / ticks)
-        })
-        .unwrap_or(0.0)
-}
-
-/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`).
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf only reads a configuration value.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
-}
-
 /// Runs `streams` actor streams of `envs` CartPole envs against a fresh
 /// learner for `duration`; children log into `dir`.
 pub async fn run_stream_load(
@@ -117,7 +75,7 @@ pub async fn run_stream_load(
     wait_ready(&mut learner, &addr).await?;
     let pid = learner.pid();
     info!(streams, envs, "streams connecting");
-    let cpu_before = cpu_seconds(pid);
+    let cpu_before = ProcStats::read(pid).cpu_seconds;
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(streams);
     for i in 0..streams {
@@ -133,7 +91,7 @@ pub async fn run_stream_load(
     }
     // Usage with every stream connected: half way through.
     tokio::time::sleep(duration / 2).await;
-    let (_, fds) = learner_usage(pid);
+    let fds = ProcStats::read(pid).fds;
     let mut reports: Vec<ActorReport> = Vec::with_capacity(streams);
     for t in tasks {
         match t.await {
@@ -143,8 +101,8 @@ pub async fn run_stream_load(
         }
     }
     let seconds = started.elapsed().as_secs_f64();
-    let cpu = cpu_seconds(pid) - cpu_before;
-    let (rss, _) = learner_usage(pid);
+    let end = ProcStats::read(pid);
+    let (cpu, rss) = (end.cpu_seconds - cpu_before, end.hwm_mib);
     learner.signal(libc::SIGINT);
     learner.wait_success(STOP_TIMEOUT).await?;
     let steps: u64 = reports.iter().map(|r| r.env_steps).sum();

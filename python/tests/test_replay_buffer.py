@@ -566,6 +566,126 @@ def test_token_pool_bad_input_is_a_value_error_naming_it(make_table):
     assert t.info()["grouped"]["groups_dropped_queue_full"] == 1
 
 
+RING_TOKENS = [
+    {"name": "id", "dtype": "i64", "shape": []},
+    {"name": "tokens", "dtype": "i32", "shape": [-1], "max_len": 64},
+]
+
+
+def ring_tokens(ids):
+    """Item ``i`` holds ``i % 23`` tokens of value ``i`` (some none)."""
+    return [np.full(i % 23, i, np.int32) for i in ids]
+
+
+def assert_tokens_whole(fields):
+    """Each sampled row's tokens are its item's, unpadded."""
+    ids = fields["id"].tolist()
+    values, offsets = fields["tokens"]
+    assert values.dtype == np.int32 and offsets.dtype == np.int64
+    assert offsets.tolist()[0] == 0 and len(offsets) == len(ids) + 1
+    assert values.size == offsets[-1]  # no padding
+    for row, (i, want) in enumerate(zip(ids, ring_tokens(ids))):
+        np.testing.assert_array_equal(values[offsets[row]:offsets[row + 1]], want)
+
+
+def test_a_ring_table_holds_token_lists_of_any_length(make_table):
+    t = make_table(table("ring", fields=RING_TOKENS, capacity=32))
+    ids = np.arange(20, dtype=np.int64)
+    # A list of one array per row...
+    t.insert({"id": ids[:10], "tokens": ring_tokens(ids[:10])})
+    # ...or (values, offsets).
+    rows = ring_tokens(ids[10:])
+    offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
+    t.insert({"id": ids[10:], "tokens": (np.concatenate(rows), offsets)})
+    fields, keys, _ = t.sample(64)
+    assert_tokens_whole(fields)
+    assert sorted(set(fields["id"].tolist())) <= list(range(20))
+    # The values are a view of the received bytes, read-only; where they
+    # could not be (misaligned in the message) a copy of their own.
+    values = fields["tokens"][0]
+    if values.flags.writeable:
+        assert values.flags.owndata
+    else:
+        assert type(values.base).__name__ == "SharedBytes"
+    padded, mask = seed_rs.pad(*fields["tokens"])
+    assert padded.shape == (64, max(len(r) for r in ring_tokens(fields["id"]))) and mask.sum() == values.size
+    info = t.info()
+    assert info["fields"][1]["shape"] == [-1] and info["fields"][1]["max_len"] == 64
+    stream = t.follow(0)
+    event = next(stream)
+    assert event["keys"].tolist()[:3] == [0, 1, 2]
+    assert_tokens_whole(event["fields"])
+    stream.close()
+
+
+def test_ring_token_offsets_that_cannot_be_right_are_refused_by_field_and_row(make_table):
+    t = make_table(table("ring", fields=RING_TOKENS, capacity=32))
+    two = np.array([1, 2], np.int64)
+    cases = [
+        ((np.zeros(3, np.int32), [0, 2, 1]), r"tokens.*(row 1|offsets\[2\]).*backwards"),
+        ((np.zeros(70, np.int32), [0, 2, 70]), r"tokens.*(row 1|offsets\[2\]).*max_len"),
+        ((np.zeros(3, np.int32), [0, 1, 4]), r"tokens"),  # past the values
+        ((np.zeros(3, np.int32), [1, 2, 3]), r"tokens"),  # not from 0
+        ([np.zeros(65, np.int32), np.zeros(1, np.int32)], r"tokens.*(row 0|offsets\[1\]).*max_len"),
+        ([np.zeros(2, np.int64), np.zeros(1, np.int32)], r"tokens.*int64"),  # no implicit casts
+    ]
+    for tokens, match in cases:
+        with pytest.raises(ValueError, match=match):
+            t.insert({"id": two, "tokens": tokens})
+    assert t.info()["inserted"] == 0
+    t.insert({"id": two, "tokens": ring_tokens(two)})  # the table goes on
+    assert_tokens_whole(t.sample(4)[0])
+
+
+TOKEN_WRITER = r"""
+import sys, json
+import numpy as np
+import seed_rs
+t = seed_rs.ReplayBuffer(json.loads(sys.argv[1]))
+i = 0
+while True:
+    key = t.insert({"id": np.array([i], np.int64), "tokens": [np.full(i % 23, i, np.int32)]})
+    print(int(key[0]), i, flush=True)
+    i += 1
+"""
+
+
+def test_a_mapped_token_table_keeps_every_acknowledged_item_after_sigkill(tmp_path):
+    obj = table("ring", fields=RING_TOKENS, capacity=100_000, sampler={"kind": "fifo"},
+                storage_dir=str(tmp_path / "ring"))
+    proc = subprocess.Popen([sys.executable, "-c", TOKEN_WRITER, json.dumps(obj)],
+                            stdout=subprocess.PIPE, text=True)
+    acknowledged = {}
+    for line in proc.stdout:
+        key, i = map(int, line.split())
+        acknowledged[key] = i
+        if len(acknowledged) == 2000:
+            break
+    proc.send_signal(signal.SIGKILL)  # mid-insert
+    proc.wait(30)
+    t = seed_rs.ReplayBuffer(obj)
+    stored = t.info()["available"]
+    assert stored >= len(acknowledged)
+    fields, keys, _ = t.sample(stored)
+    assert_tokens_whole(fields)
+    back = dict(zip(keys.tolist(), fields["id"].tolist()))
+    assert all(back[key] == i for key, i in acknowledged.items())
+    t.close()
+
+
+def test_a_token_table_checkpoint_restores_the_tokens(make_table, tmp_path):
+    obj = table("ring", fields=RING_TOKENS, capacity=16)
+    t = make_table(obj, checkpoint_dir=tmp_path)
+    t.insert({"id": np.arange(16, dtype=np.int64), "tokens": ring_tokens(range(16))})
+    t.insert({"id": np.arange(16, 30, dtype=np.int64), "tokens": ring_tokens(range(16, 30))})
+    assert t.checkpoint()["items"] == 16
+    restored = seed_rs.ReplayBuffer.restore(obj, checkpoint_dir=tmp_path)
+    fields, _, _ = restored.sample(64)
+    assert_tokens_whole(fields)
+    assert set(fields["id"].tolist()) <= set(range(14, 30))
+    restored.close()
+
+
 def test_integer_ids_refuse_strings_by_name(make_table):
     t = make_table(table("pool", fields=GROUPED_FIELDS, capacity=100, sampler={"kind": "grouped", "group_size": 1}))
     with pytest.raises(ValueError, match="u64 ids"):

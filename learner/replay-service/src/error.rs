@@ -124,7 +124,8 @@ impl RequestError {
                 | ReplayError::MissingField { .. }
                 | ReplayError::DType { .. }
                 | ReplayError::Shape { .. }
-                | ReplayError::DataLength { .. } => Code::InvalidArgument,
+                | ReplayError::DataLength { .. }
+                | ReplayError::Offsets { .. } => Code::InvalidArgument,
                 ReplayError::Config { .. } => Code::FailedPrecondition,
                 ReplayError::NotEnoughItems { .. }
                 | ReplayError::WouldBlock { .. }

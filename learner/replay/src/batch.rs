@@ -217,9 +217,10 @@ impl SampleBatch {
         }
     }
 
-    /// Drops the committed rows from `len` on (a group that came out
-    /// incomplete, see `Grouped::copy`).
-    pub(crate) fn truncate(&mut self, len: usize) {
+    /// Keeps the first `len` rows (no-op past the end): a group that came
+    /// out incomplete (`Grouped::copy`), or a reader that can send only
+    /// so many bytes (a follow stream's message).
+    pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
         for col in self.variable.iter_mut().flatten() {
             col.truncate(self.len);

@@ -36,7 +36,8 @@ use seed_replay_service::pb::{FieldBlock, SampleReply};
 use seed_replay_service::{wire_dtype, InsertBatch};
 
 use crate::replay::error::protocol_error;
-use crate::replay::layout::{numpy_name, TableLayout};
+use crate::replay::layout::{numpy_name, FieldLayout, TableLayout};
+use crate::replay::shared_bytes;
 
 static FROM_DLPACK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ASARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -153,8 +154,8 @@ pub struct CheckedFields<'py> {
     pub rows: usize,
     /// `(layout index, array)`.
     pub arrays: Vec<(usize, Bound<'py, PyUntypedArray>)>,
-    /// `(layout index, value)` of the variable-length fields (grouped
-    /// tables), not yet read: `replay::grouped` reads them.
+    /// `(layout index, value)` of the variable-length fields, not yet
+    /// read ([`variable_field`] reads them).
     pub variable: Vec<(usize, Bound<'py, PyAny>)>,
 }
 
@@ -299,6 +300,103 @@ fn variable_rows(value: &Bound<'_, PyAny>) -> PyResult<usize> {
     value.len()
 }
 
+/// A variable-length field's value (a list of one array per row, or a
+/// `(values, offsets)` pair) as its bytes and `rows + 1` offsets: one copy
+/// of the values; each array of exactly the table's dtype, contiguous, of
+/// the field's fixed dimensions then its own length. The offsets' order
+/// and bounds are the table's check.
+pub fn variable_field(
+    spec: &FieldLayout,
+    value: &Bound<'_, PyAny>,
+    rows: usize,
+) -> PyResult<(Bytes, Vec<u64>)> {
+    let name = spec.name.as_str();
+    let py = value.py();
+    let want = numpy_name(spec.dtype);
+    let exact = |array: &Bound<'_, numpy::PyUntypedArray>, what: &str| -> PyResult<()> {
+        let got: String = array.dtype().getattr("name")?.extract()?;
+        if got != want || !array.dtype().is_native_byteorder().unwrap_or(true) {
+            return Err(PyValueError::new_err(format!(
+                "field `{name}`{what}: dtype {got}, the table stores {want} (no implicit \
+                 casts: use .astype(numpy.{want}))"
+            )));
+        }
+        if !array.is_c_contiguous() {
+            return Err(PyValueError::new_err(format!(
+                "field `{name}`{what}: not C-contiguous (numpy.ascontiguousarray makes a \
+                 contiguous copy)"
+            )));
+        }
+        Ok(())
+    };
+    if let Ok(pair) = value.cast::<PyTuple>() {
+        if pair.len() != 2 {
+            return Err(PyValueError::new_err(format!(
+                "field `{name}`: a tuple of {} items; a variable-length field takes \
+                 (values, offsets) or a list of one array per step",
+                pair.len()
+            )));
+        }
+        let values = as_array(&pair.get_item(0)?, || format!("field `{name}` values"))?;
+        exact(&values, " values")?;
+        let offsets = u64s_signed(
+            &pair.get_item(1)?,
+            &format!("fields[\"{name}\"] offsets"),
+            rows + 1,
+        )?;
+        return Ok((Bytes::copy_from_slice(array_bytes(&values)), offsets));
+    }
+    let list = value.len().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "field `{name}`: variable-length, so a list of one array per step or a \
+             (values, offsets) pair; got {}",
+            value
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ))
+    })?;
+    if list != rows {
+        return Err(PyValueError::new_err(format!(
+            "field `{name}`: {list} rows, the other fields have {rows}"
+        )));
+    }
+    let mut data = Vec::new();
+    let mut offsets = Vec::with_capacity(rows + 1);
+    offsets.push(0u64);
+    let mut at = 0u64;
+    for (i, item) in value.try_iter()?.enumerate() {
+        let item = item?;
+        let array = match item.cast::<numpy::PyUntypedArray>() {
+            Ok(a) => a.clone(),
+            Err(_) if item.hasattr("__dlpack__")? => {
+                as_array(&item, || format!("field `{name}`[{i}]"))?
+            }
+            Err(_) => py
+                .import("numpy")?
+                .getattr("asarray")?
+                .call1((&item, want))
+                .map_err(|e| PyValueError::new_err(format!("field `{name}`[{i}]: {e}")))?
+                .cast_into::<numpy::PyUntypedArray>()?,
+        };
+        exact(&array, &format!("[{i}]"))?;
+        let shape = array.shape();
+        let fixed_ok =
+            shape.len() == spec.shape.len() + 1 && shape[..spec.shape.len()] == spec.shape[..];
+        if !fixed_ok {
+            return Err(PyValueError::new_err(format!(
+                "field `{name}`[{i}]: shape {shape:?}, one step is {:?} then its variable length",
+                spec.shape
+            )));
+        }
+        data.extend_from_slice(array_bytes(&array));
+        at += shape[spec.shape.len()] as u64;
+        offsets.push(at);
+    }
+    Ok((Bytes::from(data), offsets))
+}
+
 /// The remote handle's batch of checked `fields`: one copy of each
 /// field's bytes into the message.
 pub fn insert_batch(
@@ -320,6 +418,13 @@ pub fn insert_batch(
                 &spec.shape,
                 Bytes::copy_from_slice(array_bytes(array)),
             )
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    }
+    for (index, value) in &checked.variable {
+        let spec = &layout.fields[*index];
+        let (data, offsets) = variable_field(spec, value, rows)?;
+        batch = batch
+            .variable(&spec.name, spec.dtype, &spec.shape, data, offsets)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
     }
     if let Some(p) = priorities {
@@ -482,7 +587,8 @@ pub fn sampled_tuple<'py>(py: Python<'py>, reply: &SampleReply) -> PyResult<Boun
     PyTuple::new(py, [fields.into_any(), keys, weights])
 }
 
-/// Received field blocks as `{name: array [rows, *shape]}`.
+/// Received field blocks as `{name: array [rows, *shape]}`, a
+/// variable-length field's as `(values, offsets)` (`shared_bytes`).
 pub fn fields_dict<'py>(
     py: Python<'py>,
     rows: usize,
@@ -490,6 +596,10 @@ pub fn fields_dict<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     for block in blocks {
+        if !block.offsets.is_empty() {
+            dict.set_item(&block.name, shared_bytes::variable_pair(py, rows, block)?)?;
+            continue;
+        }
         let dtype = wire_dtype::from_wire(block.dtype).ok_or_else(|| {
             protocol_error(
                 py,

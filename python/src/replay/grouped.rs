@@ -28,18 +28,17 @@
 //! server does, so both behave alike to the byte); a variable field given
 //! as a list costs a numpy view per step.
 use bytes::Bytes;
-use numpy::{PyArrayDescrMethods, PyUntypedArrayMethods};
+use numpy::PyUntypedArrayMethods;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use seed_replay_service::client::StepBatch;
 use seed_replay_service::pb::{FetchGroupReply, SubmitStepsReply};
-use seed_replay_service::wire_dtype;
 
 use crate::replay::arrays;
 use crate::replay::error::protocol_error;
-use crate::replay::layout::{numpy_name, FieldLayout, TableLayout};
+use crate::replay::layout::TableLayout;
 
 static JSON_DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
@@ -83,7 +82,7 @@ pub fn step_batch(
     }
     for (index, value) in &checked.variable {
         let spec = &layout.fields[*index];
-        let (data, offsets) = variable_field(spec, value, rows)?;
+        let (data, offsets) = arrays::variable_field(spec, value, rows)?;
         batch = batch
             .variable(&spec.name, spec.dtype, &spec.shape, data, offsets)
             .map_err(value_err)?;
@@ -238,106 +237,6 @@ fn first_is_str(value: &Bound<'_, PyAny>) -> bool {
             .is_ok_and(|first| first.is_instance_of::<PyString>())
 }
 
-/// A variable-length field's value as its bytes and `rows + 1` offsets.
-fn variable_field(
-    spec: &FieldLayout,
-    value: &Bound<'_, PyAny>,
-    rows: usize,
-) -> PyResult<(Bytes, Vec<u64>)> {
-    let name = spec.name.as_str();
-    let py = value.py();
-    let want = numpy_dtype_name(spec);
-    let exact = |array: &Bound<'_, numpy::PyUntypedArray>, what: &str| -> PyResult<()> {
-        let got: String = array.dtype().getattr("name")?.extract()?;
-        if got != want || !array.dtype().is_native_byteorder().unwrap_or(true) {
-            return Err(PyValueError::new_err(format!(
-                "field `{name}`{what}: dtype {got}, the table stores {want} (no implicit \
-                 casts: use .astype(numpy.{want}))"
-            )));
-        }
-        if !array.is_c_contiguous() {
-            return Err(PyValueError::new_err(format!(
-                "field `{name}`{what}: not C-contiguous (numpy.ascontiguousarray makes a \
-                 contiguous copy)"
-            )));
-        }
-        Ok(())
-    };
-    if let Ok(pair) = value.cast::<PyTuple>() {
-        if pair.len() != 2 {
-            return Err(PyValueError::new_err(format!(
-                "field `{name}`: a tuple of {} items; a variable-length field takes \
-                 (values, offsets) or a list of one array per step",
-                pair.len()
-            )));
-        }
-        let values = arrays::as_array(&pair.get_item(0)?, || format!("field `{name}` values"))?;
-        exact(&values, " values")?;
-        let offsets = arrays::u64s_signed(
-            &pair.get_item(1)?,
-            &format!("fields[\"{name}\"] offsets"),
-            rows + 1,
-        )?;
-        return Ok((
-            Bytes::copy_from_slice(arrays::array_bytes(&values)),
-            offsets,
-        ));
-    }
-    let list = value.len().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "field `{name}`: variable-length, so a list of one array per step or a \
-             (values, offsets) pair; got {}",
-            value
-                .get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default()
-        ))
-    })?;
-    if list != rows {
-        return Err(PyValueError::new_err(format!(
-            "field `{name}`: {list} steps, the other fields have {rows}"
-        )));
-    }
-    let mut data = Vec::new();
-    let mut offsets = Vec::with_capacity(rows + 1);
-    offsets.push(0u64);
-    let mut at = 0u64;
-    for (i, item) in value.try_iter()?.enumerate() {
-        let item = item?;
-        let array = match item.cast::<numpy::PyUntypedArray>() {
-            Ok(a) => a.clone(),
-            Err(_) if item.hasattr("__dlpack__")? => {
-                arrays::as_array(&item, || format!("field `{name}`[{i}]"))?
-            }
-            Err(_) => py
-                .import("numpy")?
-                .getattr("asarray")?
-                .call1((&item, want))
-                .map_err(|e| PyValueError::new_err(format!("field `{name}`[{i}]: {e}")))?
-                .cast_into::<numpy::PyUntypedArray>()?,
-        };
-        exact(&array, &format!("[{i}]"))?;
-        let shape = array.shape();
-        let fixed_ok =
-            shape.len() == spec.shape.len() + 1 && shape[..spec.shape.len()] == spec.shape[..];
-        if !fixed_ok {
-            return Err(PyValueError::new_err(format!(
-                "field `{name}`[{i}]: shape {shape:?}, one step is {:?} then its variable length",
-                spec.shape
-            )));
-        }
-        data.extend_from_slice(arrays::array_bytes(&array));
-        at += shape[spec.shape.len()] as u64;
-        offsets.push(at);
-    }
-    Ok((Bytes::from(data), offsets))
-}
-
-fn numpy_dtype_name(spec: &FieldLayout) -> &'static str {
-    numpy_name(spec.dtype)
-}
-
 /// Per step, its metadata as bytes (module docs).
 fn metadata_bytes(value: &Bound<'_, PyAny>, rows: usize) -> PyResult<Vec<Bytes>> {
     let py = value.py();
@@ -425,16 +324,7 @@ pub fn group_dict<'py>(
     }
     let lengths: Vec<u64> = reply.lengths.iter().map(|&l| u64::from(l)).collect();
     d.set_item("lengths", arrays::u64_array(py, &lengths))?;
-    let (fixed, variable): (Vec<_>, Vec<_>) = reply
-        .fields
-        .iter()
-        .cloned()
-        .partition(|b| b.offsets.is_empty());
-    let fields = arrays::fields_dict(py, steps, &fixed)?;
-    for block in &variable {
-        fields.set_item(&block.name, variable_pair(py, steps, block)?)?;
-    }
-    d.set_item("fields", fields)?;
+    d.set_item("fields", arrays::fields_dict(py, steps, &reply.fields)?)?;
     d.set_item(
         "policy_versions",
         arrays::u64_array(py, &reply.policy_versions),
@@ -457,35 +347,4 @@ pub fn group_dict<'py>(
         d.set_item("metadata", list)?;
     }
     Ok(Some(d))
-}
-
-/// A variable-length block as `(values, offsets)`: the values one flat
-/// array of the field's dtype, the offsets `int64`, `steps + 1` from 0.
-fn variable_pair<'py>(
-    py: Python<'py>,
-    steps: usize,
-    block: &seed_replay_service::pb::FieldBlock,
-) -> PyResult<Bound<'py, PyTuple>> {
-    let bad = |why: String| protocol_error(py, format!("field `{}`: {why}", block.name));
-    let dtype = wire_dtype::from_wire(block.dtype)
-        .ok_or_else(|| bad(format!("dtype {}", wire_dtype::wire_name(block.dtype))))?;
-    let unit: usize = block.shape.iter().map(|&d| d as usize).product::<usize>() * dtype.size();
-    let offsets = &block.offsets;
-    let total = offsets.last().copied().unwrap_or(0) as usize;
-    if offsets.len() != steps + 1
-        || offsets[0] != 0
-        || offsets.windows(2).any(|w| w[1] < w[0])
-        || total.checked_mul(unit) != Some(block.data.len())
-    {
-        return Err(bad(format!(
-            "{} offsets ending at {total} for {steps} steps and {} bytes",
-            offsets.len(),
-            block.data.len()
-        )));
-    }
-    let elements = block.data.len() / dtype.size();
-    let values = arrays::array(py, dtype, &[elements], &block.data);
-    let offsets: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
-    let offsets = numpy::PyArray1::from_vec(py, offsets).into_any();
-    PyTuple::new(py, [values, offsets])
 }

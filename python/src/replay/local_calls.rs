@@ -85,22 +85,44 @@ impl TableApi for Arc<LocalTable> {
                     .collect()
             }
         };
-        // Per layout field: its `[rows, ...]` shape and bytes (the
-        // caller's array in place, or the policy versions).
+        // The variable-length fields' values (one copy: a list of arrays
+        // is joined) and offsets.
+        let variable = checked
+            .variable
+            .iter()
+            .map(|(index, value)| {
+                let (data, offsets) = arrays::variable_field(&layout.fields[*index], value, rows)?;
+                Ok((*index, data, offsets))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        // Per layout field: its `[rows, ...]` shape, bytes (the caller's
+        // array in place, a variable field's joined values, or the policy
+        // versions) and a variable field's offsets.
         let mut shapes = Vec::with_capacity(layout.fields.len());
         let mut data: Vec<&[u8]> = Vec::with_capacity(layout.fields.len());
+        let mut offsets: Vec<Option<&[u64]>> = Vec::with_capacity(layout.fields.len());
         let mut given = checked.arrays.iter().peekable();
+        let mut joined = variable.iter().peekable();
         for (index, spec) in layout.fields.iter().enumerate() {
             let mut shape = Vec::with_capacity(spec.shape.len() + 1);
             shape.push(rows);
             shape.extend_from_slice(&spec.shape);
             shapes.push(shape);
-            match given.peek() {
-                Some((i, array)) if *i == index => {
+            match (given.peek(), joined.peek()) {
+                (Some((i, array)), _) if *i == index => {
                     data.push(arrays::array_bytes(array));
+                    offsets.push(None);
                     given.next();
                 }
-                _ => data.push(&pv_bytes),
+                (_, Some((i, values, o))) if *i == index => {
+                    data.push(values);
+                    offsets.push(Some(o));
+                    joined.next();
+                }
+                _ => {
+                    data.push(&pv_bytes);
+                    offsets.push(None);
+                }
             }
         }
         let store = |data: &[&[u8]], wait: Option<Duration>| {
@@ -108,14 +130,14 @@ impl TableApi for Arc<LocalTable> {
                 .fields
                 .iter()
                 .zip(shapes.iter().zip(data))
-                .map(|(spec, (shape, bytes))| {
-                    FieldRef::new(
-                        shape,
-                        Values::Raw {
-                            dtype: spec.dtype,
-                            bytes,
-                        },
-                    )
+                .zip(&offsets)
+                .map(|((spec, (shape, bytes)), &offsets)| FieldRef {
+                    shape,
+                    values: Values::Raw {
+                        dtype: spec.dtype,
+                        bytes,
+                    },
+                    offsets,
                 })
                 .collect();
             match wait {

@@ -32,6 +32,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -46,6 +47,7 @@ use crate::replay::arrays;
 use crate::replay::error::status_to_py_err;
 use crate::replay::layout::TableLayout;
 use crate::replay::process_guard::ProcessGuard;
+use crate::replay::shared_bytes;
 use crate::replay::table_config::{self, TableKind};
 
 /// How long one wait runs without the GIL before Ctrl-C is checked.
@@ -247,7 +249,7 @@ pub(crate) fn deadline_of(
 }
 
 /// The fields of `batch` (read from a table of `layout`) as `{name: array
-/// [rows, *shape]}`.
+/// [rows, *shape]}`, a variable-length field's as `(values, offsets)`.
 pub fn batch_fields<'py>(
     py: Python<'py>,
     layout: &TableLayout,
@@ -257,6 +259,13 @@ pub fn batch_fields<'py>(
     let fields = PyDict::new(py);
     for (index, spec) in layout.fields.iter().enumerate() {
         let bytes = batch.field_bytes(index).unwrap_or(&[]);
+        if let Some(offsets) = batch.field_offsets(index) {
+            // One copy out of the reused batch, then a view of it.
+            let values = shared_bytes::values_array(py, spec.dtype, Bytes::copy_from_slice(bytes))?;
+            let offsets = shared_bytes::offsets_array(py, offsets.to_vec());
+            fields.set_item(&spec.name, PyTuple::new(py, [values, offsets])?)?;
+            continue;
+        }
         let mut shape = Vec::with_capacity(spec.shape.len() + 1);
         shape.push(rows);
         shape.extend_from_slice(&spec.shape);

@@ -81,6 +81,7 @@ pub mod local_table;
 pub mod process_guard;
 pub mod remote_streams;
 pub mod remote_table;
+pub mod shared_bytes;
 pub mod table_api;
 pub mod table_config;
 pub mod table_handle;

@@ -1,5 +1,6 @@
 //! [`FieldBlocks`]: reading a received batch's per-field blocks
-//! (`FieldBlock`: a name and little-endian bytes), the same way for every
+//! (`FieldBlock`: a name and little-endian bytes, a variable-length
+//! field's offsets), the same way for every
 //! batch the client hands out ([`SampledBatch`](crate::SampledBatch),
 //! [`FetchedGroup`](crate::FetchedGroup),
 //! [`FollowedBatch`](crate::client::FollowedBatch)).
@@ -15,12 +16,24 @@ pub trait FieldBlocks {
     /// Every field's block, in the table's layout order.
     fn fields(&self) -> &[FieldBlock];
 
-    /// The bytes of the field called `name`.
+    /// The bytes of the field called `name` (a variable-length field: its
+    /// rows' values one after another, see [`offsets`](Self::offsets)).
     fn field(&self, name: &str) -> Option<&[u8]> {
         self.fields()
             .iter()
             .find(|f| f.name == name)
             .map(|f| &f.data[..])
+    }
+
+    /// A variable-length field's offsets (`rows + 1`, from 0, in elements
+    /// of its last dimension: row `i` is elements `offsets[i]..offsets[i +
+    /// 1]` of [`field`](Self::field)); `None` for a fixed-shape or unknown
+    /// field.
+    fn offsets(&self, name: &str) -> Option<&[u64]> {
+        self.fields()
+            .iter()
+            .find(|f| f.name == name && !f.offsets.is_empty())
+            .map(|f| &f.offsets[..])
     }
 
     /// The field as `f32`s (copied; a trailing partial value is ignored).

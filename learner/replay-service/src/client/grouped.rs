@@ -25,7 +25,6 @@ use crate::client::insert_batch::InsertBatch;
 use crate::client::replay_client::ReplayClient;
 use crate::error::ClientError;
 use crate::pb::{self, FetchGroupReply, FieldBlock};
-use crate::wire_dtype;
 
 /// Steps for [`ReplayClient::submit_steps`]: `rows` steps, each of
 /// trajectory `trajectory_ids[i]` in group `group_ids[i]`.
@@ -161,51 +160,7 @@ impl StepBatch {
         data: Bytes,
         offsets: Vec<u64>,
     ) -> Result<Self, ClientError> {
-        let err = |reason: String| ClientError::Batch {
-            field: name.to_owned(),
-            reason,
-        };
-        let rows = self.rows() as usize;
-        if offsets.len() != rows + 1 || offsets.first() != Some(&0) {
-            return Err(err(format!(
-                "{} offsets for {rows} steps: give rows + 1, from 0",
-                offsets.len()
-            )));
-        }
-        if let Some(i) = offsets.windows(2).position(|w| w[1] < w[0]) {
-            return Err(err(format!(
-                "offsets[{}] is {}, after {}: offsets go backwards",
-                i + 1,
-                offsets[i + 1],
-                offsets[i]
-            )));
-        }
-        let unit = shape
-            .iter()
-            .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
-            .ok_or_else(|| err(format!("shape {shape:?} overflows")))?;
-        let total = offsets[rows];
-        let expected = usize::try_from(total)
-            .ok()
-            .and_then(|t| t.checked_mul(unit));
-        if expected != Some(data.len()) {
-            return Err(err(format!(
-                "{} bytes, but the offsets end at {total} elements of {shape:?} {}",
-                data.len(),
-                wire_dtype::name(dtype)
-            )));
-        }
-        let shape = shape
-            .iter()
-            .map(|&d| u32::try_from(d).map_err(|_| err(format!("dimension {d} exceeds u32"))))
-            .collect::<Result<Vec<u32>, _>>()?;
-        self.fields.push_block(FieldBlock {
-            name: name.to_owned(),
-            dtype: wire_dtype::to_wire(dtype) as i32,
-            shape,
-            data,
-            offsets,
-        });
+        self.fields = self.fields.variable(name, dtype, shape, data, offsets)?;
         Ok(self)
     }
 
@@ -358,15 +313,6 @@ impl FetchedGroup {
     /// Tables with `str` ids (empty otherwise).
     pub fn trajectory_uids(&self) -> &[String] {
         &self.reply.trajectory_uids
-    }
-    /// A variable-length field's offsets (`steps + 1`, from 0, in elements
-    /// of its last dimension); `None` for a fixed-shape or unknown field.
-    pub fn offsets(&self, field: &str) -> Option<&[u64]> {
-        self.reply
-            .fields
-            .iter()
-            .find(|b| b.name == field && !b.offsets.is_empty())
-            .map(|b| &b.offsets[..])
     }
     /// Each step's metadata (empty bytes where none); empty when no step
     /// had any.

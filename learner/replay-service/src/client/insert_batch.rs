@@ -3,7 +3,8 @@
 //! policy versions.
 //!
 //! Typed adders (`f32`, `u64`, ...) encode once into the block; `raw`
-//! takes bytes already in wire form (a numpy buffer, a received batch).
+//! takes bytes already in wire form (a numpy buffer, a received batch);
+//! `variable` a variable-length field's values and `rows + 1` offsets.
 //! Each adder checks that the data is `rows * prod(shape)` elements, so a
 //! batch that cannot be right is refused before it is sent; whether it
 //! matches the table is the server's check. Cost: one copy of the values.
@@ -49,12 +50,6 @@ impl InsertBatch {
         self.rows
     }
 
-    /// Adds a block already checked by the caller (a step batch's
-    /// variable-length field).
-    pub(crate) fn push_block(&mut self, block: FieldBlock) {
-        self.fields.push(block);
-    }
-
     typed_adder!(f32, f32, DType::F32);
     typed_adder!(f64, f64, DType::F64);
     typed_adder!(i32, i32, DType::I32);
@@ -98,6 +93,68 @@ impl InsertBatch {
             shape,
             data,
             offsets: Vec::new(),
+        });
+        Ok(self)
+    }
+
+    /// Adds a variable-length field from little-endian bytes of `dtype`:
+    /// `shape` is the dimensions before the variable last one (`&[]` for
+    /// a list), `offsets` has `rows + 1` entries from 0 (row `i` holds
+    /// `offsets[i + 1] - offsets[i]` elements of the last dimension), and
+    /// `data` the rows one after another. Checked here as far as the batch
+    /// alone can say (the table's `max_len` is the server's check).
+    pub fn variable(
+        mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[usize],
+        data: Bytes,
+        offsets: Vec<u64>,
+    ) -> Result<Self, ClientError> {
+        let err = |reason: String| ClientError::Batch {
+            field: name.to_owned(),
+            reason,
+        };
+        let rows = self.rows as usize;
+        if offsets.len() != rows + 1 || offsets.first() != Some(&0) {
+            return Err(err(format!(
+                "{} offsets for {rows} rows: give rows + 1, from 0",
+                offsets.len()
+            )));
+        }
+        if let Some(i) = offsets.windows(2).position(|w| w[1] < w[0]) {
+            return Err(err(format!(
+                "offsets[{}] is {}, after {}: offsets go backwards",
+                i + 1,
+                offsets[i + 1],
+                offsets[i]
+            )));
+        }
+        let unit = shape
+            .iter()
+            .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
+            .ok_or_else(|| err(format!("shape {shape:?} overflows")))?;
+        let total = offsets[rows];
+        let expected = usize::try_from(total)
+            .ok()
+            .and_then(|t| t.checked_mul(unit));
+        if expected != Some(data.len()) {
+            return Err(err(format!(
+                "{} bytes, but the offsets end at {total} elements of {shape:?} {}",
+                data.len(),
+                wire_dtype::name(dtype)
+            )));
+        }
+        let shape = shape
+            .iter()
+            .map(|&d| u32::try_from(d).map_err(|_| err(format!("dimension {d} exceeds u32"))))
+            .collect::<Result<Vec<u32>, _>>()?;
+        self.fields.push(FieldBlock {
+            name: name.to_owned(),
+            dtype: wire_dtype::to_wire(dtype) as i32,
+            shape,
+            data,
+            offsets,
         });
         Ok(self)
     }

@@ -64,28 +64,19 @@ impl TableConfigFile {
     }
 
     /// A layout builder holding the fields in file order, not yet built (a
-    /// plain table adds its policy-version field first). The error, for
-    /// the `fields` setting, names the field whose dtype is unknown, or
-    /// whose shape has a variable dimension: only grouped tables store
-    /// those ([`Self::step_fields`]).
+    /// plain table adds its policy-version field first). A field whose last
+    /// dimension is -1 is variable-length (its values stored without
+    /// padding in the table's heap). The error, for the `fields` setting,
+    /// names the field whose dtype is unknown or whose `max_len` is out of
+    /// place ([`Self::step_fields`] reads them alike).
     pub(crate) fn layout_builder(&self) -> Result<ItemLayoutBuilder, String> {
         let mut builder = ItemLayout::builder();
         for f in &self.fields {
-            let (dtype, shape, variable) = f.parts()?;
-            if variable || f.max_len.is_some() {
-                return Err(format!(
-                    "field `{}`: shape {:?}{}: variable-length fields (a last dimension of \
-                     -1, `max_len`) are for grouped tables (sampler `grouped`) only",
-                    f.name,
-                    f.shape,
-                    if f.max_len.is_some() {
-                        " with `max_len`"
-                    } else {
-                        ""
-                    }
-                ));
-            }
-            builder = builder.field(&f.name, dtype, &shape);
+            let (dtype, shape, _) = f.parts()?;
+            builder = match f.variable_dim()? {
+                Some(v) => builder.variable_field(&f.name, dtype, &shape, v.max_len),
+                None => builder.field(&f.name, dtype, &shape),
+            };
         }
         Ok(builder)
     }
@@ -99,21 +90,8 @@ impl TableConfigFile {
         let mut builder = ItemLayout::builder();
         let mut variable = Vec::with_capacity(self.fields.len());
         for f in &self.fields {
-            let (dtype, shape, is_variable) = f.parts()?;
-            variable.push(match (is_variable, f.max_len) {
-                (false, None) => None,
-                (false, Some(_)) => {
-                    return Err(format!(
-                        "field `{}`: `max_len` is for a variable-length field (a shape whose \
-                         last dimension is -1), and {:?} has none",
-                        f.name, f.shape
-                    ))
-                }
-                (true, Some(0)) => {
-                    return Err(format!("field `{}`: `max_len` must be at least 1", f.name))
-                }
-                (true, max_len) => Some(VariableDim { max_len }),
-            });
+            let (dtype, shape, _) = f.parts()?;
+            variable.push(f.variable_dim()?);
             builder = builder.field(&f.name, dtype, &shape);
         }
         Ok((builder, variable))
@@ -144,6 +122,27 @@ pub struct FieldConfig {
 }
 
 impl FieldConfig {
+    /// The variable last dimension (`-1` in the shape) with its
+    /// `max_len`, or `None` for a fixed-shape field; `max_len` on a fixed
+    /// field, 0, or past what a row can hold is refused, naming the field.
+    fn variable_dim(&self) -> Result<Option<VariableDim>, String> {
+        let (_, _, is_variable) = self.parts()?;
+        match (is_variable, self.max_len) {
+            (false, None) => Ok(None),
+            (false, Some(_)) => Err(format!(
+                "field `{}`: `max_len` is for a variable-length field (a shape whose \
+                 last dimension is -1), and {:?} has none",
+                self.name, self.shape
+            )),
+            (true, Some(m)) if m == 0 || m > seed_replay::MAX_VARIABLE_LEN => Err(format!(
+                "field `{}`: `max_len` must be in 1..={}, is {m}",
+                self.name,
+                seed_replay::MAX_VARIABLE_LEN
+            )),
+            (true, max_len) => Ok(Some(VariableDim { max_len })),
+        }
+    }
+
     /// The dtype, the fixed dimensions and whether a variable one follows.
     fn parts(&self) -> Result<(DType, Vec<usize>, bool), String> {
         let dtype = wire_dtype::parse(&self.dtype).ok_or_else(|| {

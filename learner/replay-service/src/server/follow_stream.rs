@@ -45,7 +45,7 @@ use tonic::Status;
 use crate::error::RequestError;
 use crate::pb::{follow_reply, FollowGap, FollowItems, FollowReply, FollowRequest};
 use crate::server::closing::stopping;
-use crate::server::field_block::batch_blocks;
+use crate::server::field_block::{batch_blocks, prefix_field_bytes};
 use crate::server::sample_stream::{DEFAULT_MAX_IN_FLIGHT, MAX_IN_FLIGHT};
 use crate::server::table::Table;
 
@@ -65,6 +65,9 @@ pub struct FollowPlan {
     pub max_batch: usize,
     /// Messages prepared ahead of the reader.
     pub max_in_flight: usize,
+    /// The server's message limit (in process: `usize::MAX`): a read of
+    /// variable-length rows is cut to what fits ([`fit`]).
+    pub max_message_bytes: usize,
 }
 
 /// Checks the request against the table and the message limit (in
@@ -84,6 +87,8 @@ pub fn plan(
             ),
         ));
     }
+    // A variable-length field counts one element here: a read is cut to
+    // the rows that fit as it is made (`fit`).
     let item_bytes = table.buffer.layout().item_bytes();
     // Versions take at most 10 bytes per row; 16 per row and 4 KiB of
     // headers cover them.
@@ -117,7 +122,44 @@ pub fn plan(
         cursor: req.cursor,
         max_batch: asked.min(fits).min(table.buffer.capacity()),
         max_in_flight: max_in_flight as usize,
+        max_message_bytes,
     })
+}
+
+/// Cuts a read of items `cursor ..` to the rows whose message fits the
+/// limit, and returns the key after the last one kept; an error when not
+/// even the first fits (its variable-length rows alone pass the limit).
+/// Fixed-shape rows always fit: `plan` sized `max_batch` for them.
+pub fn fit(
+    table: &Table,
+    batch: &mut SampleBatch,
+    cursor: u64,
+    max_message_bytes: usize,
+) -> Result<u64, RequestError> {
+    let layout = table.buffer.layout();
+    let message = |rows: usize| {
+        prefix_field_bytes(layout, batch, rows)
+            .saturating_add(rows.saturating_mul(16))
+            .saturating_add(4096)
+    };
+    if layout.has_variable() && message(batch.len()) > max_message_bytes {
+        let rows = (0..batch.len())
+            .take_while(|&r| message(r + 1) <= max_message_bytes)
+            .count();
+        if rows == 0 {
+            return Err(RequestError::Exhausted {
+                field: "table".into(),
+                reason: format!(
+                    "item {cursor} of table `{}` holds {} bytes of values, over the server's \
+                     {max_message_bytes}-byte message limit (--max-message-bytes)",
+                    table.name,
+                    message(1)
+                ),
+            });
+        }
+        batch.truncate(rows);
+    }
+    Ok(cursor + batch.len() as u64)
 }
 
 /// The receiving end the response stream reads.
@@ -180,6 +222,13 @@ async fn produce(
                     break follow_reply::Event::Gap(gap);
                 }
                 FollowRead::Items { next } if next > cursor => {
+                    let next = match fit(&table, &mut batch, cursor, plan.max_message_bytes) {
+                        Ok(next) => next,
+                        Err(e) => {
+                            permit.send(Err(e.into()));
+                            return;
+                        }
+                    };
                     let items = items(&table, &batch, cursor, next);
                     cursor = next;
                     break follow_reply::Event::Items(items);

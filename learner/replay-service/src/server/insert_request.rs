@@ -5,7 +5,10 @@
 //! batch stores nothing and the client learns exactly what to fix. Blocks
 //! are matched to the layout by name (any order); the bytes go to the
 //! buffer as they arrived (`Values::Raw`), with no per-element decoding.
-//! Cost: a name lookup per field, one copy of the bytes into the slots.
+//! A variable-length field's block carries its `offsets` (checked here,
+//! naming the row, as a grouped table's steps are).
+//! Cost: a name lookup per field, one copy of the bytes into the slots (or
+//! the heap).
 use std::time::Duration;
 
 use seed_replay::{FieldRef, ItemKey, ReplayError, Values};
@@ -16,10 +19,12 @@ use crate::server::block_check::{BlockCheck, RowKind};
 use crate::server::table::Table;
 
 /// The blocks of a checked request in layout order, with their shapes
-/// (`[rows, ...shape]`), borrowing the request's bytes.
+/// (`[rows, ...shape]`) and a variable-length field's offsets, borrowing
+/// the request's bytes.
 struct CheckedFields<'a> {
     shapes: Vec<Vec<usize>>,
     data: Vec<&'a [u8]>,
+    offsets: Vec<Option<&'a [u64]>>,
 }
 
 /// Checks `req` against `table` (everything but the table name, which the
@@ -93,6 +98,7 @@ fn check<'a>(
     let mut checked = CheckedFields {
         shapes: Vec::with_capacity(layout.fields().len()),
         data: Vec::with_capacity(layout.fields().len()),
+        offsets: Vec::with_capacity(layout.fields().len()),
     };
     for (index, spec) in layout.fields().iter().enumerate() {
         let mut shape = Vec::with_capacity(spec.shape().len() + 1);
@@ -101,9 +107,20 @@ fn check<'a>(
         checked.shapes.push(shape);
         if Some(index) == pv_field && !req.policy_versions.is_empty() {
             checked.data.push(policy_bytes);
+            checked.offsets.push(None);
             continue;
         }
-        checked.data.push(blocks.block(spec, &req.fields)?);
+        match spec.variable() {
+            None => {
+                checked.data.push(blocks.block(spec, &req.fields)?);
+                checked.offsets.push(None);
+            }
+            Some(v) => {
+                let (data, offsets) = blocks.variable_block(spec, v.max_len, &req.fields)?;
+                checked.data.push(data);
+                checked.offsets.push(Some(offsets));
+            }
+        }
     }
     Ok(checked)
 }
@@ -127,14 +144,14 @@ pub(crate) fn insert(
         .fields()
         .iter()
         .zip(checked.shapes.iter().zip(&checked.data))
-        .map(|(spec, (shape, bytes))| {
-            FieldRef::new(
-                shape,
-                Values::Raw {
-                    dtype: spec.dtype(),
-                    bytes,
-                },
-            )
+        .zip(&checked.offsets)
+        .map(|((spec, (shape, bytes)), &offsets)| FieldRef {
+            shape,
+            values: Values::Raw {
+                dtype: spec.dtype(),
+                bytes,
+            },
+            offsets,
         })
         .collect();
     let rows = req.rows as usize;

@@ -1,6 +1,6 @@
 //! A table's item layout as an `Info` reply describes it: per field a
-//! `FieldInfo` (name, wire dtype, shape), and the policy-version field by
-//! name.
+//! `FieldInfo` (name, wire dtype, shape; a variable-length field's
+//! `variable_length` and `max_len`), and the policy-version field by name.
 //!
 //! Why its own file: plain, sharded and grouped tables all answer `Info`
 //! with their layout, and a mirror rebuilds the layout from exactly these
@@ -21,7 +21,8 @@ pub(crate) fn field_infos(layout: &ItemLayout) -> Vec<FieldInfo> {
             name: f.name().to_owned(),
             dtype: wire_dtype::to_wire(f.dtype()) as i32,
             shape: f.shape().iter().map(|&d| d as u32).collect(),
-            ..FieldInfo::default()
+            variable_length: f.is_variable(),
+            max_len: f.variable().and_then(|v| v.max_len).unwrap_or(0),
         })
         .collect()
 }

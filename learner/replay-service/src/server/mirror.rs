@@ -141,7 +141,13 @@ fn spec_from_info(info: &TableInfo) -> Result<TableSpec, ServeError> {
         let dtype = wire_dtype::from_wire(f.dtype)
             .ok_or_else(|| bad(format!("field `{}` has dtype {}", f.name, f.dtype)))?;
         let shape: Vec<usize> = f.shape.iter().map(|&d| d as usize).collect();
-        builder = builder.field(&f.name, dtype, &shape);
+        builder = match f.variable_length {
+            true => {
+                let max_len = (f.max_len > 0).then_some(f.max_len);
+                builder.variable_field(&f.name, dtype, &shape, max_len)
+            }
+            false => builder.field(&f.name, dtype, &shape),
+        };
     }
     if !info.policy_version_field.is_empty() {
         builder = builder.policy_version_field(&info.policy_version_field);
@@ -226,15 +232,17 @@ fn store(table: &Table, batch: &FollowedBatch) -> Result<(), ClientError> {
     let bad = |reason: String| ClientError::Protocol { reason };
     let mut shapes = Vec::with_capacity(layout.fields().len());
     let mut data = Vec::with_capacity(layout.fields().len());
+    let mut offsets = Vec::with_capacity(layout.fields().len());
     for spec in layout.fields() {
         let block = batch
             .fields()
             .iter()
             .find(|b| b.name == spec.name())
             .ok_or_else(|| bad(format!("followed items lack field `{}`", spec.name())))?;
-        if wire_dtype::from_wire(block.dtype) != Some(spec.dtype())
-            || block.data.len() != rows * spec.num_bytes()
-        {
+        // A variable-length block's length goes with its offsets, which
+        // the buffer checks (`ReplayError::Offsets`) before storing.
+        let length_ok = spec.is_variable() || block.data.len() == rows * spec.num_bytes();
+        if wire_dtype::from_wire(block.dtype) != Some(spec.dtype()) || !length_ok {
             return Err(bad(format!(
                 "followed field `{}`: {} bytes of {} for {rows} rows",
                 spec.name(),
@@ -247,19 +255,20 @@ fn store(table: &Table, batch: &FollowedBatch) -> Result<(), ClientError> {
         shape.extend_from_slice(spec.shape());
         shapes.push(shape);
         data.push(&block.data[..]);
+        offsets.push(spec.is_variable().then_some(&block.offsets[..]));
     }
     let refs: Vec<FieldRef<'_>> = layout
         .fields()
         .iter()
         .zip(shapes.iter().zip(&data))
-        .map(|(spec, (shape, bytes))| {
-            FieldRef::new(
-                shape,
-                Values::Raw {
-                    dtype: spec.dtype(),
-                    bytes,
-                },
-            )
+        .zip(&offsets)
+        .map(|((spec, (shape, bytes)), &offsets)| FieldRef {
+            shape,
+            values: Values::Raw {
+                dtype: spec.dtype(),
+                bytes,
+            },
+            offsets,
         })
         .collect();
     table

@@ -36,6 +36,7 @@ mod insert_request;
 mod layout_info;
 pub mod mirror;
 pub mod pool_id;
+mod reply_size;
 pub mod running_server;
 mod sample_source;
 mod sample_stream;

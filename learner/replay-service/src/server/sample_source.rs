@@ -15,7 +15,8 @@ use seed_replay::{ReplayError, SampleBatch, SamplerConfig};
 
 use crate::error::RequestError;
 use crate::pb::SampleReply;
-use crate::server::field_block::batch_blocks;
+use crate::server::field_block::{batch_blocks, batch_field_bytes};
+use crate::server::reply_size::{max_item_bytes, reply_bytes, too_big};
 use crate::server::table::Table;
 
 /// A table a sample stream can read.
@@ -24,7 +25,8 @@ pub(crate) trait SampleSource: Send + Sync + 'static {
     type Batch: Send + 'static;
 
     fn name(&self) -> &str;
-    /// Bytes of one item (all fields), to bound a reply's size.
+    /// Bytes of one item (all fields; a variable-length field's `max_len`
+    /// elements, or one without it), to bound a reply's size.
     fn item_bytes(&self) -> usize;
     /// `Some(capacity)` when a sample consumes items: a batch larger than
     /// the capacity could never be served.
@@ -42,8 +44,13 @@ pub(crate) trait SampleSource: Send + Sync + 'static {
     /// Whether waiting can help: `false` for a table that takes no inserts,
     /// whose "not enough items" is final.
     fn can_grow(&self) -> bool;
-    /// The reply for the rows in `batch`.
-    fn reply(&self, batch: &Self::Batch) -> Result<SampleReply, RequestError>;
+    /// The reply for the rows in `batch`; refused (`too_big`) when it would
+    /// pass `max_message_bytes` (variable-length rows).
+    fn reply(
+        &self,
+        batch: &Self::Batch,
+        max_message_bytes: usize,
+    ) -> Result<SampleReply, RequestError>;
     /// Statistics (`Relaxed`: read by `Info`, ordering nothing).
     fn sample_streams(&self) -> &AtomicU64;
     fn flow_control_waits(&self) -> &AtomicU64;
@@ -56,7 +63,7 @@ impl SampleSource for Table {
         &self.name
     }
     fn item_bytes(&self) -> usize {
-        self.buffer.layout().item_bytes()
+        max_item_bytes(self.buffer.layout())
     }
     fn consume_once_capacity(&self) -> Option<usize> {
         matches!(
@@ -82,8 +89,18 @@ impl SampleSource for Table {
     fn can_grow(&self) -> bool {
         true
     }
-    fn reply(&self, batch: &SampleBatch) -> Result<SampleReply, RequestError> {
+    fn reply(
+        &self,
+        batch: &SampleBatch,
+        max_message_bytes: usize,
+    ) -> Result<SampleReply, RequestError> {
         let layout = self.buffer.layout();
+        if layout.has_variable() {
+            let bytes = batch_field_bytes(layout, batch);
+            if reply_bytes(batch.len(), bytes) > max_message_bytes {
+                return Err(too_big(batch.len(), bytes, max_message_bytes));
+            }
+        }
         Ok(SampleReply {
             rows: batch.len() as u32,
             fields: batch_blocks(layout, batch),

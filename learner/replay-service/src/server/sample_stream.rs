@@ -39,6 +39,7 @@ use tonic::Status;
 use crate::error::RequestError;
 use crate::pb::{SampleReply, SampleRequest};
 use crate::server::closing::stopping;
+use crate::server::reply_size::reply_bytes;
 use crate::server::sample_source::{SampleSource, StreamGuard};
 
 /// Prepared batches a stream may hold ahead of its client by default.
@@ -56,6 +57,9 @@ pub(crate) struct SamplePlan {
     pub max_batches: u64,
     pub max_in_flight: usize,
     pub timeout: Option<Duration>,
+    /// The server's message limit: a batch of variable-length rows is
+    /// checked against it as it is sampled (`SampleSource::reply`).
+    pub max_message_bytes: usize,
 }
 
 /// Checks the request's numbers against the table and the message limit.
@@ -68,12 +72,10 @@ pub(crate) fn plan<S: SampleSource>(
     if n == 0 {
         return Err(RequestError::invalid("batch_size", "must be at least 1"));
     }
+    // A variable-length field counts its `max_len` elements (one, without
+    // it: such a batch is checked again as it is sampled).
     let item_bytes = table.item_bytes();
-    // Keys, weights and versions: at most 10 + 5 + 10 bytes per row, plus
-    // the field headers; 64 bytes per row and 4 KiB cover them.
-    let reply_bytes = n
-        .saturating_mul(item_bytes.saturating_add(64))
-        .saturating_add(4096);
+    let reply_bytes = reply_bytes(n, n.saturating_mul(item_bytes));
     if reply_bytes > max_message_bytes {
         return Err(RequestError::invalid(
             "batch_size",
@@ -107,6 +109,7 @@ pub(crate) fn plan<S: SampleSource>(
         max_batches: req.max_batches,
         max_in_flight: max_in_flight as usize,
         timeout: (req.timeout_ms > 0).then(|| Duration::from_millis(req.timeout_ms)),
+        max_message_bytes,
     })
 }
 
@@ -134,7 +137,11 @@ pub(crate) fn sample_lone<S: SampleSource>(
     let _open = StreamGuard::new(Arc::clone(table));
     let mut batch = table.new_batch(plan.batch_size);
     match table.sample_now(&mut batch, plan.batch_size) {
-        Ok(()) => Some(table.reply(&batch).map_err(Status::from)),
+        Ok(()) => Some(
+            table
+                .reply(&batch, plan.max_message_bytes)
+                .map_err(Status::from),
+        ),
         Err(e) if not_now(&e) && table.can_grow() => None,
         Err(source) => Some(Err(RequestError::Replay {
             table: table.name().to_owned(),
@@ -186,7 +193,7 @@ async fn produce<S: SampleSource>(
         let (result, returned) = sample_one(&table, batch, plan, &tx).await;
         batch = returned;
         match result {
-            Ok(()) => match table.reply(&batch) {
+            Ok(()) => match table.reply(&batch, plan.max_message_bytes) {
                 Ok(r) => permit.send(Ok(r)),
                 Err(e) => {
                     permit.send(Err(e.into()));

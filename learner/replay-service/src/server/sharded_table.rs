@@ -65,8 +65,9 @@ use crate::error::{RequestError, ServeError};
 use crate::pb::{
     SampleReply, ShardInfo, TableInfo, UpdatePrioritiesReply, UpdatePrioritiesRequest,
 };
-use crate::server::field_block::field_block;
+use crate::server::field_block::field_block_with_offsets;
 use crate::server::layout_info;
+use crate::server::reply_size::{max_item_bytes, reply_bytes, too_big, OFFSET_BYTES};
 use crate::server::sample_source::SampleSource;
 use crate::server::sample_stream::{self, SamplePlan};
 use crate::wire_dtype;
@@ -200,6 +201,12 @@ impl ShardedTable {
                 .fields()
                 .iter()
                 .map(|f| Vec::with_capacity(max_rows * f.num_bytes()))
+                .collect(),
+            offsets: self
+                .layout
+                .fields()
+                .iter()
+                .map(|f| f.is_variable().then(|| vec![0]))
                 .collect(),
             keys: Vec::with_capacity(max_rows),
             weights: Vec::with_capacity(max_rows),
@@ -460,8 +467,11 @@ impl ShardedTable {
 #[derive(Debug)]
 pub struct ShardedBatch {
     scratch: SampleBatch,
-    /// One buffer per field, `[rows, ...shape]` bytes.
+    /// One buffer per field, `[rows, ...shape]` bytes (a variable-length
+    /// field: its rows' values one after another).
     fields: Vec<Vec<u8>>,
+    /// Per field, a variable-length field's `rows + 1` offsets.
+    offsets: Vec<Option<Vec<u64>>>,
     keys: Vec<u64>,
     weights: Vec<f32>,
     policy_versions: Vec<u64>,
@@ -495,8 +505,29 @@ impl ShardedBatch {
         self.fields.get(index).map(Vec::as_slice)
     }
 
+    /// A variable-length field's `len + 1` offsets (`None`: fixed-shape).
+    pub fn field_offsets(&self, index: usize) -> Option<&[u64]> {
+        self.offsets.get(index)?.as_deref()
+    }
+
+    /// Bytes the fields take in a reply (values and offsets).
+    fn field_reply_bytes(&self) -> usize {
+        let values: usize = self.fields.iter().map(Vec::len).sum();
+        let offsets: usize = self
+            .offsets
+            .iter()
+            .flatten()
+            .map(|o| o.len() * OFFSET_BYTES)
+            .sum();
+        values + offsets
+    }
+
     fn clear(&mut self) {
         self.fields.iter_mut().for_each(Vec::clear);
+        for o in self.offsets.iter_mut().flatten() {
+            o.clear();
+            o.push(0);
+        }
         self.keys.clear();
         self.weights.clear();
         self.policy_versions.clear();
@@ -507,6 +538,14 @@ impl ShardedBatch {
         let s = &self.scratch;
         for (i, out) in self.fields.iter_mut().enumerate() {
             out.extend_from_slice(s.field_bytes(i).unwrap_or_default());
+        }
+        for (i, offsets) in self.offsets.iter_mut().enumerate() {
+            let (Some(offsets), Some(theirs)) = (offsets, s.field_offsets(i)) else {
+                continue;
+            };
+            // The shard's offsets from 0, after this batch's rows so far.
+            let base = offsets.last().copied().unwrap_or(0);
+            offsets.extend(theirs.iter().skip(1).map(|o| base + o));
         }
         self.keys.extend(
             s.keys()
@@ -525,7 +564,7 @@ impl SampleSource for ShardedTable {
         &self.name
     }
     fn item_bytes(&self) -> usize {
-        self.layout.item_bytes()
+        max_item_bytes(&self.layout)
     }
     fn consume_once_capacity(&self) -> Option<usize> {
         None
@@ -548,7 +587,15 @@ impl SampleSource for ShardedTable {
     fn can_grow(&self) -> bool {
         false
     }
-    fn reply(&self, batch: &ShardedBatch) -> Result<SampleReply, RequestError> {
+    fn reply(
+        &self,
+        batch: &ShardedBatch,
+        max_message_bytes: usize,
+    ) -> Result<SampleReply, RequestError> {
+        let bytes = batch.field_reply_bytes();
+        if self.layout.has_variable() && reply_bytes(batch.len(), bytes) > max_message_bytes {
+            return Err(too_big(batch.len(), bytes, max_message_bytes));
+        }
         if batch.keys.contains(&u64::MAX) {
             return Err(RequestError::Precondition {
                 reason: format!(
@@ -564,8 +611,14 @@ impl SampleSource for ShardedTable {
                 .layout
                 .fields()
                 .iter()
-                .zip(&batch.fields)
-                .map(|(spec, data)| field_block(spec, Bytes::copy_from_slice(data)))
+                .zip(batch.fields.iter().zip(&batch.offsets))
+                .map(|(spec, (data, offsets))| {
+                    field_block_with_offsets(
+                        spec,
+                        Bytes::copy_from_slice(data),
+                        offsets.clone().unwrap_or_default(),
+                    )
+                })
                 .collect(),
             keys: batch.keys.clone(),
             weights: batch.weights.clone(),
@@ -621,6 +674,21 @@ pub fn layout_difference(config: &ItemLayout, dir: &ItemLayout) -> Option<String
                 c.name(),
                 c.shape(),
                 d.shape()
+            ));
+        }
+        if c.variable() != d.variable() {
+            let says = |v: Option<seed_replay::VariableLength>| match v {
+                None => "fixed-shape".to_owned(),
+                Some(v) => match v.max_len {
+                    None => "variable-length".to_owned(),
+                    Some(m) => format!("variable-length (max_len {m})"),
+                },
+            };
+            return Some(format!(
+                "field `{}`: {} in the config, {} in the directory",
+                c.name(),
+                says(c.variable()),
+                says(d.variable())
             ));
         }
     }

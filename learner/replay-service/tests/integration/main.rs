@@ -11,6 +11,7 @@ mod layering;
 mod mirror;
 mod mirror_binary;
 mod persistence;
+mod ring_tokens;
 mod round_trip;
 mod security;
 mod sharded;

@@ -485,19 +485,20 @@ async fn bad_token_input_is_refused_naming_the_field_and_the_row() {
 }
 
 #[test]
-fn variable_fields_are_for_grouped_tables_and_bounded_as_declared() {
+fn variable_fields_are_bounded_as_declared() {
     let err = |json: String| {
         ServiceConfig::from_json(&format!(r#"{{"tables": [{json}]}}"#))
             .unwrap_err()
             .to_string()
     };
+    // Ring tables hold them too (`ring_tokens.rs`), with the same checks.
     let ring = r#"{"name": "ring", "capacity": 8, "sampler": {"kind": "uniform"},
-        "fields": [{"name": "tokens", "dtype": "i32", "shape": [-1]}]}"#;
-    let e = err(ring.into());
-    assert!(
-        e.contains("`tokens`") && e.contains("grouped tables"),
-        "{e}"
-    );
+        "fields": [{"name": "tokens", "dtype": "i32", "shape": [-1], "max_len": 16}]}"#;
+    let config = ServiceConfig::from_json(&format!(r#"{{"tables": [{ring}]}}"#)).unwrap();
+    assert!(config.tables[0].layout.fields()[0].is_variable());
+    let ring_zero = ring.replace("16", "0");
+    let e = err(ring_zero);
+    assert!(e.contains("`tokens`") && e.contains("max_len"), "{e}");
     let fixed_max = r#"{"name": "g", "capacity": 8, "sampler": {"kind": "grouped", "group_size": 1},
         "fields": [{"name": "x", "dtype": "i32", "shape": [4], "max_len": 9}]}"#;
     assert!(err(fixed_max.into()).contains("`max_len`"));
