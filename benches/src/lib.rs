@@ -24,6 +24,7 @@ pub mod grouped_fetch;
 pub mod machine;
 pub mod mirror_lag;
 pub mod plot;
+pub mod proc_stats;
 pub mod replay_echo;
 pub mod replay_workload;
 pub mod scenario;
