@@ -11,9 +11,23 @@ import numpy as np
 import numpy.typing as npt
 
 _Path = Union[str, "PathLike[str]"]
-#: ``(fields, keys, weights)``: ``{field: array [B, *field_shape]}``,
-#: ``uint64 [B]``, ``float32 [B]``.
-SampledBatch = Tuple[Dict[str, np.ndarray], npt.NDArray[np.uint64], npt.NDArray[np.float32]]
+#: A variable-length field (shape ``[..., -1]``) as it comes back:
+#: ``(values, offsets)``, ``values`` the rows' values one after another (a
+#: read-only 1-D array; writable only when it had to be copied),
+#: ``offsets`` ``int64 [rows + 1]`` from 0. ``seed_rs.pad`` pads it.
+VariableField = Tuple[np.ndarray, npt.NDArray[np.int64]]
+#: A field as sampled, followed or fetched: an array ``[rows, *field_shape]``,
+#: or a variable-length field's ``(values, offsets)``.
+_Field = Union[np.ndarray, VariableField]
+#: ``(fields, keys, weights)``: ``{field: array [B, *field_shape]}`` (a
+#: variable-length field ``(values, offsets)``), ``uint64 [B]``,
+#: ``float32 [B]``.
+SampledBatch = Tuple[Dict[str, _Field], npt.NDArray[np.uint64], npt.NDArray[np.float32]]
+#: What ``follow`` yields: ``{"keys", "fields", "policy_versions",
+#: "next_key", "head_key", "replaced"}`` (``fields`` as in a sampled batch,
+#: a variable-length field ``(values, offsets)``), or ``{"gap": (requested,
+#: oldest)}``.
+FollowEvent = Dict[str, Any]
 
 class ActorError(RuntimeError): ...
 
@@ -30,6 +44,10 @@ class ReplayArgumentError(ReplayError, ValueError):
 #: What ``ReplayBuffer`` and ``ReplayTable`` take as arrays: numpy arrays,
 #: or anything with ``__dlpack__`` or the buffer protocol.
 _Array = Any
+#: What ``insert`` takes for a field: an array ``[rows, *field_shape]``; for
+#: a variable-length field a list of one array per row, or ``(values,
+#: offsets)``.
+_FieldIn = Union[_Array, Sequence[_Array], Tuple[_Array, npt.ArrayLike]]
 #: A table object of a replay server's config file (a dict), its JSON
 #: text, a whole config file as a dict, or a config file's path.
 _TableConfig = Union[Mapping[str, Any], str, "PathLike[str]"]
@@ -139,7 +157,7 @@ class ReplayClient:
     def insert(
         self,
         table: str,
-        fields: Mapping[str, _Array],
+        fields: Mapping[str, _FieldIn],
         priorities: Optional[npt.ArrayLike] = None,
         policy_versions: Optional[npt.ArrayLike] = None,
     ) -> npt.NDArray[np.uint64]: ...
@@ -161,7 +179,7 @@ class ReplayClient:
         table: str,
         trajectory_ids: Union[npt.ArrayLike, Sequence[str]],
         group_ids: Union[npt.ArrayLike, Sequence[str]],
-        fields: Mapping[str, Any],
+        fields: Mapping[str, _FieldIn],
         policy_versions: Optional[npt.ArrayLike] = None,
         is_last: Optional[npt.ArrayLike] = None,
         metadata: Optional[Sequence[Any]] = None,
@@ -189,7 +207,7 @@ class _TableMethods:
     def name(self) -> str: ...
     def insert(
         self,
-        fields: Mapping[str, _Array],
+        fields: Mapping[str, _FieldIn],
         priorities: Optional[npt.ArrayLike] = None,
         policy_versions: Optional[npt.ArrayLike] = None,
     ) -> npt.NDArray[np.uint64]: ...
@@ -202,7 +220,7 @@ class _TableMethods:
         self,
         trajectory_ids: Union[npt.ArrayLike, Sequence[str]],
         group_ids: Union[npt.ArrayLike, Sequence[str]],
-        fields: Mapping[str, Any],
+        fields: Mapping[str, _FieldIn],
         policy_versions: Optional[npt.ArrayLike] = None,
         is_last: Optional[npt.ArrayLike] = None,
         metadata: Optional[Sequence[Any]] = None,
@@ -268,14 +286,14 @@ class LocalSampleStream(Iterator[SampledBatch]):
     def __next__(self) -> SampledBatch: ...
     def close(self) -> None: ...
 
-class LocalFollowStream(Iterator[Dict[str, Any]]):
+class LocalFollowStream(Iterator[FollowEvent]):
     def __iter__(self) -> LocalFollowStream: ...
-    def __next__(self) -> Dict[str, Any]: ...
+    def __next__(self) -> FollowEvent: ...
     def close(self) -> None: ...
 
-class FollowStream(Iterator[Dict[str, Any]]):
+class FollowStream(Iterator[FollowEvent]):
     def __iter__(self) -> FollowStream: ...
-    def __next__(self) -> Dict[str, Any]: ...
+    def __next__(self) -> FollowEvent: ...
     def close(self) -> None: ...
 
 class SampleStream(Iterator[SampledBatch]):

@@ -243,11 +243,14 @@ impl TableApi for Arc<LocalTable> {
         Ok(d)
     }
 
-    fn set_policy_version<'py>(&self, _py: Python<'py>, version: u64) -> PyResult<()> {
+    fn set_policy_version<'py>(&self, py: Python<'py>, version: u64) -> PyResult<()> {
         self.guard.check("ReplayBuffer")?;
         match &self.kind {
             LocalKind::Plain(t) => t.buffer().set_policy_version(version),
-            LocalKind::Grouped(g) => g.table.set_policy_version(version),
+            LocalKind::Grouped(g) => g
+                .table
+                .set_policy_version(version)
+                .map_err(|e| request_err(py, e))?,
         }
         Ok(())
     }

@@ -35,9 +35,13 @@
 //!   weighs its steps by their lag (every fetched group carries the
 //!   table's version beside each step's).
 //!
+//! - `storage_dir`: the table survives a restart or a SIGKILL: every
+//!   acknowledged call is appended to a journal there and replayed at
+//!   start-up (`server/group_journal.rs`). Absent: in memory only.
+//!
 //! Settings of fixed-shape tables that make no sense here (a
 //! policy-version field: versions travel per step; writer policy, rate
-//! limiter, seed, storage directory, insert timeout) are refused by name.
+//! limiter, seed, insert timeout) are refused by name.
 //! Cost: checked once at start-up.
 use crate::config::file_format::{SamplerFile, TableConfigFile, WriterPolicyFile};
 use crate::config::step_layout::StepLayout;
@@ -62,6 +66,10 @@ pub struct GroupedTableSpec {
     pub max_lag: Option<u64>,
     /// Stale groups are released (and counted), not dropped.
     pub keep_stale: bool,
+    /// Where the table's journal lives (`server/group_journal.rs`): every
+    /// acknowledged submit, completion, fetch and version change, replayed
+    /// at start-up. `None`: in memory only.
+    pub storage_dir: Option<std::path::PathBuf>,
 }
 
 /// The kind of ids a grouped table's writers give.
@@ -156,9 +164,6 @@ impl GroupedTableSpec {
         if t.seed != 0 {
             return refuse("seed", "groups are released in order, not at random");
         }
-        if t.storage_dir.is_some() {
-            return refuse("storage_dir", "grouped tables live in memory");
-        }
         if t.insert_timeout_ms.is_some() {
             return refuse("insert_timeout_ms", "a submit never waits");
         }
@@ -186,6 +191,7 @@ impl GroupedTableSpec {
             max_queue_size,
             max_lag,
             keep_stale,
+            storage_dir: t.storage_dir,
         })
     }
 }

@@ -68,11 +68,15 @@ use std::time::Duration;
 
 use seed_replay::ReplayError;
 use tokio::sync::{watch, Notify};
+use tracing::{info, warn};
 
 use crate::config::grouped_table_spec::GroupedTableSpec;
 use crate::config::step_layout::StepLayout;
 use crate::error::{ConfigError, RequestError, ServeError};
 use crate::server::closing::stopping;
+use crate::server::group_journal::{
+    GroupJournal, Record, SegmentRef, Snapshot, COMPACT_MIN_BYTES, COUNTERS,
+};
 use crate::server::pool_id::PoolId;
 use crate::server::step_request::StagedSteps;
 
@@ -103,6 +107,20 @@ pub(crate) struct Trajectory {
 impl Trajectory {
     pub(crate) fn len(&self) -> usize {
         self.versions.len()
+    }
+
+    /// All its steps as one journal segment.
+    fn segment<'a>(&'a self, id: &'a PoolId, last: bool) -> SegmentRef<'a> {
+        SegmentRef {
+            trajectory: id,
+            group: &self.group,
+            last,
+            data: &self.data,
+            lens: &self.lens,
+            versions: &self.versions,
+            metadata: &self.metadata,
+            metadata_lens: &self.metadata_lens,
+        }
     }
 }
 
@@ -158,8 +176,19 @@ pub struct SubmitOutcome {
     pub groups_dropped_queue_full: u32,
 }
 
+/// Whether a call is written to the table's journal: `Skip` while the
+/// journal itself is being replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Log {
+    Write,
+    Skip,
+}
+
 #[derive(Debug, Default)]
 struct Pool {
+    /// With `storage_dir`: every call that changes the pool, written
+    /// before it does (under this lock, so in the pool's order).
+    journal: Option<GroupJournal>,
     policy_version: u64,
     trajectories: HashMap<PoolId, Trajectory>,
     open: HashMap<PoolId, OpenGroup>,
@@ -192,7 +221,21 @@ impl GroupedTable {
     /// An empty table; fails when one group of `group_size` one-step
     /// trajectories (of empty variable-length fields) would not fit in a
     /// message of `max_message_bytes`.
+    ///
+    /// With `storage_dir`, the table is rebuilt from the journal there
+    /// (created when missing; `server/group_journal.rs`), and every later
+    /// call that changes it is written there before it is acknowledged.
     pub fn new(spec: GroupedTableSpec, max_message_bytes: usize) -> Result<Self, ServeError> {
+        Self::with_compaction(spec, max_message_bytes, COMPACT_MIN_BYTES)
+    }
+
+    /// `new`, rewriting the journal once it passes `compact_min` bytes
+    /// (and has doubled since its last rewrite).
+    pub(crate) fn with_compaction(
+        spec: GroupedTableSpec,
+        max_message_bytes: usize,
+        compact_min: u64,
+    ) -> Result<Self, ServeError> {
         let layout = &spec.layout;
         let overhead = REPLY_BYTES_FIXED
             + REPLY_BYTES_PER_FIELD * layout.fields().len()
@@ -211,7 +254,7 @@ impl GroupedTable {
                 ),
             }));
         }
-        Ok(GroupedTable {
+        let table = GroupedTable {
             name: spec.name.clone(),
             spec,
             max_group_bytes,
@@ -219,7 +262,157 @@ impl GroupedTable {
             ready: Notify::new(),
             closed: AtomicBool::new(false),
             rejected_requests: AtomicU64::new(0),
-        })
+        };
+        if let Some(dir) = table.spec.storage_dir.clone() {
+            table.open_journal(&dir, compact_min)?;
+        }
+        Ok(table)
+    }
+
+    /// Replays the journal in `dir` into the (empty) pool and keeps it
+    /// open for the calls to come.
+    fn open_journal(&self, dir: &std::path::Path, compact_min: u64) -> Result<(), ServeError> {
+        let started = std::time::Instant::now();
+        let mut pool = self.lock();
+        let (journal, summary) =
+            GroupJournal::open(dir, self.fingerprint(), compact_min, |record| {
+                self.apply(&mut pool, record).map_err(|e| {
+                    format!(
+                        "{e} (refused on replay: was the table's `capacity` or \
+                         --max-message-bytes lowered since it was written?)"
+                    )
+                })
+            })
+            .map_err(|e| {
+                ServeError::Config(ConfigError::Table {
+                    table: self.name.clone(),
+                    setting: "storage_dir",
+                    reason: e.to_string(),
+                })
+            })?;
+        if summary.torn_bytes > 0 {
+            warn!(table = %self.name, bytes = summary.torn_bytes,
+                "cut off the journal's last record, torn by a stop mid-write (it was never acknowledged)");
+        }
+        info!(table = %self.name, journal = %journal.path().display(), records = summary.records,
+            journal_bytes = summary.bytes, groups_ready = pool.ready.len(),
+            groups_open = pool.open.len(), steps = pool.steps_open + pool.steps_ready,
+            ms = started.elapsed().as_millis() as u64, "grouped table rebuilt from its journal");
+        pool.journal = Some(journal);
+        Ok(())
+    }
+
+    /// What the journal's header must match: everything a record's
+    /// meaning depends on.
+    fn fingerprint(&self) -> String {
+        let fields: Vec<String> = self
+            .spec
+            .layout
+            .fields()
+            .map(|(f, v)| {
+                format!(
+                    "{}:{:?}:{:?}{}",
+                    f.name(),
+                    f.dtype(),
+                    f.shape(),
+                    match v {
+                        None => String::new(),
+                        Some(v) => format!(":[-1] max_len {:?}", v.max_len),
+                    }
+                )
+            })
+            .collect();
+        format!(
+            "fields {}; ids {}; group_size {}",
+            fields.join(", "),
+            self.spec.ids.name(),
+            self.spec.group_size
+        )
+    }
+
+    /// One journal record, replayed through the calls that wrote it.
+    fn apply(&self, p: &mut Pool, record: Record) -> Result<(), RequestError> {
+        match record {
+            Record::Submit(staged) => self.submit_in(p, staged, Log::Skip).map(drop),
+            Record::Complete(id) => self.complete_in(p, &id, Log::Skip).map(drop),
+            Record::Fetch => match self.fetch_in(p, Log::Skip)? {
+                Some(_) => Ok(()),
+                None => Err(RequestError::Precondition {
+                    reason: "a fetch, but no group was ready".into(),
+                }),
+            },
+            Record::Version(v) => self.version_in(p, v, Log::Skip),
+            Record::Counters(c) => {
+                let s = &mut p.stats;
+                [
+                    s.groups_released,
+                    s.groups_dropped_stale,
+                    s.groups_dropped_over_capacity,
+                    s.groups_dropped_queue_full,
+                    s.groups_released_stale,
+                    s.steps_submitted,
+                    s.steps_released,
+                ] = c;
+                Ok(())
+            }
+        }
+    }
+
+    /// Rewrites the journal when it has grown enough (after a logged
+    /// call, under the lock). A failed rewrite leaves the old journal
+    /// whole: logged, retried after as much growth again.
+    fn maybe_compact(&self, p: &mut Pool) {
+        let Some(mut journal) = p.journal.take() else {
+            return;
+        };
+        if journal.wants_compaction() {
+            let before = journal.path();
+            if let Err(e) = journal.compact(|s| Self::snapshot(p, s)) {
+                warn!(table = %self.name, journal = %before.display(), error = %e,
+                    "could not rewrite the journal; it stays as it was");
+            }
+        }
+        p.journal = Some(journal);
+    }
+
+    /// The records that rebuild `p`: ready groups in order, then open
+    /// ones, then the version and the counters.
+    fn snapshot(p: &Pool, s: &mut Snapshot) -> std::io::Result<()> {
+        // The version first: a replayed group is judged stale against it
+        // as the live one was.
+        s.version(p.policy_version)?;
+        for g in &p.ready {
+            s.submit(g.trajectories.iter().map(|(id, t)| t.segment(id, true)))?;
+        }
+        for (_, g) in &p.open {
+            s.submit(
+                g.trajectories
+                    .iter()
+                    .filter_map(|id| p.trajectories.get(id).map(|t| t.segment(id, t.complete))),
+            )?;
+        }
+        let c = &p.stats;
+        let counters: [u64; COUNTERS] = [
+            c.groups_released,
+            c.groups_dropped_stale,
+            c.groups_dropped_over_capacity,
+            c.groups_dropped_queue_full,
+            c.groups_released_stale,
+            c.steps_submitted,
+            c.steps_released,
+        ];
+        s.counters(counters)
+    }
+
+    fn journal_error(&self, j: &GroupJournal, op: &'static str, e: std::io::Error) -> RequestError {
+        RequestError::Replay {
+            table: self.name.clone(),
+            source: ReplayError::Io {
+                op,
+                path: j.path(),
+                source: e,
+            },
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -267,9 +460,25 @@ impl GroupedTable {
     /// that became complete to the ready queue. All or nothing.
     pub(crate) fn submit(&self, staged: StagedSteps) -> Result<SubmitOutcome, RequestError> {
         self.check_open()?;
-        let group_size = self.spec.group_size as usize;
         let mut pool = self.lock();
-        let p = &mut *pool;
+        let outcome = self.submit_in(&mut pool, staged, Log::Write)?;
+        self.maybe_compact(&mut pool);
+        drop(pool);
+        if outcome.groups_completed > 0 {
+            self.ready.notify_waiters();
+        }
+        Ok(outcome)
+    }
+
+    /// `submit` on the locked pool; `log` says whether it is written to
+    /// the journal (not when the journal is being replayed).
+    fn submit_in(
+        &self,
+        p: &mut Pool,
+        staged: StagedSteps,
+        log: Log,
+    ) -> Result<SubmitOutcome, RequestError> {
+        let group_size = self.spec.group_size as usize;
         // Check everything first: nothing is stored unless all is well.
         let (trajectory_field, group_field) = match self.spec.ids {
             crate::config::grouped_table_spec::IdKind::U64 => ("trajectory_ids", "group_ids"),
@@ -317,7 +526,9 @@ impl GroupedTable {
             let held = p.open.get(&seg.group).map_or(0, |g| g.reply_bytes);
             let adding = bytes_per_group.entry(&seg.group).or_insert(0);
             *adding += seg.reply_bytes() + seg.trajectory.uid().len();
-            if held + *adding > self.max_group_bytes {
+            // A replayed group was let in once; a compacted journal counts
+            // its reply bytes a little differently, so it is not asked again.
+            if log == Log::Write && held + *adding > self.max_group_bytes {
                 return Err(RequestError::Exhausted {
                     field: "rows".into(),
                     reason: format!(
@@ -341,6 +552,13 @@ impl GroupedTable {
                     staged.rows, self.name, p.steps_open
                 ),
             });
+        }
+        // Logged before anything changes: a refused write changes nothing.
+        if log == Log::Write {
+            if let Some(j) = p.journal.as_mut() {
+                j.submit(&staged)
+                    .map_err(|e| self.journal_error(j, "append a submit to", e))?;
+            }
         }
         // Room: the oldest ready groups go first.
         let mut outcome = SubmitOutcome::default();
@@ -404,10 +622,6 @@ impl GroupedTable {
                 outcome.groups_dropped_queue_full += self.trim_queue(p);
             }
         }
-        drop(pool);
-        if outcome.groups_completed > 0 {
-            self.ready.notify_waiters();
-        }
         Ok(outcome)
     }
 
@@ -416,7 +630,21 @@ impl GroupedTable {
     pub(crate) fn complete_trajectory(&self, trajectory: &PoolId) -> Result<bool, RequestError> {
         self.check_open()?;
         let mut pool = self.lock();
-        let p = &mut *pool;
+        let released = self.complete_in(&mut pool, trajectory, Log::Write)?;
+        self.maybe_compact(&mut pool);
+        drop(pool);
+        if released {
+            self.ready.notify_waiters();
+        }
+        Ok(released)
+    }
+
+    fn complete_in(
+        &self,
+        p: &mut Pool,
+        trajectory: &PoolId,
+        log: Log,
+    ) -> Result<bool, RequestError> {
         let field = match trajectory {
             PoolId::Num(_) => "trajectory_id",
             PoolId::Uid(_) => "trajectory_uid",
@@ -439,6 +667,15 @@ impl GroupedTable {
                 ),
             });
         }
+        if log == Log::Write {
+            if let Some(j) = p.journal.as_mut() {
+                j.complete(trajectory)
+                    .map_err(|e| self.journal_error(j, "append a completion to", e))?;
+            }
+        }
+        let Some(t) = p.trajectories.get_mut(trajectory) else {
+            return Ok(false);
+        };
         t.complete = true;
         let group = t.group.clone();
         if let Some(g) = p.open.get_mut(&group) {
@@ -447,10 +684,6 @@ impl GroupedTable {
         let released = self.try_release(p, &group);
         if released {
             self.trim_queue(p);
-        }
-        drop(pool);
-        if released {
-            self.ready.notify_waiters();
         }
         Ok(released)
     }
@@ -519,19 +752,39 @@ impl GroupedTable {
             .is_some_and(|max| current.saturating_sub(oldest) > max)
     }
 
-    /// The oldest ready group, taken out of the table.
-    pub fn try_fetch(&self) -> Option<ReleasedGroup> {
+    /// The oldest ready group, taken out of the table. Fails only when the
+    /// table's journal cannot record it (the group stays).
+    pub fn try_fetch(&self) -> Result<Option<ReleasedGroup>, RequestError> {
         let mut pool = self.lock();
-        let mut g = pool.ready.pop_front()?;
-        pool.steps_ready -= g.steps;
-        pool.stats.groups_released += 1;
-        pool.stats.steps_released += g.steps as u64;
-        g.table_version = pool.policy_version;
+        let g = self.fetch_in(&mut pool, Log::Write)?;
+        if g.is_some() {
+            self.maybe_compact(&mut pool);
+        }
+        Ok(g)
+    }
+
+    fn fetch_in(&self, p: &mut Pool, log: Log) -> Result<Option<ReleasedGroup>, RequestError> {
+        if p.ready.is_empty() {
+            return Ok(None);
+        }
+        if log == Log::Write {
+            if let Some(j) = p.journal.as_mut() {
+                j.fetch()
+                    .map_err(|e| self.journal_error(j, "append a fetch to", e))?;
+            }
+        }
+        let Some(mut g) = p.ready.pop_front() else {
+            return Ok(None);
+        };
+        p.steps_ready -= g.steps;
+        p.stats.groups_released += 1;
+        p.stats.steps_released += g.steps as u64;
+        g.table_version = p.policy_version;
         if self.is_stale(g.table_version, g.oldest_version) {
             // Only with `keep_stale`: otherwise a stale group was dropped.
-            pool.stats.groups_released_stale += 1;
+            p.stats.groups_released_stale += 1;
         }
-        Some(g)
+        Ok(Some(g))
     }
 
     /// The oldest ready group, waiting up to `timeout` for one; `None`
@@ -550,7 +803,7 @@ impl GroupedTable {
             tokio::pin!(notified);
             notified.as_mut().enable();
             self.check_open()?;
-            if let Some(g) = self.try_fetch() {
+            if let Some(g) = self.try_fetch()? {
                 return Ok(Some(g));
             }
             if timeout.is_zero() {
@@ -558,20 +811,31 @@ impl GroupedTable {
             }
             tokio::select! {
                 _ = &mut notified => {}
-                _ = until(deadline) => return Ok(self.try_fetch()),
+                _ = until(deadline) => return self.try_fetch(),
                 _ = stopping(closing) => return Err(self.closed_error()),
             }
         }
     }
 
     /// Sets the table's policy version and drops ready groups it makes
-    /// stale.
-    pub fn set_policy_version(&self, version: u64) {
+    /// stale. Fails only when the table's journal cannot record it.
+    pub fn set_policy_version(&self, version: u64) -> Result<(), RequestError> {
         let mut pool = self.lock();
-        let p = &mut *pool;
+        self.version_in(&mut pool, version, Log::Write)?;
+        self.maybe_compact(&mut pool);
+        Ok(())
+    }
+
+    fn version_in(&self, p: &mut Pool, version: u64, log: Log) -> Result<(), RequestError> {
+        if log == Log::Write {
+            if let Some(j) = p.journal.as_mut() {
+                j.version(version)
+                    .map_err(|e| self.journal_error(j, "append a version to", e))?;
+            }
+        }
         p.policy_version = version;
         if self.spec.max_lag.is_none() || self.spec.keep_stale {
-            return;
+            return Ok(());
         }
         let before = p.ready.len();
         let mut freed = 0;
@@ -584,6 +848,7 @@ impl GroupedTable {
         });
         p.steps_ready -= freed;
         p.stats.groups_dropped_stale += (before - p.ready.len()) as u64;
+        Ok(())
     }
 
     /// The table's counters now.

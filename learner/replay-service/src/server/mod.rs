@@ -30,6 +30,7 @@ mod closing;
 mod field_block;
 mod follow_stream;
 mod group_calls;
+mod group_journal;
 pub mod grouped_table;
 pub mod in_process;
 mod insert_request;

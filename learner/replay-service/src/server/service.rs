@@ -393,7 +393,10 @@ impl Replay for ReplayService {
     ) -> Result<Response<SetPolicyVersionReply>, Status> {
         let req = request.into_inner();
         if let Some(g) = self.grouped.get(&req.table) {
-            g.set_policy_version(req.version);
+            g.set_policy_version(req.version).map_err(|e| {
+                g.count_rejected();
+                Status::from(e)
+            })?;
             return Ok(Response::new(SetPolicyVersionReply {}));
         }
         if let Some(t) = self.sharded_table(&req.table) {
