@@ -136,6 +136,15 @@ impl ServiceConfigFile {
                         reason: format!("table `{}` is declared twice", spec.name),
                     });
                 }
+                if let Some(d) = &spec.storage_dir {
+                    if !dirs.insert(d.clone()) {
+                        return Err(ConfigError::Table {
+                            table: spec.name,
+                            setting: "storage_dir",
+                            reason: format!("{} is used by another table", d.display()),
+                        });
+                    }
+                }
                 grouped.push(spec);
                 continue;
             }
@@ -459,6 +468,36 @@ mod tests {
     }
 
     #[test]
+    fn a_grouped_table_keeps_its_storage_dir_to_itself() {
+        let ring = r#"{"name": "ring", "capacity": 8, "storage_dir": "/tmp/shared", "sampler": {"kind": "uniform"},
+            "fields": [{"name": "x", "dtype": "f32", "shape": []}]}"#;
+        let pool = |dir: &str| {
+            format!(
+                r#"{{"name": "pool", "capacity": 8, "storage_dir": "{dir}",
+                    "fields": [{{"name": "x", "dtype": "f32", "shape": []}}],
+                    "sampler": {{"kind": "grouped", "group_size": 2}}}}"#
+            )
+        };
+        let c =
+            ServiceConfig::from_json(&format!(r#"{{"tables": [{ring}, {}]}}"#, pool("/tmp/own")))
+                .unwrap();
+        assert_eq!(
+            c.grouped[0].storage_dir.as_deref(),
+            Some(Path::new("/tmp/own"))
+        );
+        let err = ServiceConfig::from_json(&format!(
+            r#"{{"tables": [{ring}, {}]}}"#,
+            pool("/tmp/shared")
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("table `pool`, `storage_dir`") && err.contains("another table"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn errors_name_the_table_and_setting() {
         let cases = [
             (
@@ -466,8 +505,8 @@ mod tests {
                 "`sampler`",
             ),
             (
-                r#""sampler": {"kind": "grouped", "group_size": 2}, "storage_dir": "/tmp/g""#,
-                "`storage_dir`",
+                r#""sampler": {"kind": "grouped", "group_size": 2}, "seed": 3"#,
+                "`seed`",
             ),
             (
                 r#""sampler": {"kind": "grouped", "group_size": 2},

@@ -194,12 +194,9 @@ impl GroupJournal {
             let mut r = BufReader::with_capacity(1 << 20, &file);
             let mut at = read_header(&mut r, &path, &fingerprint, file_len)?;
             let mut payload = Vec::new();
-            loop {
-                let Some(next) = read_frame(&mut r, at, file_len, &mut payload)
-                    .map_err(io_err("read", &path))?
-                else {
-                    break;
-                };
+            while let Some(next) =
+                read_frame(&mut r, at, file_len, &mut payload).map_err(io_err("read", &path))?
+            {
                 let record = decode(&payload).map_err(|reason| JournalError::Record {
                     path: path.clone(),
                     offset: at,

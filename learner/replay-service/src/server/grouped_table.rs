@@ -384,7 +384,7 @@ impl GroupedTable {
         for g in &p.ready {
             s.submit(g.trajectories.iter().map(|(id, t)| t.segment(id, true)))?;
         }
-        for (_, g) in &p.open {
+        for g in p.open.values() {
             s.submit(
                 g.trajectories
                     .iter()

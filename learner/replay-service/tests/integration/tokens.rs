@@ -510,3 +510,187 @@ fn variable_fields_are_bounded_as_declared() {
     let queue = pool_json("g", r#""group_size": 1, "max_queue_size": 0"#, "");
     assert!(err(queue).contains("`max_queue_size`"));
 }
+
+/// The `replay-server` binary with a pool on disk (`storage_dir`), killed
+/// with SIGKILL while two writers submit: restarted on the same directory,
+/// every group whose steps were acknowledged comes back whole, a group
+/// with one trajectory acknowledged is open and completes when its other
+/// trajectory comes, and a submit cut off by the kill is in the table
+/// whole or not at all.
+#[test]
+fn a_sigkilled_server_keeps_every_acknowledged_step_of_a_pool_on_disk() {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::io::{BufRead, BufReader, Lines};
+    use std::process::{Child, ChildStderr, Command, Stdio};
+
+    const BIN: &str = env!("CARGO_BIN_EXE_replay-server");
+    /// The server, killed when the test ends, passed or not.
+    struct Server(Child);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dir.path().join("pool");
+    let path = dir.path().join("tables.json");
+    std::fs::write(
+        &path,
+        format!(
+            r#"{{"tables": [{}]}}"#,
+            pool_json(
+                "pool",
+                r#""group_size": 2, "ids": "str""#,
+                &format!(r#", "storage_dir": {:?}"#, storage.to_str().unwrap()),
+            )
+        ),
+    )
+    .unwrap();
+    let spawn = || -> (Server, Lines<BufReader<ChildStderr>>, String) {
+        let mut child = Command::new(BIN)
+            .args([
+                "--config",
+                path.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "info")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let child = Server(child);
+        let line = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find(|l| l.contains("replay server listening"))
+            .expect("the server listens");
+        let addr = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("addr="))
+            .expect("addr in the log line")
+            .to_owned();
+        (child, lines, addr)
+    };
+    // Trajectory `t` has `1 + t % 3` steps, all in one submit; group `w-i`
+    // is trajectories `2n` and `2n + 1` of writer `w`.
+    fn steps_of(t: u64) -> u64 {
+        1 + t % 3
+    }
+    fn submit_of(t: u64) -> StepBatch {
+        token_steps(t, &format!("g{}", t / 2), 0..steps_of(t), true)
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+
+    let (mut server, _log, addr) = spawn();
+    let acked: BTreeSet<u64> = rt.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut writers = Vec::new();
+        for w in 0..2u64 {
+            let tx = tx.clone();
+            let addr = addr.clone();
+            writers.push(tokio::spawn(async move {
+                let mut c = ReplayClient::connect(&addr, Default::default())
+                    .await
+                    .unwrap();
+                // Until the server dies: every acknowledged trajectory sent.
+                for t in (0..).map(|n| w * 1_000_000 + n) {
+                    if c.submit_steps("pool", submit_of(t)).await.is_err() {
+                        break;
+                    }
+                    let _ = tx.send(t);
+                }
+            }));
+        }
+        drop(tx);
+        let mut acked = BTreeSet::new();
+        while acked.len() < 60 {
+            acked.insert(rx.recv().await.expect("the writers go on"));
+        }
+        // SIGKILL, both writers mid-stream.
+        server.0.kill().unwrap();
+        server.0.wait().unwrap();
+        for w in writers {
+            w.await.unwrap();
+        }
+        while let Ok(t) = rx.try_recv() {
+            acked.insert(t);
+        }
+        acked
+    });
+    // Each writer had at most one submit in flight: the one after its last
+    // acknowledged trajectory.
+    let in_flight: BTreeSet<u64> = (0..2u64)
+        .map(|w| {
+            acked
+                .range(w * 1_000_000..(w + 1) * 1_000_000)
+                .next_back()
+                .map_or(w * 1_000_000, |t| t + 1)
+        })
+        .collect();
+
+    let (_server, _log, addr) = spawn();
+    rt.block_on(async {
+        let mut c = ReplayClient::connect(&addr, Default::default())
+            .await
+            .unwrap();
+        let mut fetched: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        while let Some(g) = c.fetch_group("pool", Duration::ZERO).await.unwrap() {
+            fetched.insert(g.group_uid().to_string(), verify_tokens(&g, steps_of));
+        }
+        for (group, ts) in &fetched {
+            for t in ts {
+                assert!(
+                    acked.contains(t) || in_flight.contains(t),
+                    "group {group}: trajectory {t} was never submitted"
+                );
+            }
+        }
+        let both: BTreeSet<u64> = acked
+            .iter()
+            .map(|t| t / 2)
+            .filter(|g| acked.contains(&(2 * g)) && acked.contains(&(2 * g + 1)))
+            .collect();
+        for g in &both {
+            assert!(
+                fetched.contains_key(&format!("g{g}")),
+                "group g{g} was acknowledged whole"
+            );
+        }
+        // The rest go on: their missing trajectories (or a cut-off one
+        // again, refused if it had landed) complete them.
+        let open: BTreeSet<u64> = acked
+            .iter()
+            .chain(&in_flight)
+            .map(|t| t / 2)
+            .filter(|g| !fetched.contains_key(&format!("g{g}")))
+            .collect();
+        let info = grouped_info(&mut c, "pool").await;
+        assert!(info.groups_open as usize <= open.len(), "{info:?}");
+        for g in &open {
+            for t in [2 * g, 2 * g + 1] {
+                if acked.contains(&t) {
+                    continue;
+                }
+                if let Err(e) = c.submit_steps("pool", submit_of(t)).await {
+                    assert!(in_flight.contains(&t), "trajectory {t}: {e}");
+                    assert!(e.to_string().contains("is complete"), "{e}");
+                }
+            }
+            let group = c
+                .fetch_group("pool", WAIT)
+                .await
+                .unwrap()
+                .expect("the group completed");
+            assert_eq!(group.group_uid(), format!("g{g}"));
+            assert_eq!(verify_tokens(&group, steps_of), vec![2 * g, 2 * g + 1]);
+        }
+        assert_eq!(grouped_info(&mut c, "pool").await.groups_open, 0);
+    });
+}
