@@ -22,9 +22,10 @@ use crate::batch::{LostRows, SampleBatch};
 use crate::counters::{CounterValues, Counters};
 use crate::error::{InsertError, ReplayError};
 use crate::group_id::NO_GROUP;
+use crate::heap::StagedValues;
 use crate::item::{check_fields, FieldRef, Item};
 use crate::item_key::ItemKey;
-use crate::layout::ItemLayout;
+use crate::layout::{ItemLayout, VARIABLE_ROW_WORDS};
 use crate::notifier::Notifier;
 use crate::policy_lag::{LagAction, PolicyLagCap};
 use crate::rate_limiter::{RateLimiter, RateLimiterConfig, RateLimiterCounters};
@@ -491,7 +492,7 @@ impl ReplayBuffer {
         // claimed, so a heap error leaves no claimed key unpublished
         // (`heap.rs`).
         let staged = match s.storage.heap() {
-            Some(heap) => Some(heap.stage(&self.layout, fields, 0, n, s.claimed())?),
+            Some(heap) => Some(self.stage_variable(heap, fields, n)?),
             None => None,
         };
         let first = self
@@ -501,6 +502,63 @@ impl ReplayBuffer {
             staged.keys(first + n as u64 - 1);
         }
         let group_id = group.unwrap_or(NO_GROUP);
+        // Two copies of the row loop: a fixed-shape layout's has no heap
+        // check per field (the A/B of the branch measured 0.85x inserts of
+        // one item).
+        match &staged {
+            None => self.write_rows(fields, first, n, group_id, NoHeapRefs),
+            Some(st) => self.write_variable_rows(fields, first, n, group_id, st),
+        }
+        // The rows are written: the heap region's hold ends (`heap.rs`).
+        drop(staged);
+        s.counters.inserted.fetch_add(n as u64, Ordering::Relaxed);
+        self.sampler.on_publish(s, first, n, &|_| group_id);
+        self.notifier.notify();
+        Ok(InsertedKeys {
+            first: ItemKey(first),
+            count: n,
+        })
+    }
+
+    /// Copies a variable-length layout's values into the heap (out of
+    /// line: the fixed-shape insert path stays as small as it was).
+    #[inline(never)]
+    fn stage_variable(
+        &self,
+        heap: &crate::heap::Heap,
+        fields: &[FieldRef<'_>],
+        n: usize,
+    ) -> Result<StagedValues, ReplayError> {
+        heap.stage(&self.layout, fields, 0, n, self.shared.claimed())
+    }
+
+    /// `write_rows` for a layout with variable-length fields (out of line,
+    /// as `stage_variable`).
+    #[inline(never)]
+    fn write_variable_rows(
+        &self,
+        fields: &[FieldRef<'_>],
+        first: u64,
+        n: usize,
+        group_id: u64,
+        staged: &StagedValues,
+    ) {
+        self.write_rows(fields, first, n, group_id, staged)
+    }
+
+    /// Writes and publishes rows `0..n` of `fields` as keys `first..`
+    /// (claimed); a variable-length field's row is its heap reference
+    /// from `heap_refs`.
+    #[inline(always)]
+    fn write_rows<R: HeapRefs>(
+        &self,
+        fields: &[FieldRef<'_>],
+        first: u64,
+        n: usize,
+        group_id: u64,
+        heap_refs: R,
+    ) {
+        let s = &self.shared;
         let slots = s.storage.slots();
         // Slot of key `first + i`, advanced without a division per item.
         let mut slot = s.slot_of(first);
@@ -527,7 +585,7 @@ impl ReplayBuffer {
             };
             // The policy version is stored with the rows (its field's).
             let outcome = slot::write(slots, slot, first + i as u64, group_id, |f, words| {
-                if let Some(r) = staged.as_ref().and_then(|st| st.row_ref(i, f)) {
+                if let Some(r) = heap_refs.row_ref(i, f) {
                     for (word, v) in words.iter().zip(r) {
                         // Relaxed: published by the Release version store
                         // in `slot::write`.
@@ -565,15 +623,6 @@ impl ReplayBuffer {
                 slot + 1
             };
         }
-        // The rows are written: the heap region's hold ends (`heap.rs`).
-        drop(staged);
-        s.counters.inserted.fetch_add(n as u64, Ordering::Relaxed);
-        self.sampler.on_publish(s, first, n, &|_| group_id);
-        self.notifier.notify();
-        Ok(InsertedKeys {
-            first: ItemKey(first),
-            count: n,
-        })
     }
 
     /// Admits and claims `n` consecutive keys, or says why not now.
@@ -861,5 +910,27 @@ impl ReplayBuffer {
 
     pub(crate) fn sampler_state(&self) -> SamplerState {
         self.sampler.state(&self.shared)
+    }
+}
+
+/// Where the row loop of an insert finds a variable-length field's heap
+/// reference: nowhere for a fixed-shape layout (the check compiles away).
+trait HeapRefs {
+    fn row_ref(&self, row: usize, field: usize) -> Option<[u64; VARIABLE_ROW_WORDS]>;
+}
+
+struct NoHeapRefs;
+
+impl HeapRefs for NoHeapRefs {
+    #[inline(always)]
+    fn row_ref(&self, _row: usize, _field: usize) -> Option<[u64; VARIABLE_ROW_WORDS]> {
+        None
+    }
+}
+
+impl HeapRefs for &StagedValues {
+    #[inline(always)]
+    fn row_ref(&self, row: usize, field: usize) -> Option<[u64; VARIABLE_ROW_WORDS]> {
+        StagedValues::row_ref(self, row, field)
     }
 }

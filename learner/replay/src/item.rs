@@ -238,56 +238,7 @@ fn check_field(spec: &FieldSpec, f: &FieldRef<'_>, rows: Option<usize>) -> Resul
                 "a variable-length field needs offsets (rows + 1 of them)".to_owned(),
             ))
         }
-        (Some(v), Some(offsets)) => {
-            if offsets.len() != n + 1 {
-                return Err(offsets_error(
-                    None,
-                    format!("{} offsets for {n} rows (needs {})", offsets.len(), n + 1),
-                ));
-            }
-            if offsets[0] != 0 {
-                return Err(offsets_error(
-                    Some(0),
-                    format!("offsets start at {}, not 0", offsets[0]),
-                ));
-            }
-            let max_len = v.max_len.unwrap_or(MAX_VARIABLE_LEN).min(MAX_VARIABLE_LEN);
-            for (row, pair) in offsets.windows(2).enumerate() {
-                if pair[1] < pair[0] {
-                    return Err(offsets_error(
-                        Some(row),
-                        format!("offsets go backwards ({} then {})", pair[0], pair[1]),
-                    ));
-                }
-                let len = pair[1] - pair[0];
-                if len > max_len {
-                    return Err(offsets_error(
-                        Some(row),
-                        format!("{len} elements, max_len is {max_len}"),
-                    ));
-                }
-            }
-            let last = offsets[n];
-            let Some(bytes) = usize::try_from(last)
-                .ok()
-                .and_then(|l| l.checked_mul(spec.num_bytes()))
-            else {
-                return Err(offsets_error(
-                    Some(n.saturating_sub(1)),
-                    format!("offsets end at {last} elements, more than memory holds"),
-                ));
-            };
-            if f.values.num_bytes() != bytes {
-                return Err(offsets_error(
-                    Some(n.saturating_sub(1)),
-                    format!(
-                        "offsets end at {last} elements ({bytes} bytes), the values are {} bytes",
-                        f.values.num_bytes()
-                    ),
-                ));
-            }
-            bytes
-        }
+        (Some(v), Some(offsets)) => check_offsets(spec, v, offsets, f, n)?,
     };
     if f.values.num_bytes() != expected {
         return Err(ReplayError::DataLength {
@@ -297,6 +248,72 @@ fn check_field(spec: &FieldSpec, f: &FieldRef<'_>, rows: Option<usize>) -> Resul
         });
     }
     Ok(())
+}
+
+/// A variable-length field's offsets against its values and `max_len`;
+/// returns the values' bytes. Out of line: a fixed-shape field's check
+/// stays as small as it was.
+#[inline(never)]
+fn check_offsets(
+    spec: &FieldSpec,
+    v: crate::layout::VariableLength,
+    offsets: &[u64],
+    f: &FieldRef<'_>,
+    n: usize,
+) -> Result<usize, ReplayError> {
+    let offsets_error = |row: Option<usize>, reason: String| ReplayError::Offsets {
+        field: spec.name().to_owned(),
+        row,
+        reason,
+    };
+    if offsets.len() != n + 1 {
+        return Err(offsets_error(
+            None,
+            format!("{} offsets for {n} rows (needs {})", offsets.len(), n + 1),
+        ));
+    }
+    if offsets[0] != 0 {
+        return Err(offsets_error(
+            Some(0),
+            format!("offsets start at {}, not 0", offsets[0]),
+        ));
+    }
+    let max_len = v.max_len.unwrap_or(MAX_VARIABLE_LEN).min(MAX_VARIABLE_LEN);
+    for (row, pair) in offsets.windows(2).enumerate() {
+        if pair[1] < pair[0] {
+            return Err(offsets_error(
+                Some(row),
+                format!("offsets go backwards ({} then {})", pair[0], pair[1]),
+            ));
+        }
+        let len = pair[1] - pair[0];
+        if len > max_len {
+            return Err(offsets_error(
+                Some(row),
+                format!("{len} elements, max_len is {max_len}"),
+            ));
+        }
+    }
+    let last = offsets[n];
+    let Some(bytes) = usize::try_from(last)
+        .ok()
+        .and_then(|l| l.checked_mul(spec.num_bytes()))
+    else {
+        return Err(offsets_error(
+            Some(n.saturating_sub(1)),
+            format!("offsets end at {last} elements, more than memory holds"),
+        ));
+    };
+    if f.values.num_bytes() != bytes {
+        return Err(offsets_error(
+            Some(n.saturating_sub(1)),
+            format!(
+                "offsets end at {last} elements ({bytes} bytes), the values are {} bytes",
+                f.values.num_bytes()
+            ),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// An owned field: name, dtype, shape and native-endian bytes (a
