@@ -536,6 +536,33 @@ def test_token_steps_of_any_length_round_trip_without_padding(make_table):
     assert info["grouped"]["ids"] == "str"
 
 
+def test_a_token_pool_on_disk_is_whole_after_close_and_reopen(tmp_path):
+    obj = token_pool()
+    obj["storage_dir"] = str(tmp_path / "pool")
+    step = lambda n, r: {"prompt_ids": np.arange(n, dtype=np.int32), "response_ids": [r] * r,
+                         "reward": np.float32(r)}
+    with seed_rs.ReplayBuffer(obj) as t:
+        t.submit_step("a", "p1", step(5, 1), policy_version=3, is_last=True, metadata=b"m")
+        t.submit_step("b", "p1", step(7, 2), policy_version=4)
+        t.submit_step("c", "p2", step(2, 0), policy_version=4, is_last=True)
+        t.submit_step("d", "p2", step(3, 3), policy_version=5, is_last=True)
+        assert t.fetch_group(timeout=0)["group_id"] == "p2"
+        t.set_policy_version(6)
+    # Reopened: p2 stays fetched, p1 is open with its two steps, and "b"
+    # goes on where it was.
+    with seed_rs.ReplayBuffer(obj) as t:
+        info = t.info()["grouped"]
+        assert (info["groups_open"], info["groups_ready"], info["policy_version"]) == (1, 0, 6)
+        t.submit_step("b", "p1", step(1, 4), policy_version=6, is_last=True)
+        g = t.fetch_group(timeout=0)
+        assert g["group_id"] == "p1" and g["trajectory_ids"] == ["a", "b"]
+        assert g["lengths"].tolist() == [1, 2]
+        pv, po = g["fields"]["prompt_ids"]
+        assert po.tolist() == [0, 5, 12, 13] and pv[5:12].tolist() == list(range(7))
+        assert g["lags"].tolist() == [3, 2, 0] and g["metadata"] == [b"m", b"", b""]
+        assert t.fetch_group(timeout=0) is None
+
+
 def test_token_pool_bad_input_is_a_value_error_naming_it(make_table):
     t = make_table(token_pool(max_queue_size=1))
     step = {"prompt_ids": [np.arange(3, dtype=np.int32)], "response_ids": [[1]],
