@@ -15,8 +15,10 @@ rollouts, each rollout 1-8 turns of a prompt of 100-2,000 tokens and a
 response of 50-1,000 (int32), a reward per turn. Rollout ``r`` of group
 ``g`` belongs to gateway ``(g * group_size + r) % gateways``. Each gateway
 builds its steps before the clock starts (so the pool is measured, not
-the generator), then submits them a trajectory per call (the DataPool: up
-to 8 calls in flight, fire-and-forget as the seed has it); the trainer
+the generator), then submits them a trajectory per call, up to 8 calls in
+flight (the DataPool: fire-and-forget Ray calls, as the seed has it;
+ours: ``submit_steps(..., wait=False)`` on the handle's stream, then
+``flush_submits()``); the trainer
 polls for ready groups (``fetch_batch`` / ``fetch_group(timeout=0)``)
 and computes group-normalised advantages.
 
@@ -109,8 +111,11 @@ class Gateway:
     def run(self, pool):
         start = time.time()
         if self.mode == "seed_rs":
+            # Up to 8 submits in flight on the handle's stream, as the
+            # DataPool's gateways keep 8 calls in flight.
             for call in self.calls:
-                pool.submit_steps(**call)
+                pool.submit_steps(**call, wait=False)
+            pool.flush_submits()
         else:
             in_flight = []
             for call in self.calls:
@@ -242,6 +247,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=1, help="alternations per gateway count")
     p.add_argument("--deadline", type=float, default=120.0, help="the trainer's limit, seconds")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--pools", default="noop,datapool,seed_rs",
+                   help="which pools to run, in this order (every other round reversed)")
     p.add_argument("--out")
     args = p.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
@@ -250,7 +257,7 @@ def main() -> None:
              runtime_env={"env_vars": {"PYTHONPATH": here}})
     work = trajectories(args.groups, args.group_size, args.seed)
     rows = []
-    modes = ["noop", "datapool", "seed_rs"]
+    modes = args.pools.split(",")
     for gateways in [int(x) for x in args.gateways.split(",")]:
         for r in range(args.rounds):
             for mode in (modes if r % 2 == 0 else modes[::-1]):

@@ -39,6 +39,14 @@ impl Replay for EchoReplay {
     type InsertStream = ReplyStream<pb::InsertReply>;
     type SampleStream = ReplyStream<SampleReply>;
     type FollowStream = ReplyStream<pb::FollowReply>;
+    type SubmitStepsStreamStream = ReplyStream<pb::SubmitStepsReply>;
+
+    async fn submit_steps_stream(
+        &self,
+        _request: Request<Streaming<pb::SubmitStepsRequest>>,
+    ) -> Result<Response<Self::SubmitStepsStreamStream>, Status> {
+        unimplemented("SubmitStepsStream")
+    }
 
     async fn insert(
         &self,

@@ -536,6 +536,37 @@ def test_token_steps_of_any_length_round_trip_without_padding(make_table):
     assert info["grouped"]["ids"] == "str"
 
 
+def test_submits_without_waiting_are_answered_by_flush_and_a_refusal_is_raised(make_table):
+    t = make_table(token_pool(max_queue_size=100))
+    step = {"prompt_ids": [1, 2], "response_ids": [3], "reward": np.float32(1.0)}
+    # Twenty one-trajectory halves of ten groups, none waited for.
+    for i in range(20):
+        assert t.submit_step  # the waiting form is still there
+        assert t.submit_steps([f"t{i}"], [f"g{i // 2}"], {k: [v] if k != "reward" else np.array([v]) for k, v in step.items()},
+                              is_last=[1], wait=False) is None
+    assert t.flush_submits() == {"groups_completed": 10, "groups_dropped_over_capacity": 0,
+                                 "groups_dropped_queue_full": 0}
+    assert t.flush_submits()["groups_completed"] == 0  # nothing left in flight
+    assert [t.fetch_group(timeout=0)["group_id"] for _ in range(10)] == [f"g{i}" for i in range(10)]
+    # A refused submit (its trajectory is complete) among unanswered ones:
+    # raised by the flush (or, in process, at once) naming the field.
+    one = lambda tr, g, last=1: t.submit_steps(
+        [tr], [g], {"prompt_ids": [[1]], "response_ids": [[2]], "reward": np.array([0.0], np.float32)},
+        is_last=[last], wait=False)
+    one("a", "x", last=0)
+    one("a", "x")
+    with pytest.raises(seed_rs.ReplayError, match="trajectory_uids") as e:
+        one("a", "x")  # refused: "a" is complete
+        one("b", "x")  # sent after the refusal: not stored (remote)
+        t.flush_submits()
+    assert e.value.code == "FAILED_PRECONDITION"
+    # The table goes on; "b" was not stored, so it starts afresh.
+    assert t.submit_steps(["b"], ["x"], {"prompt_ids": [[5]], "response_ids": [[6]],
+                                         "reward": np.array([0.0], np.float32)}, is_last=[1])["groups_completed"] == 1
+    g = t.fetch_group(timeout=0)
+    assert g["trajectory_ids"] == ["a", "b"] and g["lengths"].tolist() == [2, 1]
+
+
 def test_a_token_pool_on_disk_is_whole_after_close_and_reopen(tmp_path):
     obj = token_pool()
     obj["storage_dir"] = str(tmp_path / "pool")

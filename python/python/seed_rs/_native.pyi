@@ -183,7 +183,9 @@ class ReplayClient:
         policy_versions: Optional[npt.ArrayLike] = None,
         is_last: Optional[npt.ArrayLike] = None,
         metadata: Optional[Sequence[Any]] = None,
-    ) -> Dict[str, int]: ...
+        wait: bool = True,
+    ) -> Optional[Dict[str, int]]: ...
+    def flush_submits(self, table: str) -> Dict[str, int]: ...
     def submit_step(
         self,
         table: str,
@@ -224,7 +226,9 @@ class _TableMethods:
         policy_versions: Optional[npt.ArrayLike] = None,
         is_last: Optional[npt.ArrayLike] = None,
         metadata: Optional[Sequence[Any]] = None,
-    ) -> Dict[str, int]: ...
+        wait: bool = True,
+    ) -> Optional[Dict[str, int]]: ...
+    def flush_submits(self) -> Dict[str, int]: ...
     def submit_step(
         self,
         trajectory_id: _Id,

@@ -277,7 +277,8 @@ impl TableApi for Arc<LocalTable> {
         policy_versions: Option<&Bound<'py, PyAny>>,
         is_last: Option<&Bound<'py, PyAny>>,
         metadata: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+        wait: bool,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let g = self.grouped("submit_steps")?;
         let batch = grouped::step_batch(
             &self.name,
@@ -293,7 +294,27 @@ impl TableApi for Arc<LocalTable> {
         let reply = py
             .detach(|| in_process::submit_steps(&g.table, &request))
             .map_err(|s| status_to_py_err(py, s))?;
-        grouped::submit_dict(py, &reply)
+        // Stored either way; `wait=False` answers as a server's table does.
+        if !wait {
+            if let Ok(mut sum) = self.unflushed.lock() {
+                sum.groups_completed += reply.groups_completed;
+                sum.groups_dropped_over_capacity += reply.groups_dropped_over_capacity;
+                sum.groups_dropped_queue_full += reply.groups_dropped_queue_full;
+            }
+            return Ok(None);
+        }
+        grouped::submit_dict(py, &reply).map(Some)
+    }
+
+    fn flush_submits<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        // In process every submit was stored before it returned.
+        self.grouped("flush_submits")?;
+        let sum = self
+            .unflushed
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
+        grouped::submit_dict(py, &sum)
     }
 
     fn submit_step<'py>(

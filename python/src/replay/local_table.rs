@@ -76,6 +76,10 @@ pub struct LocalTable {
     pub(crate) kind: LocalKind,
     pub(crate) layout: TableLayout,
     pub(crate) guard: ProcessGuard,
+    /// Counts of `submit_steps(..., wait=False)` not yet returned by
+    /// `flush_submits` (stored at once in process; counted as a server's
+    /// table counts them).
+    pub(crate) unflushed: std::sync::Mutex<seed_replay_service::pb::SubmitStepsReply>,
 }
 
 /// A refusal as the server would send it, raised.
@@ -152,6 +156,7 @@ impl LocalTable {
             kind,
             layout,
             guard: ProcessGuard::new(),
+            unflushed: Default::default(),
         })
     }
 

@@ -13,17 +13,19 @@
 //! Cost: the Rust client's call, the array conversions and the GIL
 //! hand-offs; making one is an `Arc` clone.
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use seed_replay_service::client::{FollowOptions, SampleOptions};
-use seed_replay_service::ClientError;
+use seed_replay_service::client::SubmitReport;
+use seed_replay_service::client::{FollowOptions, SampleOptions, StepSubmitter};
+use seed_replay_service::{pb, ClientError};
 
 use crate::replay::arrays;
 use crate::replay::connection::Connection;
+use crate::replay::error::{protocol_error, to_py_err};
 use crate::replay::grouped;
 use crate::replay::layout::{checkpoint_dict, info_dict};
 use crate::replay::remote_streams::{PyFollowStream, PySampleStream};
@@ -33,6 +35,13 @@ use crate::replay::table_api::TableApi;
 pub struct RemoteTable {
     connection: Arc<Connection>,
     name: String,
+    /// The `SubmitStepsStream` of this handle's submits, kept between
+    /// calls (`None` before the first, after a refusal ended it, or while
+    /// a call holds it: a concurrent call opens its own).
+    submitter: Mutex<Option<StepSubmitter>>,
+    /// Counts of `wait=False` submits answered and not yet returned by
+    /// `flush_submits`.
+    unflushed: Mutex<pb::SubmitStepsReply>,
     /// Set by `close`. Relaxed: a flag read by the same or later calls,
     /// ordering nothing else.
     closed: AtomicBool,
@@ -43,6 +52,8 @@ impl RemoteTable {
         RemoteTable {
             connection,
             name,
+            submitter: Mutex::new(None),
+            unflushed: Mutex::new(pb::SubmitStepsReply::default()),
             closed: AtomicBool::new(false),
         }
     }
@@ -64,28 +75,102 @@ impl RemoteTable {
         self.connection.addr()
     }
 
-    /// Sends a grouped table's steps; the reply as a dict.
+    /// Sends a grouped table's steps on the handle's `SubmitStepsStream`
+    /// (`StepSubmitter`: one message each way, not a call per submit).
+    /// `wait`: answered before it returns (after the answers of any
+    /// submits still in flight, whose refusal is raised first); else
+    /// `None` once sent, taking answers only while more than
+    /// `SUBMITS_IN_FLIGHT` are in flight. A refusal ends the stream; the
+    /// next submit opens another.
     fn send_steps<'py>(
         &self,
         py: Python<'py>,
         batch: seed_replay_service::StepBatch,
-    ) -> PyResult<Bound<'py, PyDict>> {
+        wait: bool,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let connection = self.open()?;
         let table = self.name.as_str();
-        let report = connection.call(py, move |mut c| async move {
-            c.submit_steps(table, batch).await
+        let held = self.submitter.lock().ok().and_then(|mut s| s.take());
+        let (kept, report) = connection.call(py, move |mut c| async move {
+            let mut s = match held {
+                Some(s) => s,
+                None => c.step_submitter(table).await?,
+            };
+            let mut answered = async {
+                s.send(batch).await?;
+                let keep = if wait { 0 } else { SUBMITS_IN_FLIGHT };
+                let mut answers = Vec::new();
+                while s.pending() > keep {
+                    answers.push(s.ack().await?);
+                }
+                Ok::<_, ClientError>(answers)
+            }
+            .await;
+            if s.pending() > 1 {
+                answered = answered.map_err(|e| with_context(e, s.pending() - 1));
+            }
+            Ok(match answered {
+                Ok(r) => (Some(s), Ok(r)),
+                Err(e) => (None, Err(e)),
+            })
         })?;
-        grouped::submit_dict(
-            py,
-            &seed_replay_service::pb::SubmitStepsReply {
-                groups_completed: report.groups_completed,
-                groups_dropped_over_capacity: report.groups_dropped_over_capacity,
-                groups_dropped_queue_full: report.groups_dropped_queue_full,
-            },
-        )
+        if let (Some(s), Ok(mut slot)) = (kept, self.submitter.lock()) {
+            *slot = Some(s);
+        }
+        let mut answers = report.map_err(|e| to_py_err(py, e))?;
+        // With `wait` the last answer is this submit's; the others are
+        // earlier `wait=False` submits', kept for `flush_submits`.
+        let own = if wait { answers.pop() } else { None };
+        if let Ok(mut sum) = self.unflushed.lock() {
+            for r in &answers {
+                add_report(&mut sum, r);
+            }
+        }
+        match own {
+            Some(r) => submit_report_dict(py, &r).map(Some),
+            None if wait => Err(protocol_error(
+                py,
+                "a submit waited for was not answered".into(),
+            )),
+            None => Ok(None),
+        }
     }
 }
 
+/// Submits `submit_steps(..., wait=False)` leaves in flight at most.
+const SUBMITS_IN_FLIGHT: usize = 8;
+
+/// `e`, saying that `lost` submits sent after the refused one were not
+/// stored.
+fn with_context(e: ClientError, lost: usize) -> ClientError {
+    match e {
+        ClientError::Status { code, message } => ClientError::Status {
+            code,
+            message: format!(
+                "{message} (an earlier submit_steps(..., wait=False); the {lost} sent after it \
+                 were not stored)"
+            ),
+        },
+        other => other,
+    }
+}
+
+fn add_report(sum: &mut pb::SubmitStepsReply, r: &SubmitReport) {
+    sum.groups_completed += r.groups_completed;
+    sum.groups_dropped_over_capacity += r.groups_dropped_over_capacity;
+    sum.groups_dropped_queue_full += r.groups_dropped_queue_full;
+}
+
+fn submit_report_dict<'py>(py: Python<'py>, r: &SubmitReport) -> PyResult<Bound<'py, PyDict>> {
+    grouped::submit_dict(
+        py,
+        &pb::SubmitStepsReply {
+            groups_completed: r.groups_completed,
+            groups_dropped_over_capacity: r.groups_dropped_over_capacity,
+            groups_dropped_queue_full: r.groups_dropped_queue_full,
+        },
+    )
+}
 /// `what` seconds as a duration (`None` stays `None`).
 fn seconds(what: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
     match value {
@@ -215,7 +300,8 @@ impl TableApi for RemoteTable {
         policy_versions: Option<&Bound<'py, PyAny>>,
         is_last: Option<&Bound<'py, PyAny>>,
         metadata: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+        wait: bool,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let connection = self.open()?;
         let table = self.name.as_str();
         let layout = connection.layout(py, table)?;
@@ -229,7 +315,48 @@ impl TableApi for RemoteTable {
             is_last,
             metadata,
         )?;
-        self.send_steps(py, batch)
+        self.send_steps(py, batch, wait)
+    }
+
+    fn flush_submits<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let connection = self.open()?;
+        let held = self.submitter.lock().ok().and_then(|mut s| s.take());
+        let Some(mut s) = held else {
+            let earlier = self
+                .unflushed
+                .lock()
+                .map(|mut e| std::mem::take(&mut *e))
+                .unwrap_or_default();
+            return grouped::submit_dict(py, &earlier);
+        };
+        let (kept, summed) = connection.call(py, move |_| async move {
+            let mut sum = pb::SubmitStepsReply::default();
+            let mut answered = Ok(());
+            while s.pending() > 0 {
+                match s.ack().await {
+                    Ok(r) => add_report(&mut sum, &r),
+                    Err(e) => {
+                        answered = Err(with_context(e, s.pending().saturating_sub(1)));
+                        break;
+                    }
+                }
+            }
+            Ok(match answered {
+                Ok(()) => (Some(s), Ok(sum)),
+                Err(e) => (None, Err(e)),
+            })
+        })?;
+        if let (Some(s), Ok(mut slot)) = (kept, self.submitter.lock()) {
+            *slot = Some(s);
+        }
+        let mut sum = summed.map_err(|e| to_py_err(py, e))?;
+        if let Ok(mut earlier) = self.unflushed.lock() {
+            let e = std::mem::take(&mut *earlier);
+            sum.groups_completed += e.groups_completed;
+            sum.groups_dropped_over_capacity += e.groups_dropped_over_capacity;
+            sum.groups_dropped_queue_full += e.groups_dropped_queue_full;
+        }
+        grouped::submit_dict(py, &sum)
     }
 
     fn submit_step<'py>(
@@ -255,7 +382,8 @@ impl TableApi for RemoteTable {
             is_last,
             metadata,
         )?;
-        self.send_steps(py, batch)
+        self.send_steps(py, batch, true)?
+            .ok_or_else(|| protocol_error(py, "a submit waited for was not answered".into()))
     }
 
     fn complete_trajectory<'py>(
@@ -334,6 +462,10 @@ impl TableApi for RemoteTable {
     fn close<'py>(&self, _py: Python<'py>) -> PyResult<()> {
         // Relaxed: see `closed`.
         self.closed.store(true, Ordering::Relaxed);
+        // Its submit stream ends with it.
+        if let Ok(mut s) = self.submitter.lock() {
+            s.take();
+        }
         Ok(())
     }
 }

@@ -125,14 +125,28 @@ macro_rules! table_methods {
             /// `metadata[i]` (bytes, str or a JSON-able object; default
             /// none). Returns `{"groups_completed",
             /// "groups_dropped_over_capacity", "groups_dropped_queue_full"}`.
-            call submit_steps (trajectory_ids, group_ids, fields, policy_versions=None, is_last=None, metadata=None) (
+            /// With `wait=False` (a server's table) it returns `None` once
+            /// the steps are sent, without waiting for the server: up to 8
+            /// submits are in flight on the handle's stream, and a refusal
+            /// of one of them is raised by a later submit or by
+            /// `flush_submits()` (the submits sent after a refused one are
+            /// not stored). In process the steps are stored before it
+            /// returns either way.
+            call submit_steps (trajectory_ids, group_ids, fields, policy_versions=None, is_last=None, metadata=None, wait=true) (
                 trajectory_ids: &Bound<'py, PyAny>,
                 group_ids: &Bound<'py, PyAny>,
                 fields: &Bound<'py, PyDict>,
                 policy_versions: Option<&Bound<'py, PyAny>>,
                 is_last: Option<&Bound<'py, PyAny>>,
-                metadata: Option<&Bound<'py, PyAny>>
-            ) -> Bound<'py, PyDict>;
+                metadata: Option<&Bound<'py, PyAny>>,
+                wait: bool
+            ) -> Option<Bound<'py, PyDict>>;
+
+            /// Grouped tables: waits until every `submit_steps(...,
+            /// wait=False)` of this handle was answered; returns their
+            /// counts summed (as `submit_steps` returns one submit's) and
+            /// raises the first refusal among them.
+            call flush_submits () () -> Bound<'py, PyDict>;
 
             /// Grouped tables: appends one step, `step` mapping each field
             /// to that step's value (an array of one step's shape; a

@@ -16,6 +16,7 @@ mod grouped;
 mod insert_batch;
 mod replay_client;
 mod sampled_batch;
+mod step_submitter;
 
 pub use field_blocks::FieldBlocks;
 pub use follow_stream::{FollowEvent, FollowOptions, FollowStream, FollowedBatch};
@@ -26,3 +27,4 @@ pub use replay_client::{
     SampleStream,
 };
 pub use sampled_batch::SampledBatch;
+pub use step_submitter::StepSubmitter;

@@ -251,6 +251,7 @@ impl Replay for ReplayService {
     type InsertStream = ReplyStream<InsertReply>;
     type SampleStream = ReplyStream<SampleReply>;
     type FollowStream = ReplyStream<FollowReply>;
+    type SubmitStepsStreamStream = ReplyStream<SubmitStepsReply>;
 
     async fn insert(
         &self,
@@ -461,6 +462,56 @@ impl Replay for ReplayService {
         let req = request.into_inner();
         let table = self.lookup_grouped(&req.table)?;
         group_calls::submit_steps(&table, &req).map(Response::new)
+    }
+
+    async fn submit_steps_stream(
+        &self,
+        request: Request<Streaming<SubmitStepsRequest>>,
+    ) -> Result<Response<Self::SubmitStepsStreamStream>, Status> {
+        let mut incoming = request.into_inner();
+        // As `insert`: a task answers the requests in order into a bounded
+        // channel; a refusal, a decode error or a disconnect ends it.
+        let (tx, rx) = mpsc::channel(INSERT_REPLIES_BUFFERED);
+        let service = self.clone();
+        let mut closing = self.closing.subscribe();
+        tokio::spawn(async move {
+            let mut table: Option<Arc<GroupedTable>> = None;
+            loop {
+                let next = tokio::select! {
+                    next = incoming.next() => next,
+                    _ = stopping(&mut closing) => {
+                        let _ = tx.send(Err(Status::unavailable("the replay server is stopping"))).await;
+                        return;
+                    }
+                };
+                let Some(next) = next else { return };
+                let reply = match next {
+                    Ok(req) => {
+                        let t = match &table {
+                            Some(t) if t.name == req.table => Ok(Arc::clone(t)),
+                            _ => service.lookup_grouped(&req.table).map_err(Status::from),
+                        };
+                        t.and_then(|t| {
+                            let reply = group_calls::submit_steps(&t, &req);
+                            table = Some(t);
+                            reply
+                        })
+                    }
+                    // Undecodable or oversize: tonic's status says which.
+                    Err(status) => {
+                        if let Some(t) = &table {
+                            t.count_rejected();
+                        }
+                        Err(status)
+                    }
+                };
+                let refused = reply.is_err();
+                if tx.send(reply).await.is_err() || refused {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     async fn complete_trajectory(

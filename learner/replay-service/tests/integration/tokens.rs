@@ -694,3 +694,70 @@ fn a_sigkilled_server_keeps_every_acknowledged_step_of_a_pool_on_disk() {
         assert_eq!(grouped_info(&mut c, "pool").await.groups_open, 0);
     });
 }
+
+/// `SubmitStepsStream`: answers in order as `SubmitSteps` would, with
+/// several in flight; a refusal ends only that stream, naming the field,
+/// keeps what was answered before it and stores nothing sent after it;
+/// another stream and unary calls go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submit_stream_answers_in_order_and_a_refusal_ends_only_it() {
+    let server = serve(config(&[pool_json(
+        "pool",
+        r#""group_size": 2, "ids": "str""#,
+        "",
+    )]))
+    .await;
+    let mut c = client(&server).await;
+    let mut s = c.step_submitter("pool").await.unwrap();
+    let mut other = c.step_submitter("pool").await.unwrap();
+    // Trajectories 1 and 2 of group "g": four submits in flight.
+    s.send(token_steps(1, "g", 0..1, false)).await.unwrap();
+    s.send(token_steps(2, "g", 0..2, false)).await.unwrap();
+    s.send(token_steps(1, "g", 1..2, true)).await.unwrap();
+    s.send(token_steps(2, "g", 2..3, true)).await.unwrap();
+    assert_eq!(s.pending(), 4);
+    let completed: Vec<u32> = [
+        s.ack().await.unwrap(),
+        s.ack().await.unwrap(),
+        s.ack().await.unwrap(),
+        s.ack().await.unwrap(),
+    ]
+    .iter()
+    .map(|r| r.groups_completed)
+    .collect();
+    assert_eq!(completed, vec![0, 0, 0, 1], "answered in order");
+    // Trajectory 3 completes; a step more of it is refused, and
+    // trajectory 5's step sent after the refusal is not stored.
+    s.send(token_steps(3, "h", 0..1, true)).await.unwrap();
+    s.send(token_steps(3, "h", 1..2, false)).await.unwrap();
+    let _ = s.send(token_steps(5, "k", 0..1, false)).await;
+    assert_eq!(s.ack().await.unwrap().groups_completed, 0);
+    let err = s.ack().await.unwrap_err().to_string();
+    assert!(
+        err.contains("trajectory_uids[0]") && err.contains("complete"),
+        "{err}"
+    );
+    assert!(
+        s.submit(token_steps(6, "k", 0..1, true)).await.is_err(),
+        "the stream ended"
+    );
+    // The other stream and unary calls go on.
+    other.submit(token_steps(4, "h", 0..2, true)).await.unwrap();
+    let g = c.fetch_group("pool", WAIT).await.unwrap().expect("group g");
+    assert_eq!(
+        verify_tokens(&g, |t| if t == 1 { 2 } else { 3 }),
+        vec![1, 2]
+    );
+    let h = c.fetch_group("pool", WAIT).await.unwrap().expect("group h");
+    assert_eq!(
+        verify_tokens(&h, |t| if t == 3 { 1 } else { 2 }),
+        vec![3, 4]
+    );
+    let info = grouped_info(&mut c, "pool").await;
+    assert_eq!(
+        (info.groups_open, info.steps_pending),
+        (0, 0),
+        "nothing of k stored"
+    );
+    server.stop().await.unwrap();
+}
