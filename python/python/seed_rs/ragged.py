@@ -1,9 +1,9 @@
 """Variable-length fields as tensors: :func:`pad` and :func:`unpad`.
 
-A grouped table's variable-length field (shape ``[-1]``: a step's token
-list) comes back from ``fetch_group`` as ``(values, offsets)``: the steps'
-elements one after another and ``steps + 1`` offsets from 0, without
-padding. :func:`pad` makes the ``[steps, max_len]`` array (and a mask of
+A variable-length field (shape ``[-1]``: a step's or an item's token
+list) comes back from ``fetch_group``, ``sample`` and ``follow`` as
+``(values, offsets)``: the rows' elements one after another and
+``rows + 1`` offsets from 0, without padding. :func:`pad` makes the ``[steps, max_len]`` array (and a mask of
 the real elements) that a model takes; :func:`unpad` goes back, for
 ``submit_steps``. Both are numpy, vectorised: no Python loop per step.
 """

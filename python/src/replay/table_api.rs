@@ -54,10 +54,11 @@ macro_rules! table_methods {
             /// `[rows, *field_shape]` (numpy, or anything with `__dlpack__`
             /// or the buffer protocol, read without a copy; no casts: a
             /// wrong dtype or shape, a missing or unknown field is a
-            /// `ValueError` naming it). `priorities` (prioritized tables)
-            /// and `policy_versions` give one value per row; with
-            /// `policy_versions`, leave the table's policy-version field
-            /// out.
+            /// `ValueError` naming it); a variable-length field (`[-1]`)
+            /// takes a list of one array per row or `(values, offsets)`.
+            /// `priorities` (prioritized tables) and `policy_versions` give
+            /// one value per row; with `policy_versions`, leave the table's
+            /// policy-version field out.
             call insert (fields, priorities=None, policy_versions=None) (
                 fields: &Bound<'py, PyDict>,
                 priorities: Option<&Bound<'py, PyAny>>,
@@ -67,7 +68,10 @@ macro_rules! table_methods {
             /// Samples `batch_size` items: returns `(fields, keys,
             /// weights)`, `fields` a dict of new arrays shaped
             /// `[batch_size, *field_shape]` (fewer rows only when the lag
-            /// cap dropped items), `keys` `uint64`, `weights` the
+            /// cap dropped items, or an item's token values were
+            /// overwritten while they were read), a variable-length field
+            /// `(values, offsets)` (read-only arrays, `seed_rs.pad` pads
+            /// them), `keys` `uint64`, `weights` the
             /// importance weights (`float32`; 1 unless prioritized). Waits
             /// for enough items (and the rate limiter) for ever, or
             /// `timeout` seconds (then `ReplayError` `DEADLINE_EXCEEDED`),

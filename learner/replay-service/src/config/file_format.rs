@@ -98,8 +98,9 @@ impl TableConfigFile {
     }
 }
 
-/// A variable last dimension of a grouped table's field (`-1` in the
-/// file), with its optional bound.
+/// A variable last dimension of a field (`-1` in the file), with its
+/// optional bound: a grouped table's step field or a ring table's item
+/// field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VariableDim {
     /// Elements of the last dimension one step may hold at most.
@@ -112,11 +113,11 @@ pub struct FieldConfig {
     pub name: String,
     /// `u8`, `bool`, `u32`, `i32`, `f32`, `u64`, `i64`, `f64`.
     pub dtype: String,
-    /// Shape of one item's value; `[]` is a scalar. Grouped tables: a last
-    /// dimension of -1 makes the field variable-length (its length varies
-    /// from step to step; stored without padding).
+    /// Shape of one item's value; `[]` is a scalar. A last dimension of -1
+    /// makes the field variable-length (its length varies from item to
+    /// item, or step to step; stored without padding).
     pub shape: Vec<i64>,
-    /// A variable-length field's longest last dimension (grouped tables).
+    /// A variable-length field's longest last dimension.
     #[serde(default)]
     pub max_len: Option<u64>,
 }

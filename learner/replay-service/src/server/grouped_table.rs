@@ -17,6 +17,11 @@
 //! group of one trajectory). A fetched group's memory is freed when its
 //! reply is sent: nothing consumed stays behind to be compacted.
 //!
+//! With `storage_dir` the table is also on disk: every call that changes
+//! it is appended to a journal under the lock, before it changes the
+//! pool, and replayed through the same methods at start-up
+//! (`server/group_journal.rs`; `Log` says which calls write).
+//!
 //! Why not the `seed-replay` ring buffer with its `grouped` sampler: the
 //! ring gives slots in arrival order, so the steps of interleaved
 //! trajectories would be scattered (a fetch would gather and sort them
