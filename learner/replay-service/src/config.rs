@@ -136,15 +136,7 @@ impl ServiceConfigFile {
                         reason: format!("table `{}` is declared twice", spec.name),
                     });
                 }
-                if let Some(d) = &spec.storage_dir {
-                    if !dirs.insert(d.clone()) {
-                        return Err(ConfigError::Table {
-                            table: spec.name,
-                            setting: "storage_dir",
-                            reason: format!("{} is used by another table", d.display()),
-                        });
-                    }
-                }
+                claim_dir(&mut dirs, &spec.name, spec.storage_dir.as_deref())?;
                 grouped.push(spec);
                 continue;
             }
@@ -154,15 +146,7 @@ impl ServiceConfigFile {
                     reason: format!("table `{}` is declared twice", spec.name),
                 });
             }
-            if let Some(d) = &spec.storage_dir {
-                if !dirs.insert(d.clone()) {
-                    return Err(ConfigError::Table {
-                        table: spec.name,
-                        setting: "storage_dir",
-                        reason: format!("{} is used by another table", d.display()),
-                    });
-                }
-            }
+            claim_dir(&mut dirs, &spec.name, spec.storage_dir.as_deref())?;
             tables.push(spec);
         }
         check_directories_unshared(&tables)?;
@@ -383,6 +367,22 @@ impl ServiceConfig {
         }
         self.tables.iter().try_for_each(check_load)?;
         check_directories_unshared(&self.tables)
+    }
+}
+
+/// Records table `name`'s `storage_dir`; refuses one another table has.
+fn claim_dir(
+    dirs: &mut HashSet<PathBuf>,
+    name: &str,
+    dir: Option<&Path>,
+) -> Result<(), ConfigError> {
+    match dir {
+        Some(d) if !dirs.insert(d.to_path_buf()) => Err(ConfigError::Table {
+            table: name.to_owned(),
+            setting: "storage_dir",
+            reason: format!("{} is used by another table", d.display()),
+        }),
+        _ => Ok(()),
     }
 }
 

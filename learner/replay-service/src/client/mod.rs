@@ -14,6 +14,7 @@ mod field_blocks;
 mod follow_stream;
 mod grouped;
 mod insert_batch;
+mod ordered_stream;
 mod replay_client;
 mod sampled_batch;
 mod step_submitter;

@@ -9,13 +9,12 @@
 use std::time::Duration;
 
 use seed_shared::{error_chain, Token};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::Streaming;
 
 use crate::client::insert_batch::InsertBatch;
+use crate::client::ordered_stream::{self, OrderedStream};
 use crate::client::sampled_batch::SampledBatch;
 use crate::error::ClientError;
 use crate::pb;
@@ -165,13 +164,11 @@ impl ReplayClient {
 
     /// Opens an insert stream into `table`.
     pub async fn inserter(&mut self, table: &str) -> Result<Inserter, ClientError> {
-        let (tx, rx) = mpsc::channel(Inserter::QUEUE);
-        let replies = self.raw.insert(ReceiverStream::new(rx)).await?.into_inner();
+        let (tx, requests) = ordered_stream::requests();
+        let replies = self.raw.insert(requests).await?.into_inner();
         Ok(Inserter {
             table: table.to_owned(),
-            tx,
-            replies,
-            pending: 0,
+            stream: OrderedStream::new(tx, replies),
         })
     }
 
@@ -292,44 +289,22 @@ impl ReplayClient {
 #[derive(Debug)]
 pub struct Inserter {
     table: String,
-    tx: mpsc::Sender<pb::InsertRequest>,
-    replies: Streaming<pb::InsertReply>,
-    pending: usize,
+    stream: OrderedStream<pb::InsertRequest, pb::InsertReply>,
 }
 
 impl Inserter {
-    /// Batches queued on the client before `send` waits.
-    const QUEUE: usize = 32;
-
     /// Queues `batch` (waits while the queue is full).
     pub async fn send(&mut self, batch: InsertBatch) -> Result<(), ClientError> {
-        let request = batch.into_request(&self.table);
-        if self.tx.send(request).await.is_err() {
-            // The request stream ended: the server's reason is on the
-            // reply stream.
-            return Err(self.failure().await);
-        }
-        self.pending += 1;
-        Ok(())
+        self.stream.send(batch.into_request(&self.table)).await
     }
 
     /// The keys of the oldest batch not yet acknowledged.
     pub async fn ack(&mut self) -> Result<InsertedKeys, ClientError> {
-        if self.pending == 0 {
-            return Err(ClientError::Protocol {
-                reason: "ack without a batch in flight".into(),
-            });
-        }
-        match self.replies.message().await? {
-            Some(r) => {
-                self.pending -= 1;
-                Ok(InsertedKeys {
-                    first: r.first_key,
-                    count: r.count,
-                })
-            }
-            None => Err(ClientError::StreamClosed),
-        }
+        let r = self.stream.ack().await?;
+        Ok(InsertedKeys {
+            first: r.first_key,
+            count: r.count,
+        })
     }
 
     /// Sends `batch` and waits for its keys.
@@ -340,17 +315,7 @@ impl Inserter {
 
     /// Batches sent and not yet acknowledged.
     pub fn pending(&self) -> usize {
-        self.pending
-    }
-
-    async fn failure(&mut self) -> ClientError {
-        loop {
-            match self.replies.message().await {
-                Ok(Some(_)) => self.pending = self.pending.saturating_sub(1),
-                Ok(None) => return ClientError::StreamClosed,
-                Err(status) => return status.into(),
-            }
-        }
+        self.stream.pending()
     }
 }
 

@@ -11,11 +11,8 @@
 //! `ack` returns it (naming the field, as `submit_steps` would), batches
 //! sent after the refused one were not stored, and a new submitter is
 //! needed.
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::Streaming;
-
 use crate::client::grouped::{StepBatch, SubmitReport};
+use crate::client::ordered_stream::{self, OrderedStream};
 use crate::client::replay_client::ReplayClient;
 use crate::error::ClientError;
 use crate::pb;
@@ -24,45 +21,23 @@ use crate::pb;
 #[derive(Debug)]
 pub struct StepSubmitter {
     table: String,
-    tx: mpsc::Sender<pb::SubmitStepsRequest>,
-    replies: Streaming<pb::SubmitStepsReply>,
-    pending: usize,
+    stream: OrderedStream<pb::SubmitStepsRequest, pb::SubmitStepsReply>,
 }
 
 impl StepSubmitter {
-    /// Batches queued on the client before `send` waits.
-    const QUEUE: usize = 32;
-
     /// Queues `steps` (waits while the queue is full).
     pub async fn send(&mut self, steps: StepBatch) -> Result<(), ClientError> {
-        let request = steps.into_request(&self.table);
-        if self.tx.send(request).await.is_err() {
-            // The request stream ended: the server's reason is on the
-            // reply stream.
-            return Err(self.failure().await);
-        }
-        self.pending += 1;
-        Ok(())
+        self.stream.send(steps.into_request(&self.table)).await
     }
 
     /// The reply to the oldest batch not yet answered.
     pub async fn ack(&mut self) -> Result<SubmitReport, ClientError> {
-        if self.pending == 0 {
-            return Err(ClientError::Protocol {
-                reason: "ack without a batch in flight".into(),
-            });
-        }
-        match self.replies.message().await? {
-            Some(r) => {
-                self.pending -= 1;
-                Ok(SubmitReport {
-                    groups_completed: r.groups_completed,
-                    groups_dropped_over_capacity: r.groups_dropped_over_capacity,
-                    groups_dropped_queue_full: r.groups_dropped_queue_full,
-                })
-            }
-            None => Err(ClientError::StreamClosed),
-        }
+        let r = self.stream.ack().await?;
+        Ok(SubmitReport {
+            groups_completed: r.groups_completed,
+            groups_dropped_over_capacity: r.groups_dropped_over_capacity,
+            groups_dropped_queue_full: r.groups_dropped_queue_full,
+        })
     }
 
     /// Sends `steps` and waits for their reply.
@@ -73,34 +48,18 @@ impl StepSubmitter {
 
     /// Batches sent and not yet answered.
     pub fn pending(&self) -> usize {
-        self.pending
-    }
-
-    async fn failure(&mut self) -> ClientError {
-        loop {
-            match self.replies.message().await {
-                Ok(Some(_)) => self.pending = self.pending.saturating_sub(1),
-                Ok(None) => return ClientError::StreamClosed,
-                Err(status) => return status.into(),
-            }
-        }
+        self.stream.pending()
     }
 }
 
 impl ReplayClient {
     /// Opens a `SubmitStepsStream` into grouped table `table`.
     pub async fn step_submitter(&mut self, table: &str) -> Result<StepSubmitter, ClientError> {
-        let (tx, rx) = mpsc::channel(StepSubmitter::QUEUE);
-        let replies = self
-            .raw()
-            .submit_steps_stream(ReceiverStream::new(rx))
-            .await?
-            .into_inner();
+        let (tx, requests) = ordered_stream::requests();
+        let replies = self.raw().submit_steps_stream(requests).await?.into_inner();
         Ok(StepSubmitter {
             table: table.to_owned(),
-            tx,
-            replies,
-            pending: 0,
+            stream: OrderedStream::new(tx, replies),
         })
     }
 }

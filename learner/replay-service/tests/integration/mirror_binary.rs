@@ -1,27 +1,9 @@
 //! `replay-server --mirror-of`: a mirror binary copies a primary binary's
 //! tables and follows them; an unreachable primary stops the start with
 //! exit code 1 naming it; `--mirror-of` and `--config` exclude each other.
-use std::io::{BufRead, BufReader, Lines};
-use std::process::{Child, ChildStderr, Command, Stdio};
+use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_replay-server");
-
-fn spawn(args: &[&str]) -> (Child, Lines<BufReader<ChildStderr>>) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    (child, lines)
-}
-
-/// The first line containing `what` (the process's log ends when it dies).
-fn wait_for(lines: &mut Lines<BufReader<ChildStderr>>, what: &str) -> Option<String> {
-    lines.map_while(Result::ok).find(|l| l.contains(what))
-}
+use crate::support::{listening_addr, spawn_server as spawn, wait_for, SERVER_BIN as BIN};
 
 #[test]
 fn a_mirror_binary_copies_and_follows_the_primarys_tables() {
@@ -39,12 +21,7 @@ fn a_mirror_binary_copies_and_follows_the_primarys_tables() {
         "--listen",
         "127.0.0.1:0",
     ]);
-    let line = wait_for(&mut p_log, "replay server listening").expect("primary listening");
-    let addr = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("addr="))
-        .expect("addr in the log line")
-        .to_owned();
+    let addr = listening_addr(&mut p_log);
     let (mut mirror, mut m_log) = spawn(&["--mirror-of", &addr, "--listen", "127.0.0.1:0"]);
     // It listens first, then starts following.
     let listening = wait_for(&mut m_log, "replay server listening");

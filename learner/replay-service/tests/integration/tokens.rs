@@ -520,10 +520,9 @@ fn variable_fields_are_bounded_as_declared() {
 #[test]
 fn a_sigkilled_server_keeps_every_acknowledged_step_of_a_pool_on_disk() {
     use std::collections::{BTreeMap, BTreeSet};
-    use std::io::{BufRead, BufReader, Lines};
-    use std::process::{Child, ChildStderr, Command, Stdio};
+    use std::io::{BufReader, Lines};
+    use std::process::{Child, ChildStderr};
 
-    const BIN: &str = env!("CARGO_BIN_EXE_replay-server");
     /// The server, killed when the test ends, passed or not.
     struct Server(Child);
     impl Drop for Server {
@@ -548,30 +547,14 @@ fn a_sigkilled_server_keeps_every_acknowledged_step_of_a_pool_on_disk() {
     )
     .unwrap();
     let spawn = || -> (Server, Lines<BufReader<ChildStderr>>, String) {
-        let mut child = Command::new(BIN)
-            .args([
-                "--config",
-                path.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .env("NO_COLOR", "1")
-            .env("RUST_LOG", "info")
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let (child, mut lines) = spawn_server(&[
+            "--config",
+            path.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ]);
         let child = Server(child);
-        let line = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find(|l| l.contains("replay server listening"))
-            .expect("the server listens");
-        let addr = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("addr="))
-            .expect("addr in the log line")
-            .to_owned();
+        let addr = listening_addr(&mut lines);
         (child, lines, addr)
     };
     // Trajectory `t` has `1 + t % 3` steps, all in one submit; group `w-i`

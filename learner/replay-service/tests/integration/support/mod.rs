@@ -3,6 +3,9 @@
 //! wrote them and in what order.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader, Lines};
+use std::process::{Child, ChildStderr, Command, Stdio};
+
 use seed_replay_service::client::ClientOptions;
 use seed_replay_service::{
     FieldBlocks, InsertBatch, ReplayClient, RunningServer, ServerOptions, ServiceConfig,
@@ -84,4 +87,35 @@ pub fn verify(batch: &seed_replay_service::SampledBatch) -> Vec<(u64, u64)> {
             (writer, seq)
         })
         .collect()
+}
+
+/// The `replay-server` binary the tests run.
+pub const SERVER_BIN: &str = env!("CARGO_BIN_EXE_replay-server");
+
+/// `replay-server` with `args`, logging at info without colour; its
+/// stderr's lines to read.
+pub fn spawn_server(args: &[&str]) -> (Child, Lines<BufReader<ChildStderr>>) {
+    let mut child = Command::new(SERVER_BIN)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    (child, lines)
+}
+
+/// The first line containing `what` (the process's log ends when it dies).
+pub fn wait_for(lines: &mut Lines<BufReader<ChildStderr>>, what: &str) -> Option<String> {
+    lines.map_while(Result::ok).find(|l| l.contains(what))
+}
+
+/// The address a spawned server says it listens on.
+pub fn listening_addr(lines: &mut Lines<BufReader<ChildStderr>>) -> String {
+    let line = wait_for(lines, "replay server listening").expect("the server listens");
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("addr="))
+        .expect("addr in the log line")
+        .to_owned()
 }
