@@ -32,8 +32,9 @@
 //! [`COMPACT_MIN_BYTES`]), the table writes a snapshot (its counters, its
 //! version, each ready group in order, each open group, every trajectory as
 //! one segment) to `journal.tmp` and renames it over `journal`. So the file
-//! holds at most about twice what the table holds plus the minimum, and
-//! each byte written is rewritten a bounded number of times on average.
+//! stays under twice what the table held at its last rewrite (or the
+//! minimum), and each byte written is rewritten a bounded number of times
+//! on average.
 //! The rewrite runs under the table's lock: it stalls the table for as
 //! long as writing what it holds takes (about 1 s per GB into the page
 //! cache).
