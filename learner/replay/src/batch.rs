@@ -12,7 +12,7 @@
 //! Cost: `max_rows * item_bytes` bytes, allocated and first-touched once,
 //! plus the variable-length values of the largest batch.
 use crate::dtype::DType;
-use crate::heap::{Heap, HeapRef};
+use crate::heap::{copy_region, Heap, HeapRef};
 use crate::item_key::ItemKey;
 use crate::layout::ItemLayout;
 use crate::loom::atomic::Ordering;
@@ -265,7 +265,7 @@ impl SampleBatch {
                 };
                 let start = col.values.len();
                 col.values.resize(start + bytes, 0);
-                slot::copy_out(words, &mut col.values[start..]);
+                copy_region(words, &mut col.values[start..]);
                 let end = col.offsets.last().copied().unwrap_or(0) + u64::from(r.len);
                 col.offsets.push(end);
             }

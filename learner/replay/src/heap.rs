@@ -351,6 +351,24 @@ impl StagedValues {
     }
 }
 
+/// Copies a region's words into `dst` (its bytes, unpadded), as
+/// `slot::copy_out` copies a row's: the heap's words are `std`'s atomics
+/// also in loom builds, where a slot's are loom's.
+#[inline]
+pub(crate) fn copy_region(words: &[AtomicU64], dst: &mut [u8]) {
+    let mut chunks = dst.chunks_exact_mut(8);
+    for (c, w) in (&mut chunks).zip(words) {
+        // Relaxed: the region is write-once, published before its key
+        // (`Reservation`), and checked not retired by `region`.
+        c.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
+    }
+    let rest = chunks.into_remainder();
+    if let (false, Some(last)) = (rest.is_empty(), words.last()) {
+        let b = last.load(Ordering::Relaxed).to_ne_bytes();
+        rest.copy_from_slice(&b[..rest.len()]);
+    }
+}
+
 /// A snapshot of the segment table for one call's reads (cheap to take:
 /// an `arc-swap` load).
 pub(crate) struct HeapReader<'h> {
