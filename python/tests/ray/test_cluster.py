@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import ray
 
+import seed_rs
 import seed_rs.ray as sr
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -238,6 +239,45 @@ def test_the_grouped_calls_through_the_handle_from_ray_tasks(cluster):
         assert sorted((g["group_id"], g["trajectory_ids"], g["rows"]) for g in groups) == [
             (1, [10, 11], 6), (2, [20, 21], 6)]
         assert handle.fetch_group(timeout=0) is None  # whole groups only, each once
+    finally:
+        ray.kill(server, no_restart=True)
+
+
+def test_a_pool_on_disk_across_a_server_restart_with_submits_in_flight(cluster, tmp_path):
+    """A grouped table with ``storage_dir``: Ray restarts the SIGKILLed
+    server from its journal, the answered groups are all there, and a
+    submit stream that was open when the server went raises (no silent
+    retry) before the handle submits again."""
+    config = {"tables": [{"name": "pool", "capacity": 1000, "storage_dir": str(tmp_path / "pool"),
+                          "sampler": {"kind": "grouped", "group_size": 2},
+                          "fields": [{"name": "x", "dtype": "f32", "shape": [2]}]}]}
+    server = sr.start_replay_server(config, resources={"learner": 1})
+    handle = sr.ReplayHandle(server, "pool")
+    step = lambda t, g: handle.submit_steps([t], [g], {"x": np.full((1, 2), t, np.float32)},
+                                            is_last=[1], wait=False)
+    try:
+        for t in range(10):  # five groups, and a sixth half-written
+            step(t, t // 2)
+        step(10, 5)
+        assert handle.flush_submits()["groups_completed"] == 5
+        assert handle.fetch_group(timeout=0)["group_id"] == 0
+        pid = ray.get(server.placement.remote())["pid"]
+        os.kill(pid, signal.SIGKILL)
+        sr.wait_for(lambda: ray.get(server.placement.remote())["pid"] != pid, DEADLINE,
+                    "the replay server restarted")
+        raised = False
+        try:
+            step(11, 5)
+            handle.flush_submits()
+        except seed_rs.ReplayError:
+            raised = True  # the old stream's server is gone
+        assert raised, "a submit on the dead stream went unnoticed"
+        info = handle.info()["grouped"]
+        assert info["groups_ready"] == 4 and info["groups_open"] == 1
+        step(11, 5)
+        handle.flush_submits()
+        got = [handle.fetch_group(timeout=0)["group_id"] for _ in range(5)]
+        assert got == [1, 2, 3, 4, 5] and handle.fetch_group(timeout=0) is None
     finally:
         ray.kill(server, no_restart=True)
 

@@ -15,7 +15,11 @@ name): in each process it connects on first use and, when a call finds
 the server gone, asks the server's actor for its address again and retries
 once (Ray answers that call once the actor is back). A stream
 (``sample_stream``, ``follow``) is retried only while it opens; one that
-breaks later raises, and the caller opens another.
+breaks later raises, and the caller opens another. Submits sent with
+``wait=False`` and ``flush_submits()`` are not retried: the submits in
+flight when the server went are unknown to the new one, so the error is
+raised for the caller to resubmit (a grouped table with ``storage_dir``
+kept every submit it answered).
 """
 
 from __future__ import annotations
@@ -124,6 +128,9 @@ class ReplayHandle:
         except seed_rs.ReplayError as e:
             if getattr(e, "code", None) not in _SERVER_GONE:
                 raise
+            no_wait = kwargs.get("wait", args[6] if len(args) > 6 else True) is False
+            if method == "flush_submits" or (method == "submit_steps" and no_wait):
+                raise  # submits in flight would be lost silently (module docs)
         # The server went away: its address again (after Ray restarted it).
         self._table = None
         return getattr(self._connect(), method)(*args, **kwargs)
