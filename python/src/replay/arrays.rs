@@ -26,7 +26,7 @@
 //! microsecond, which is most of what a small `sample` costs.
 use bytes::Bytes;
 use numpy::prelude::*;
-use numpy::{Element, IxDyn, PyArray1, PyArrayDescr, PyArrayDyn, PyUntypedArray};
+use numpy::{PyArray1, PyArrayDescr, PyUntypedArray};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -35,6 +35,7 @@ use seed_replay::DType;
 use seed_replay_service::pb::{FieldBlock, SampleReply};
 use seed_replay_service::{wire_dtype, InsertBatch};
 
+pub use crate::replay::array_copy::array;
 use crate::replay::error::protocol_error;
 use crate::replay::layout::{numpy_name, FieldLayout, TableLayout};
 use crate::replay::shared_bytes;
@@ -515,42 +516,6 @@ fn vector(value: &Bound<'_, PyAny>, what: &str, dtype: &str, len: usize) -> PyRe
         )));
     }
     Ok(array_bytes(&array).to_vec())
-}
-
-fn filled<'py, T: Element>(py: Python<'py>, shape: &[usize], bytes: &[u8]) -> Bound<'py, PyAny> {
-    // SAFETY: `new` returns a C-contiguous array of `shape` whose memory
-    // is uninitialised; it is written whole right here (`bytes` is exactly
-    // its size, checked by the caller and asserted below) before any
-    // Python code can see it.
-    let array = unsafe { PyArrayDyn::<T>::new(py, IxDyn(shape), false) };
-    assert_eq!(array.len() * std::mem::size_of::<T>(), bytes.len());
-    // SAFETY: `data` points at the array's `bytes.len()` bytes (above),
-    // which do not overlap `bytes` (a fresh allocation).
-    unsafe {
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), array.data().cast::<u8>(), bytes.len());
-    }
-    array.into_any()
-}
-
-/// A new array of `dtype` shaped `shape` holding a copy of `bytes`, whose
-/// length must be the shape's (callers check it; a mismatch panics).
-pub fn array<'py>(
-    py: Python<'py>,
-    dtype: DType,
-    shape: &[usize],
-    bytes: &[u8],
-) -> Bound<'py, PyAny> {
-    match dtype {
-        DType::U8 => filled::<u8>(py, shape, bytes),
-        // Stored bools are numpy's (0 or 1 bytes): copied as they are.
-        DType::Bool => filled::<bool>(py, shape, bytes),
-        DType::U32 => filled::<u32>(py, shape, bytes),
-        DType::I32 => filled::<i32>(py, shape, bytes),
-        DType::F32 => filled::<f32>(py, shape, bytes),
-        DType::U64 => filled::<u64>(py, shape, bytes),
-        DType::I64 => filled::<i64>(py, shape, bytes),
-        DType::F64 => filled::<f64>(py, shape, bytes),
-    }
 }
 
 /// A `uint64` array of the keys `first..first + count`.

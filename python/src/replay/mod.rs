@@ -67,6 +67,7 @@
 //! Rust client's calls except one memcpy per field each way and the GIL
 //! hand-offs.
 
+pub mod array_copy;
 pub mod arrays;
 pub mod client;
 pub mod connection;

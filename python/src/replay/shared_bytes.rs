@@ -29,7 +29,7 @@ use seed_replay::DType;
 use seed_replay_service::pb::FieldBlock;
 use seed_replay_service::wire_dtype;
 
-use crate::replay::arrays;
+use crate::replay::array_copy;
 use crate::replay::error::protocol_error;
 
 /// Keeps the bytes under a numpy view alive (the view's base object).
@@ -48,7 +48,7 @@ fn view<'py, T: Element>(
     let len = bytes.len() / std::mem::size_of::<T>();
     let ptr = bytes.as_ptr();
     if len == 0 || ptr.align_offset(std::mem::align_of::<T>()) != 0 {
-        return Ok(arrays::array(py, dtype, &[len], &bytes));
+        return Ok(array_copy::array(py, dtype, &[len], &bytes));
     }
     // SAFETY: `ptr` is non-null and aligned for `T` (checked above) and
     // points at `len * size_of::<T>()` initialised bytes that `bytes`

@@ -11,7 +11,7 @@
 //! the heap).
 use std::time::Duration;
 
-use seed_replay::{FieldRef, ItemKey, ReplayError, Values};
+use seed_replay::{FieldRef, ItemKey, ItemLayout, ReplayError, Values};
 
 use crate::error::RequestError;
 use crate::pb::{InsertReply, InsertRequest};
@@ -21,10 +21,30 @@ use crate::server::table::Table;
 /// The blocks of a checked request in layout order, with their shapes
 /// (`[rows, ...shape]`) and a variable-length field's offsets, borrowing
 /// the request's bytes.
-struct CheckedFields<'a> {
-    shapes: Vec<Vec<usize>>,
-    data: Vec<&'a [u8]>,
-    offsets: Vec<Option<&'a [u64]>>,
+pub(crate) struct CheckedFields<'a> {
+    pub(crate) shapes: Vec<Vec<usize>>,
+    pub(crate) data: Vec<&'a [u8]>,
+    pub(crate) offsets: Vec<Option<&'a [u64]>>,
+}
+
+impl CheckedFields<'_> {
+    /// The fields as the buffer takes them, in `layout`'s order.
+    pub(crate) fn refs(&self, layout: &ItemLayout) -> Vec<FieldRef<'_>> {
+        layout
+            .fields()
+            .iter()
+            .zip(self.shapes.iter().zip(&self.data))
+            .zip(&self.offsets)
+            .map(|((spec, (shape, bytes)), &offsets)| FieldRef {
+                shape,
+                values: Values::Raw {
+                    dtype: spec.dtype(),
+                    bytes,
+                },
+                offsets,
+            })
+            .collect()
+    }
 }
 
 /// Checks `req` against `table` (everything but the table name, which the
@@ -139,21 +159,7 @@ pub(crate) fn insert(
         .flat_map(|v| v.to_le_bytes())
         .collect();
     let checked = check(table, req, &policy_bytes)?;
-    let layout = table.buffer.layout();
-    let refs: Vec<FieldRef<'_>> = layout
-        .fields()
-        .iter()
-        .zip(checked.shapes.iter().zip(&checked.data))
-        .zip(&checked.offsets)
-        .map(|((spec, (shape, bytes)), &offsets)| FieldRef {
-            shape,
-            values: Values::Raw {
-                dtype: spec.dtype(),
-                bytes,
-            },
-            offsets,
-        })
-        .collect();
+    let refs = checked.refs(table.buffer.layout());
     let rows = req.rows as usize;
     let keys = table
         .buffer

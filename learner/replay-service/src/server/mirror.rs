@@ -42,9 +42,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use seed_replay::{
-    FieldRef, ItemKey, ItemLayout, ReplayConfig, SamplerConfig, Values, WriterPolicy,
-};
+use seed_replay::{ItemKey, ItemLayout, ReplayConfig, SamplerConfig, WriterPolicy};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -53,6 +51,7 @@ use crate::config::{TableSpec, DEFAULT_INSERT_TIMEOUT_MS};
 use crate::error::{ClientError, ServeError};
 use crate::pb::TableInfo;
 use crate::server::closing::stopping;
+use crate::server::insert_request::CheckedFields;
 use crate::server::running_server::{serve, RunningServer, ServerOptions};
 use crate::server::service::ReplayService;
 use crate::server::table::Table;
@@ -257,20 +256,12 @@ fn store(table: &Table, batch: &FollowedBatch) -> Result<(), ClientError> {
         data.push(&block.data[..]);
         offsets.push(spec.is_variable().then_some(&block.offsets[..]));
     }
-    let refs: Vec<FieldRef<'_>> = layout
-        .fields()
-        .iter()
-        .zip(shapes.iter().zip(&data))
-        .zip(&offsets)
-        .map(|((spec, (shape, bytes)), &offsets)| FieldRef {
-            shape,
-            values: Values::Raw {
-                dtype: spec.dtype(),
-                bytes,
-            },
-            offsets,
-        })
-        .collect();
+    let fields = CheckedFields {
+        shapes,
+        data,
+        offsets,
+    };
+    let refs = fields.refs(layout);
     table
         .buffer
         .insert_batch_at(ItemKey(batch.keys().start), &refs, rows)
