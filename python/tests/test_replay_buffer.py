@@ -567,6 +567,24 @@ def test_submits_without_waiting_are_answered_by_flush_and_a_refusal_is_raised(m
     assert g["trajectory_ids"] == ["a", "b"] and g["lengths"].tolist() == [2, 1]
 
 
+def test_the_counts_answered_before_a_refusal_reach_the_next_flush(make_table):
+    t = make_table(token_pool())
+    one = lambda tr, g: t.submit_steps(
+        [tr], [g], {"prompt_ids": [[1]], "response_ids": [[2]], "reward": np.array([0.0], np.float32)},
+        is_last=[1], wait=False)
+    one("a", "y")
+    one("b", "y")  # completes group y
+    one("c", "z")
+    with pytest.raises(seed_rs.ReplayError, match="trajectory_uids"):
+        one("c", "z")  # refused: "c" is complete
+        # Remote, a later submit or the flush raises it, whether the
+        # stream's end is met by a send or by an answer.
+        for i in range(64):
+            one(f"c{i}", "z")
+        t.flush_submits()
+    assert t.flush_submits()["groups_completed"] == 1
+
+
 def test_a_token_pool_on_disk_is_whole_after_close_and_reopen(tmp_path):
     obj = token_pool()
     obj["storage_dir"] = str(tmp_path / "pool")

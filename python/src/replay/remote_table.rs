@@ -91,41 +91,54 @@ impl RemoteTable {
         let connection = self.open()?;
         let table = self.name.as_str();
         let held = self.submitter.lock().ok().and_then(|mut s| s.take());
-        let (kept, report) = connection.call(py, move |mut c| async move {
+        let (kept, mut answers, outcome) = connection.call(py, move |mut c| async move {
             let mut s = match held {
                 Some(s) => s,
                 None => c.step_submitter(table).await?,
             };
-            let mut answered = async {
-                s.send(batch).await?;
-                let keep = if wait { 0 } else { SUBMITS_IN_FLIGHT };
+            let (answers, outcome) = async {
                 let mut answers = Vec::new();
+                // A send that fails found the stream ended by an earlier
+                // submit's refusal: the answers before it come first.
+                let sent = s.send(batch).await;
+                let keep = match (&sent, wait) {
+                    (Ok(()), false) => SUBMITS_IN_FLIGHT,
+                    _ => 0,
+                };
                 while s.pending() > keep {
-                    answers.push(s.ack().await?);
+                    match s.ack().await {
+                        Ok(r) => answers.push(r),
+                        Err(e) => {
+                            let lost = s.pending() - 1 + usize::from(sent.is_err());
+                            let e = if lost > 0 { with_context(e, lost) } else { e };
+                            return (answers, Err(e));
+                        }
+                    }
                 }
-                Ok::<_, ClientError>(answers)
+                (answers, sent)
             }
             .await;
-            if s.pending() > 1 {
-                answered = answered.map_err(|e| with_context(e, s.pending() - 1));
-            }
-            Ok(match answered {
-                Ok(r) => (Some(s), Ok(r)),
-                Err(e) => (None, Err(e)),
+            Ok(match outcome {
+                Ok(()) => (Some(s), answers, Ok(())),
+                Err(e) => (None, answers, Err(e)),
             })
         })?;
         if let (Some(s), Ok(mut slot)) = (kept, self.submitter.lock()) {
             *slot = Some(s);
         }
-        let mut answers = report.map_err(|e| to_py_err(py, e))?;
-        // With `wait` the last answer is this submit's; the others are
-        // earlier `wait=False` submits', kept for `flush_submits`.
-        let own = if wait { answers.pop() } else { None };
+        // With `wait` and no refusal the last answer is this submit's; the
+        // others are earlier `wait=False` submits', kept for
+        // `flush_submits` (also when a refusal follows them).
+        let own = match (&outcome, wait) {
+            (Ok(()), true) => answers.pop(),
+            _ => None,
+        };
         if let Ok(mut sum) = self.unflushed.lock() {
             for r in &answers {
                 add_report(&mut sum, r);
             }
         }
+        outcome.map_err(|e| to_py_err(py, e))?;
         match own {
             Some(r) => submit_report_dict(py, &r).map(Some),
             None if wait => Err(protocol_error(
@@ -153,6 +166,12 @@ fn with_context(e: ClientError, lost: usize) -> ClientError {
         },
         other => other,
     }
+}
+
+fn merge_replies(sum: &mut pb::SubmitStepsReply, r: &pb::SubmitStepsReply) {
+    sum.groups_completed += r.groups_completed;
+    sum.groups_dropped_over_capacity += r.groups_dropped_over_capacity;
+    sum.groups_dropped_queue_full += r.groups_dropped_queue_full;
 }
 
 fn add_report(sum: &mut pb::SubmitStepsReply, r: &SubmitReport) {
@@ -329,7 +348,7 @@ impl TableApi for RemoteTable {
                 .unwrap_or_default();
             return grouped::submit_dict(py, &earlier);
         };
-        let (kept, summed) = connection.call(py, move |_| async move {
+        let (kept, mut sum, outcome) = connection.call(py, move |_| async move {
             let mut sum = pb::SubmitStepsReply::default();
             let mut answered = Ok(());
             while s.pending() > 0 {
@@ -342,19 +361,22 @@ impl TableApi for RemoteTable {
                 }
             }
             Ok(match answered {
-                Ok(()) => (Some(s), Ok(sum)),
-                Err(e) => (None, Err(e)),
+                Ok(()) => (Some(s), sum, Ok(())),
+                Err(e) => (None, sum, Err(e)),
             })
         })?;
         if let (Some(s), Ok(mut slot)) = (kept, self.submitter.lock()) {
             *slot = Some(s);
         }
-        let mut sum = summed.map_err(|e| to_py_err(py, e))?;
+        if let Err(e) = outcome {
+            // The answers before the refusal wait for the next flush.
+            if let Ok(mut earlier) = self.unflushed.lock() {
+                merge_replies(&mut earlier, &sum);
+            }
+            return Err(to_py_err(py, e));
+        }
         if let Ok(mut earlier) = self.unflushed.lock() {
-            let e = std::mem::take(&mut *earlier);
-            sum.groups_completed += e.groups_completed;
-            sum.groups_dropped_over_capacity += e.groups_dropped_over_capacity;
-            sum.groups_dropped_queue_full += e.groups_dropped_queue_full;
+            merge_replies(&mut sum, &std::mem::take(&mut *earlier));
         }
         grouped::submit_dict(py, &sum)
     }

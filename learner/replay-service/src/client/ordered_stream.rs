@@ -2,9 +2,13 @@
 //! reply, in order: what `Insert` and `SubmitStepsStream` are. `send`
 //! queues a request, `ack` takes the oldest reply, so several requests may
 //! be in flight; the first refusal ends the stream, and `send` or `ack`
-//! then return the server's status. [`Inserter`](super::Inserter) and
+//! then return the server's status. A `send` that finds the stream ended
+//! keeps the replies that came before the refusal, so `ack` still hands
+//! each answered request its reply before the status. [`Inserter`](super::Inserter) and
 //! [`StepSubmitter`](super::StepSubmitter) wrap one each, turning their
 //! batches into requests and the replies into their reports.
+use std::collections::VecDeque;
+
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
@@ -19,6 +23,11 @@ pub(crate) struct OrderedStream<Req, Rep> {
     tx: mpsc::Sender<Req>,
     replies: Streaming<Rep>,
     pending: usize,
+    /// Replies read off the stream by a failed `send`, not yet acked.
+    answered: VecDeque<Rep>,
+    /// How the reply stream ended, once it has: the refusal, or `None`
+    /// for a stream closed without one.
+    ended: Option<Option<tonic::Status>>,
 }
 
 /// The request side to hand to the call, and the sender to keep for
@@ -35,6 +44,8 @@ impl<Req, Rep> OrderedStream<Req, Rep> {
             tx,
             replies,
             pending: 0,
+            answered: VecDeque::new(),
+            ended: None,
         }
     }
 
@@ -56,12 +67,27 @@ impl<Req, Rep> OrderedStream<Req, Rep> {
                 reason: "ack without a request in flight".into(),
             });
         }
-        match self.replies.message().await? {
-            Some(r) => {
+        if let Some(r) = self.answered.pop_front() {
+            self.pending -= 1;
+            return Ok(r);
+        }
+        if let Some(end) = &self.ended {
+            return Err(end_error(end));
+        }
+        match self.replies.message().await {
+            Ok(Some(r)) => {
                 self.pending -= 1;
                 Ok(r)
             }
-            None => Err(ClientError::StreamClosed),
+            Ok(None) => {
+                self.ended = Some(None);
+                Err(ClientError::StreamClosed)
+            }
+            Err(status) => {
+                let e = ClientError::from(status.clone());
+                self.ended = Some(Some(status));
+                Err(e)
+            }
         }
     }
 
@@ -70,13 +96,25 @@ impl<Req, Rep> OrderedStream<Req, Rep> {
         self.pending
     }
 
+    /// Reads the replies left on an ended stream into `answered`, up to
+    /// the server's reason, which it returns.
     async fn failure(&mut self) -> ClientError {
-        loop {
+        while self.ended.is_none() {
             match self.replies.message().await {
-                Ok(Some(_)) => self.pending = self.pending.saturating_sub(1),
-                Ok(None) => return ClientError::StreamClosed,
-                Err(status) => return status.into(),
+                Ok(Some(r)) => self.answered.push_back(r),
+                Ok(None) => self.ended = Some(None),
+                Err(status) => self.ended = Some(Some(status)),
             }
         }
+        self.ended
+            .as_ref()
+            .map_or(ClientError::StreamClosed, end_error)
+    }
+}
+
+fn end_error(end: &Option<tonic::Status>) -> ClientError {
+    match end {
+        Some(status) => status.clone().into(),
+        None => ClientError::StreamClosed,
     }
 }

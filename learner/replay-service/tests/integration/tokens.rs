@@ -713,7 +713,9 @@ async fn a_submit_stream_answers_in_order_and_a_refusal_ends_only_it() {
     // trajectory 5's step sent after the refusal is not stored.
     s.send(token_steps(3, "h", 0..1, true)).await.unwrap();
     s.send(token_steps(3, "h", 1..2, false)).await.unwrap();
-    let _ = s.send(token_steps(5, "k", 0..1, false)).await;
+    // Sent until the ended stream refuses them: the reply to trajectory
+    // 3's first step, read off the stream by that failed send, is kept.
+    while s.send(token_steps(5, "k", 0..1, false)).await.is_ok() {}
     assert_eq!(s.ack().await.unwrap().groups_completed, 0);
     let err = s.ack().await.unwrap_err().to_string();
     assert!(
