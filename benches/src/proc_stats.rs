@@ -13,6 +13,11 @@ pub struct ProcStats {
     pub rss_mib: f64,
     /// `VmHWM` (peak resident), MiB.
     pub hwm_mib: f64,
+    /// `RssAnon`: the resident part of the process's own memory, MiB.
+    pub rss_anon_mib: f64,
+    /// `RssFile`: pages of mapped files resident in the page cache and
+    /// mapped by the process (a memory-mapped table's), MiB.
+    pub rss_file_mib: f64,
     pub threads: usize,
     /// Entries of `/proc/<pid>/fd`.
     pub fds: usize,
@@ -35,6 +40,8 @@ impl ProcStats {
         ProcStats {
             rss_mib: field("VmRSS:") / 1024.0,
             hwm_mib: field("VmHWM:") / 1024.0,
+            rss_anon_mib: field("RssAnon:") / 1024.0,
+            rss_file_mib: field("RssFile:") / 1024.0,
             threads: field("Threads:") as usize,
             fds: std::fs::read_dir(format!("/proc/{pid}/fd"))
                 .map(|d| d.count())

@@ -4,6 +4,10 @@
 //!
 //! `cargo run --release -p seed-benches --bin replay_bench [-- --quick]`
 //!
+//! `--scale 1000000,10000000,...` instead: a memory-mapped table at each
+//! size (`seed_benches::replay_scale`), one JSON row per (items, item
+//! bytes, sampler), written to `--out` as well.
+//!
 //! Every buffer is filled before timing (which first-touches its memory);
 //! each figure is the median of several runs. Top-level figures use the
 //! default storage order (records); `columns` repeats the sampling figures
@@ -17,9 +21,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Parser;
 use seed_benches::gather_floor::GatherFloor;
+use seed_benches::replay_scale::{self, ScalePlan};
 use seed_benches::replay_workload::{fill, layout_3x4, layout_dict};
 use seed_replay::{
     FieldRef, ItemKey, ItemLayout, PrioritizedConfig, ReplayBuffer, ReplayConfig, SamplerConfig,
@@ -50,6 +55,34 @@ struct Args {
     /// Run only the dict `sample(128)` from 100k items (for profiling).
     #[arg(long)]
     only_dict: bool,
+    /// Table sizes for the scale run (comma-separated item counts), each a
+    /// fresh memory-mapped table filled, sampled, reopened prioritized.
+    #[arg(long, value_delimiter = ',')]
+    scale: Vec<usize>,
+    /// Item sizes in bytes for `--scale`.
+    #[arg(long, value_delimiter = ',', default_value = "16")]
+    item_bytes: Vec<usize>,
+    /// Where `--scale` makes its tables (one at a time, removed after;
+    /// the largest needs its size on disk).
+    #[arg(long, default_value = "target/replay_scale")]
+    scale_dir: std::path::PathBuf,
+    /// The storage order of `--scale`'s tables: `records` or `columns`.
+    #[arg(long, default_value = "records", value_parser = parse_order)]
+    scale_order: StorageOrder,
+    /// `--scale` without the prioritized half (reopen, sample + update).
+    #[arg(long)]
+    uniform_only: bool,
+    /// Also write `--scale`'s rows to this file.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+fn parse_order(s: &str) -> Result<StorageOrder, String> {
+    match s {
+        "records" => Ok(StorageOrder::Records),
+        "columns" => Ok(StorageOrder::Columns),
+        other => Err(format!("`{other}`: expected `records` or `columns`")),
+    }
 }
 
 struct Plan {
@@ -238,6 +271,33 @@ fn main() -> Result<()> {
             conc_samples: 5_000,
         }
     };
+    if !args.scale.is_empty() {
+        let mut items = args.scale.clone();
+        items.sort_unstable();
+        let scale_plan = ScalePlan {
+            items,
+            item_bytes: args.item_bytes.clone(),
+            dir: args.scale_dir.clone(),
+            order: args.scale_order,
+            runs: plan.runs,
+            sample_iters: plan.sample_iters,
+            prio_iters: plan.prio_iters,
+            uniform_only: args.uniform_only,
+        };
+        let rows = replay_scale::run(&scale_plan)?;
+        let out = json!({
+            "machine": seed_benches::machine::Machine::detect(),
+            "statistic": "median over runs of microseconds per call",
+            "rows": rows,
+        });
+        let text = serde_json::to_string_pretty(&out)?;
+        if let Some(path) = &args.out {
+            std::fs::write(path, &text)
+                .with_context(|| format!("cannot write --out {}", path.display()))?;
+        }
+        println!("{text}");
+        return Ok(());
+    }
     if args.only_prioritized {
         println!(
             "{}",

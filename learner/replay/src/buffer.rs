@@ -340,6 +340,15 @@ impl ReplayBuffer {
     /// After reopening: feed unconsumed stored items to the sampler.
     fn rebuild_sampler_from_storage(&self) {
         let s = &self.shared;
+        if let Sampler::Prioritized(p) = &self.sampler {
+            // One pass that writes the leaves, then one rebuild: O(capacity)
+            // where an insert's path per item would be O(n log capacity).
+            p.restore_stored((0..self.config.capacity).filter(|&slot| {
+                let key = s.storage.published(slot);
+                key != 0 && s.storage.retired(slot) != key
+            }));
+            return;
+        }
         let mut oldest_unconsumed = s.claimed();
         for slot in 0..self.config.capacity {
             let p = s.storage.published(slot);

@@ -101,6 +101,17 @@ impl MinTree {
         }
     }
 
+    /// Recomputes every minimum from the leaves (`leaf_value(i)`), bottom
+    /// up: O(leaves), for leaves written all at once.
+    pub(super) fn rebuild(&mut self, leaf_value: impl Fn(usize) -> f32) {
+        for lvl in 0..self.levels.len() {
+            for node in 0..self.levels[lvl].len() {
+                let m = self.rescan(lvl, node, &leaf_value);
+                self.levels[lvl][node] = m;
+            }
+        }
+    }
+
     /// Minimum of node `node`'s children at level `lvl` (leaves for level 0).
     fn rescan(&self, lvl: usize, node: usize, leaf_value: &impl Fn(usize) -> f32) -> f32 {
         if lvl == 0 {

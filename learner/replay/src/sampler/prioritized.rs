@@ -130,6 +130,14 @@ impl Prioritized {
             .set_many((first..first + count as u64).map(|k| (shared.slot_of(k), value)));
     }
 
+    /// After a reopen: the stored items in `slots` all get the leaf a new
+    /// item gets, in one O(capacity) pass (`SumTree::assign`).
+    pub(crate) fn restore_stored(&self, slots: impl IntoIterator<Item = usize>) {
+        let mut st = self.lock();
+        let value = st.max_priority.powf(self.config.alpha);
+        st.tree.assign(slots.into_iter().map(|slot| (slot, value)));
+    }
+
     pub(crate) fn mass(&self) -> PriorityMass {
         let st = self.lock();
         PriorityMass {

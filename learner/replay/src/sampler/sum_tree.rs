@@ -20,9 +20,14 @@
 //! level by level above level 0: updates in one block (most of them near
 //! the root) add into registers and reach the block once, instead of each
 //! waiting on the previous one's store. (Level 0 is updated beside the
-//! leaf: a batch's leaves rarely share a block there.) An exact rebuild after every `len` updates bounds
-//! floating-point drift (amortised O(1), but that one call takes O(N):
-//! about a millisecond at 1M leaves).
+//! leaf: a batch's leaves rarely share a block there.)
+//! Floating-point drift from the delta updates is bounded by a rolling
+//! sweep: each batch of `u` updates recomputes about `u / 7` more blocks
+//! exactly from their children (bottom up, moving each corrected total
+//! into the blocks above), so every block is recomputed once per `len`
+//! updates, as a full rebuild every `len` updates did, but no call pays
+//! for the whole tree (a full rebuild took a millisecond at 1M leaves, a
+//! second at 1B, under the sampler's lock).
 //! Cost: update and search O(log8 N) lines touched; memory about
 //! `4 N + 8 N / 7` bytes, plus the min tree's `N / 16`.
 use super::min_tree::MinTree;
@@ -71,8 +76,15 @@ pub(crate) struct SumTree {
     levels: Vec<Vec<Block>>,
     /// Smallest positive leaf.
     mins: MinTree,
-    /// Leaf updates since sums were last recomputed exactly.
-    updates_since_rebuild: usize,
+    /// The rolling sweep's next block: `(level, block)`.
+    sweep: (usize, usize),
+    /// Leaf updates times blocks, not yet paid for by sweeping (a block
+    /// is due per `sweep_period` of it).
+    sweep_debt: usize,
+    /// Blocks in all levels.
+    blocks: usize,
+    /// Blocks recomputed by the sweep so far (what the tests count).
+    swept: u64,
     /// `(node, delta)` per update of a batch, reused across batches.
     pending: Vec<(usize, f64)>,
 }
@@ -103,14 +115,24 @@ impl SumTree {
             }
             n = blocks;
         }
+        let levels_len = levels.iter().map(Vec::len).sum();
         SumTree {
             len,
             leaves,
             levels,
             mins: MinTree::new(len),
-            updates_since_rebuild: 0,
+            sweep: (0, 0),
+            sweep_debt: 0,
+            blocks: levels_len,
+            swept: 0,
             pending: Vec::new(),
         }
+    }
+
+    /// Leaf updates per full sweep: every block is recomputed exactly once
+    /// in this many.
+    fn sweep_period(&self) -> usize {
+        self.len.max(1024)
     }
 
     /// Sum of all leaves.
@@ -159,13 +181,53 @@ impl SumTree {
                 self.levels[lvl][b] = Block(acc);
             }
         }
-        self.updates_since_rebuild = 0;
+        self.sweep = (0, 0);
+        self.sweep_debt = 0;
+    }
+
+    /// Recomputes the sweep's next `n` blocks exactly from their children
+    /// and moves the change of each one's total into the blocks above it.
+    fn sweep_blocks(&mut self, n: usize) {
+        for _ in 0..n {
+            let (lvl, b) = self.sweep;
+            let below = if lvl == 0 {
+                self.leaves.len()
+            } else {
+                self.levels[lvl - 1].len()
+            };
+            let mut acc = [0.0; K];
+            let mut run = 0.0;
+            for (j, a) in acc.iter_mut().enumerate() {
+                let node = b * K + j;
+                if node < below {
+                    run += self.children_sum(lvl, node);
+                }
+                *a = run;
+            }
+            let delta = acc[K - 1] - self.levels[lvl][b].0[K - 1];
+            self.levels[lvl][b] = Block(acc);
+            if delta != 0.0 {
+                let mut node = b;
+                for level in &mut self.levels[lvl + 1..] {
+                    for (a, s) in level[node / K].0.iter_mut().zip(&SUFFIX[node % K]) {
+                        *a += delta * s;
+                    }
+                    node /= K;
+                }
+            }
+            self.swept += 1;
+            self.sweep = if b + 1 < self.levels[lvl].len() {
+                (lvl, b + 1)
+            } else {
+                ((lvl + 1) % self.levels.len(), 0)
+            };
+        }
     }
 
     /// Sets leaves (`value >= 0`, finite; leaves past `len` are ignored).
-    /// After about `len` leaf updates the sums are recomputed exactly,
-    /// amortised O(1) per update, so floating-point drift from delta
-    /// updates stays bounded.
+    /// Each call also moves the rolling sweep on by its share (module
+    /// docs), so floating-point drift from delta updates stays bounded:
+    /// O(log len) per update, amortised and in every call.
     pub(crate) fn set_many(&mut self, updates: impl IntoIterator<Item = (usize, f64)>) {
         let mut pending = std::mem::take(&mut self.pending);
         let len = self.len;
@@ -179,9 +241,26 @@ impl SumTree {
             self.apply(&mut pending);
         }
         self.pending = pending;
-        if self.updates_since_rebuild > self.len.max(1024) {
-            self.rebuild();
+        let period = self.sweep_period();
+        let due = self.sweep_debt / period;
+        self.sweep_debt %= period;
+        self.sweep_blocks(due);
+    }
+
+    /// Writes `(leaf, value)` for many leaves (leaves past `len` are
+    /// ignored), then recomputes every sum and minimum once: O(len), where
+    /// `set_many` would walk each leaf's path, O(n log len). For filling a
+    /// tree from stored items (a reopen).
+    pub(crate) fn assign(&mut self, leaves: impl IntoIterator<Item = (usize, f64)>) {
+        for (leaf, value) in leaves {
+            if leaf < self.len {
+                self.leaves[leaf / K].0[leaf % K] = value as f32;
+            }
         }
+        self.rebuild();
+        let leaves = &self.leaves;
+        self.mins
+            .rebuild(|i| leaves.get(i / K).map_or(0.0, |b| b.0[i % K]));
     }
 
     /// `set_many` for a batch of random leaves (priority updates): first
@@ -232,7 +311,7 @@ impl SumTree {
             }
             *u = (node, delta);
         }
-        self.updates_since_rebuild += updates.len();
+        self.sweep_debt += updates.len() * self.blocks;
         for level in upper {
             // Consecutive updates in one block add into `moved`, which
             // reaches the block when the next update is in another one.
@@ -360,6 +439,80 @@ fn prefix_sums(m: [f64; K]) -> [f64; K] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every block of `a` within `tol` of the same block of `b`.
+    fn blocks_agree(a: &SumTree, b: &SumTree, tol: f64) -> bool {
+        a.levels.iter().zip(&b.levels).all(|(la, lb)| {
+            la.iter()
+                .zip(lb)
+                .all(|(x, y)| x.0.iter().zip(&y.0).all(|(p, q)| (p - q).abs() <= tol))
+        })
+    }
+
+    #[test]
+    fn the_rolling_sweep_recomputes_every_block_once_per_len_updates_a_few_per_call() {
+        let n = 20_000;
+        let mut t = SumTree::new(n);
+        let blocks: usize = t.levels.iter().map(Vec::len).sum();
+        let period = t.sweep_period();
+        let mut rng = crate::rng::WyRand::new(7);
+        // Values over six orders of magnitude: deltas that do not cancel
+        // exactly in f64.
+        let value = |r: u64| 10f64.powi((r % 7) as i32 - 3) * ((r >> 8) % 1000) as f64 / 999.0;
+        let mut swept_before = t.swept;
+        for call in 0..(3 * n / 128) {
+            let batch: Vec<(usize, f64)> = (0..128)
+                .map(|_| {
+                    let r = rng.next_u64();
+                    ((r % n as u64) as usize, value(r >> 17))
+                })
+                .collect();
+            t.set_many(batch);
+            // A call pays for its own share of the sweep, never the tree.
+            let swept = t.swept - swept_before;
+            assert!(
+                swept <= (128 * blocks).div_ceil(period) as u64,
+                "call {call} recomputed {swept} of {blocks} blocks"
+            );
+            swept_before = t.swept;
+        }
+        // 3 n updates: at least two whole sweeps.
+        assert!(t.swept >= 2 * blocks as u64, "{} of {blocks}", t.swept);
+        let mut exact = t.clone();
+        exact.rebuild();
+        assert!(blocks_agree(&t, &exact, 1e-9 * exact.total()));
+        assert!((t.total() - exact.total()).abs() <= 1e-9 * exact.total());
+    }
+
+    #[test]
+    fn assigning_leaves_at_once_gives_the_tree_their_updates_give() {
+        // 1000 leaves: three levels above the leaves, a partial last block.
+        let n = 1000;
+        let vals: Vec<(usize, f64)> = (0..n)
+            .filter(|i| i % 3 != 0)
+            .map(|i| (i, ((i * 7919) % 13) as f64 * 0.25 + 0.5))
+            .collect();
+        let mut walked = SumTree::new(n);
+        walked.set_many(vals.iter().copied());
+        let mut assigned = SumTree::new(n);
+        // Leaves past `len` are ignored, as by `set_many`.
+        assigned.assign(vals.iter().copied().chain([(n + 5, 9.0)]));
+        assert!((assigned.total() - walked.total()).abs() < 1e-9);
+        assert_eq!(assigned.min_positive(), walked.min_positive());
+        assert_eq!(assigned.min_positive(), 0.5);
+        for leaf in 0..n {
+            assert_eq!(assigned.get(leaf), walked.get(leaf), "leaf {leaf}");
+        }
+        let total = walked.total();
+        let targets: Vec<f64> = (0..97).map(|i| total * i as f64 / 97.0).collect();
+        let (mut nodes, mut a, mut w) = (Vec::new(), Vec::new(), Vec::new());
+        assigned.find_many(&mut targets.clone(), &mut nodes, &mut a);
+        walked.find_many(&mut targets.clone(), &mut nodes, &mut w);
+        assert_eq!(a, w);
+        // And it goes on like any tree.
+        assigned.set_many([(1, 0.0), (2, 0.125)]);
+        assert_eq!(assigned.min_positive(), 0.125);
+    }
 
     #[test]
     fn sums_mins_and_search_match_a_linear_scan() {

@@ -591,6 +591,40 @@ fn mapped_storage_reopens_with_items_keys_and_fifo_position() {
     }
 }
 
+/// A mapped table reopened with a prioritized sampler: every stored item
+/// (and only those) gets the leaf of a new item in one pass over the
+/// slots, so the mass is the item count, each is drawn, and an empty slot
+/// never is; priority updates then work as on any table.
+#[test]
+fn a_prioritized_reopen_weighs_every_stored_item_as_a_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let cfg = ReplayConfig::new(64, SamplerConfig::Uniform);
+        let b = ReplayBuffer::create_mapped(dir.path(), layout(), cfg).unwrap();
+        for i in 0..37 {
+            insert(&b, i as f32, 0);
+        }
+        b.flush().unwrap();
+    }
+    let cfg = ReplayConfig::new(64, SamplerConfig::Prioritized(PrioritizedConfig::default()));
+    let b = ReplayBuffer::open_mapped(dir.path(), cfg).unwrap();
+    let mass = b.priority_mass().unwrap();
+    assert_eq!((mass.total, mass.min_positive), (37.0, 1.0));
+    let mut seen = [0usize; 64];
+    let mut batch = b.new_batch(128);
+    for _ in 0..20 {
+        b.sample_into(&mut batch, 128).unwrap();
+        for k in batch.keys() {
+            seen[k.0 as usize] += 1;
+        }
+    }
+    assert!(seen[..37].iter().all(|&n| n > 0), "{seen:?}");
+    assert!(seen[37..].iter().all(|&n| n == 0), "{seen:?}");
+    b.update_priorities(&[ItemKey(3)], &[0.25]).unwrap();
+    let mass = b.priority_mass().unwrap();
+    assert!(mass.total < 37.0 && mass.min_positive < 1.0, "{mass:?}");
+}
+
 /// Group ids live in a cold column that samples read only once some item
 /// was stored in a group: under a non-grouped sampler, rows inserted before
 /// and after the first grouped insert must each come back with their own
