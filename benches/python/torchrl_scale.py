@@ -9,14 +9,17 @@ then a ``PrioritizedSampler(N, alpha=0.6, beta=0.4)`` over the same
 storage, every item given the same spread priority as ours, and
 ``sample()`` + ``update_priority()`` of 128. A size TorchRL cannot hold
 (an error, or a fill past ``--max-fill-seconds``) is recorded as where it
-stopped, and larger sizes are not tried.
+stopped, and larger sizes are not tried; one killed for memory ends the
+script, the rows before it already written.
 
 Usage (a venv with torch and torchrl 0.14.1)::
 
     python benches/python/torchrl_scale.py --sizes 1000000,10000000,100000000 \\
         --dir /path/on/disk --out torchrl_scale.json [--ours scale_a.json ...]
 
-With ``--ours``, the ``replay_bench --scale`` outputs are merged in: the
+``--merge T.json ... --ours O.json ...`` measures nothing and writes the
+merged file of earlier runs. With ``--ours``, the ``replay_bench --scale``
+outputs are merged in: the
 written file has every row (``system`` ``seed_rs`` or ``torchrl``) and,
 per (items, item bytes, sampler) both ran, TorchRL's time over ours.
 """
@@ -63,7 +66,10 @@ def median_us(fn, runs: int, iters: int) -> float:
 
 
 def one_size(n: int, item_bytes: int, scratch: pathlib.Path, runs: int, iters: int,
-             prio_iters: int, max_fill_s: float) -> List[dict]:
+             prio_iters: int, max_fill_s: float, emit) -> None:
+    """Measures one size, handing each row to ``emit`` as soon as it is
+    known (a size whose prioritized sampler is then killed for memory
+    keeps its uniform row)."""
     import torch
     from torchrl.data import LazyMemmapStorage, ReplayBuffer
     from torchrl.data.replay_buffers.samplers import PrioritizedSampler, RandomSampler
@@ -105,7 +111,7 @@ def one_size(n: int, item_bytes: int, scratch: pathlib.Path, runs: int, iters: i
                insert_last_tenth_per_s=(n - last_n) / max(total - last_t, 1e-9),
                insert_overwrite_per_s=overwrite, rss_mb=mem.get("VmRSS"),
                rss_file_mb=mem.get("RssFile"), rss_anon_mb=mem.get("RssAnon"))
-    rows = [dict(row, sampler="uniform", sample128_us=uniform)]
+    emit(dict(row, sampler="uniform", sample128_us=uniform))
 
     sampler = PrioritizedSampler(max_capacity=n, alpha=0.6, beta=0.4)
     prb = ReplayBuffer(storage=storage, sampler=sampler, batch_size=128)
@@ -123,11 +129,10 @@ def one_size(n: int, item_bytes: int, scratch: pathlib.Path, runs: int, iters: i
     prio = median_us(sample_update, runs, prio_iters)
     mem = proc_status()
     print(f"torchrl: prioritized sample + update {prio:.1f} us", file=sys.stderr, flush=True)
-    rows.append(dict(row, sampler="prioritized", sample128_us=prio, rss_mb=mem.get("VmRSS"),
-                     rss_file_mb=mem.get("RssFile"), rss_anon_mb=mem.get("RssAnon")))
+    emit(dict(row, sampler="prioritized", sample128_us=prio, rss_mb=mem.get("VmRSS"),
+              rss_file_mb=mem.get("RssFile"), rss_anon_mb=mem.get("RssAnon")))
     del prb, rb, storage
     shutil.rmtree(scratch, ignore_errors=True)
-    return rows
 
 
 def merge(ours_files: List[str], theirs: List[dict]) -> dict:
@@ -153,34 +158,53 @@ def main(argv: Optional[List[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="1000000,10000000,100000000")
     p.add_argument("--item-bytes", default="16")
-    p.add_argument("--dir", required=True, help="where LazyMemmapStorage writes (removed after each size)")
+    p.add_argument("--dir", help="where LazyMemmapStorage writes (removed after each size)")
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--iters", type=int, default=2000, help="sample() calls per run")
     p.add_argument("--prio-iters", type=int, default=500, help="sample + update per run")
     p.add_argument("--max-fill-seconds", type=float, default=900.0)
     p.add_argument("--ours", nargs="*", default=[], help="replay_bench --scale outputs to merge in")
+    p.add_argument("--merge", nargs="*", default=None,
+                   help="measure nothing: merge these earlier outputs' torchrl rows with --ours")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
+    if a.merge is None and a.dir is None:
+        p.error("--dir is required unless --merge")
+    if a.merge is not None:
+        theirs = [r for f in a.merge for r in json.loads(pathlib.Path(f).read_text())["rows"]
+                  if r.get("system") == "torchrl"]
+        doc = merge(a.ours, theirs)
+        doc["sources"] = dict(seed_rs=a.ours, torchrl=a.merge)
+        pathlib.Path(a.out).write_text(json.dumps(doc, indent=1))
+        print(json.dumps(doc["ratios"], indent=1))
+        return
     import torch
     import torchrl
 
     torch.set_num_threads(1)
     rows: List[dict] = []
+
+    def emit(row: dict) -> None:
+        # Written after every row: the OOM killer ends a process without
+        # an exception, and what was measured before stays on disk.
+        rows.append(row)
+        doc = merge(a.ours, rows)
+        doc["versions"] = dict(torch=torch.__version__, torchrl=torchrl.__version__,
+                               python=platform.python_version())
+        doc["statistic"] = "median over runs of microseconds per call; one torch thread"
+        pathlib.Path(a.out).write_text(json.dumps(doc, indent=1))
+
     for item_bytes in [int(x) for x in a.item_bytes.split(",")]:
         for n in sorted(int(x) for x in a.sizes.split(",")):
             try:
-                rows.extend(one_size(n, item_bytes, pathlib.Path(a.dir) / f"torchrl_{n}x{item_bytes}",
-                                     a.runs, a.iters, a.prio_iters, a.max_fill_seconds))
+                one_size(n, item_bytes, pathlib.Path(a.dir) / f"torchrl_{n}x{item_bytes}",
+                         a.runs, a.iters, a.prio_iters, a.max_fill_seconds, emit)
             except (MemoryError, RuntimeError, OSError, TimeoutError) as e:
                 print(f"torchrl: stopped at {n} x {item_bytes}: {e}", file=sys.stderr, flush=True)
-                rows.append(dict(system="torchrl", items=n, item_bytes=item_bytes, stopped=str(e)))
+                emit(dict(system="torchrl", items=n, item_bytes=item_bytes, stopped=str(e)))
                 shutil.rmtree(pathlib.Path(a.dir) / f"torchrl_{n}x{item_bytes}", ignore_errors=True)
                 break
-    doc = merge(a.ours, rows)
-    doc["versions"] = dict(torch=torch.__version__, torchrl=torchrl.__version__, python=platform.python_version())
-    doc["statistic"] = "median over runs of microseconds per call; one torch thread"
-    pathlib.Path(a.out).write_text(json.dumps(doc, indent=1))
-    print(json.dumps(doc["ratios"], indent=1))
+    print(json.dumps(merge(a.ours, rows)["ratios"], indent=1))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ pub mod mirror_lag;
 pub mod plot;
 pub mod proc_stats;
 pub mod replay_echo;
+pub mod replay_kill;
 pub mod replay_scale;
 pub mod replay_workload;
 pub mod scenario;

@@ -47,6 +47,10 @@ pub enum ScaleError {
 
 /// Rows per insert call while filling.
 const FILL_ROWS: usize = 1000;
+/// A timed run ends after this many seconds once it has made
+/// [`MIN_ITERS`] calls.
+const RUN_SECONDS: f64 = 3.0;
+const MIN_ITERS: usize = 20;
 /// Keys per `update_priorities` call while spreading the priorities.
 const SPREAD_KEYS: usize = 1 << 16;
 
@@ -311,10 +315,14 @@ where
     let mut us = Vec::with_capacity(runs);
     for _ in 0..runs.max(1) {
         let t = Instant::now();
-        for _ in 0..iters {
+        let mut done = 0usize;
+        // A table past RAM pays disk reads per call: a run also ends at
+        // `RUN_SECONDS` (after at least `MIN_ITERS` calls).
+        while done < iters.max(1) && (done < MIN_ITERS || t.elapsed().as_secs_f64() < RUN_SECONDS) {
             op(b)?;
+            done += 1;
         }
-        us.push(t.elapsed().as_secs_f64() * 1e6 / iters.max(1) as f64);
+        us.push(t.elapsed().as_secs_f64() * 1e6 / done as f64);
     }
     us.sort_by(f64::total_cmp);
     Ok(us[us.len() / 2])

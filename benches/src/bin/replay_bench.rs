@@ -24,6 +24,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::Parser;
 use seed_benches::gather_floor::GatherFloor;
+use seed_benches::replay_kill;
 use seed_benches::replay_scale::{self, ScalePlan};
 use seed_benches::replay_workload::{fill, layout_3x4, layout_dict};
 use seed_replay::{
@@ -72,6 +73,14 @@ struct Args {
     /// `--scale` without the prioritized half (reopen, sample + update).
     #[arg(long)]
     uniform_only: bool,
+    /// With `--scale N`: a writer child fills and overwrites a table of N
+    /// items, is SIGKILLed, and the table is reopened (timed) and every
+    /// acknowledged item it holds read back (`replay_kill`).
+    #[arg(long)]
+    scale_kill: bool,
+    /// The writer child of `--scale-kill` (not for direct use).
+    #[arg(long, hide = true)]
+    scale_child: bool,
     /// Also write `--scale`'s rows to this file.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -271,6 +280,30 @@ fn main() -> Result<()> {
             conc_samples: 5_000,
         }
     };
+    if args.scale_child || args.scale_kill {
+        let (&items, &bytes) = match (args.scale.first(), args.item_bytes.first()) {
+            (Some(i), Some(b)) if args.scale.len() == 1 && args.item_bytes.len() == 1 => (i, b),
+            _ => anyhow::bail!("--scale-kill takes one --scale size and one --item-bytes"),
+        };
+        let dir = replay_kill::table_dir(&args.scale_dir, items, bytes);
+        if args.scale_child {
+            replay_kill::child_main(&dir, items, bytes, args.scale_order)?;
+            return Ok(());
+        }
+        let exe = std::env::current_exe().context("the path of replay_bench itself")?;
+        let row = replay_kill::run(&exe, &args.scale_dir, items, bytes, args.scale_order)?;
+        let _ = std::fs::remove_dir_all(&dir);
+        let text = serde_json::to_string_pretty(&json!({
+            "machine": seed_benches::machine::Machine::detect(),
+            "kill": row,
+        }))?;
+        if let Some(path) = &args.out {
+            std::fs::write(path, &text)
+                .with_context(|| format!("cannot write --out {}", path.display()))?;
+        }
+        println!("{text}");
+        return Ok(());
+    }
     if !args.scale.is_empty() {
         let mut items = args.scale.clone();
         items.sort_unstable();

@@ -387,8 +387,10 @@ impl ReplayBuffer {
         self.len() == 0
     }
     /// Items a sample could take now: for consume-once samplers the ready
-    /// count (FIFO: consecutive published keys at the cursor; grouped: items
-    /// of completed groups; max_times: remaining samples), else `len()`.
+    /// count (FIFO: published and not consumed, which while writers run
+    /// may count items past a key claimed and not yet published; grouped:
+    /// items of completed groups; max_times: remaining samples), else
+    /// `len()`. O(1).
     pub fn available(&self) -> usize {
         self.sampler.available(&self.shared)
     }

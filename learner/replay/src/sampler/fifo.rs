@@ -68,11 +68,12 @@ impl Fifo {
         Head::Ready { start, count }
     }
 
+    /// Items published and not consumed: O(1) from the counters (a scan
+    /// from the cursor, as a sample makes, would cost the whole table on
+    /// a large one). It can count a few items a sample would not take yet:
+    /// those published past a key a writer has claimed and not published.
     pub(crate) fn available(&self, shared: &Shared) -> usize {
-        match self.head(shared, shared.capacity as usize) {
-            Head::Ready { count, .. } => count,
-            Head::Skip { .. } => 0,
-        }
+        shared.stored()
     }
 
     pub(crate) fn sample(

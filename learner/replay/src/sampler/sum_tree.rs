@@ -23,9 +23,9 @@
 //! leaf: a batch's leaves rarely share a block there.)
 //! Floating-point drift from the delta updates is bounded by a rolling
 //! sweep: each batch of `u` updates recomputes about `u / 7` more blocks
-//! exactly from their children (bottom up, moving each corrected total
-//! into the blocks above), so every block is recomputed once per `len`
-//! updates, as a full rebuild every `len` updates did, but no call pays
+//! exactly from their children (level by level, bottom up, so each level
+//! is recomputed from the one below after that one was), so every block
+//! is recomputed once per `len` updates, as a full rebuild every `len` updates did, but no call pays
 //! for the whole tree (a full rebuild took a millisecond at 1M leaves, a
 //! second at 1B, under the sampler's lock).
 //! Cost: update and search O(log8 N) lines touched; memory about
@@ -186,7 +186,8 @@ impl SumTree {
     }
 
     /// Recomputes the sweep's next `n` blocks exactly from their children
-    /// and moves the change of each one's total into the blocks above it.
+    /// (bottom up, so a level is recomputed from the one below after that
+    /// one was).
     fn sweep_blocks(&mut self, n: usize) {
         for _ in 0..n {
             let (lvl, b) = self.sweep;
@@ -204,17 +205,11 @@ impl SumTree {
                 }
                 *a = run;
             }
-            let delta = acc[K - 1] - self.levels[lvl][b].0[K - 1];
+            // The parent's entry for this block keeps its old total (they
+            // differ by drift, as any two levels do between recomputes)
+            // until the sweep reaches the parent's level and recomputes it
+            // from this one.
             self.levels[lvl][b] = Block(acc);
-            if delta != 0.0 {
-                let mut node = b;
-                for level in &mut self.levels[lvl + 1..] {
-                    for (a, s) in level[node / K].0.iter_mut().zip(&SUFFIX[node % K]) {
-                        *a += delta * s;
-                    }
-                    node /= K;
-                }
-            }
             self.swept += 1;
             self.sweep = if b + 1 < self.levels[lvl].len() {
                 (lvl, b + 1)
