@@ -928,3 +928,15 @@ def test_pickling_and_fork_give_a_clear_error(start_replay_server):
         _, status = os.waitpid(pid, 0)
         assert os.WEXITSTATUS(status) == 0
         t.info()  # the parent goes on
+
+
+def test_a_mapped_table_in_columns_keeps_its_order_and_a_bad_order_is_a_value_error(tmp_path):
+    obj = table("c", fields=[{"name": "x", "dtype": "f32", "shape": [2]}], capacity=16)
+    obj.update(storage_order="columns", storage_dir=str(tmp_path / "c"))
+    with seed_rs.ReplayBuffer(obj) as t:
+        t.insert({"x": np.arange(6, dtype=np.float32).reshape(3, 2)})
+    assert json.loads((tmp_path / "c" / "layout.json").read_text())["order"] == "Columns"
+    with seed_rs.ReplayBuffer(obj) as t:
+        assert t.info()["stored"] == 3
+    with pytest.raises(ValueError, match="storage_order"):
+        seed_rs.ReplayBuffer(dict(obj, storage_order="rows", storage_dir=str(tmp_path / "r")))

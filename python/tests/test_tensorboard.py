@@ -67,7 +67,9 @@ def test_a_training_run_writes_what_tensorboard_reads(tmp_path):
     assert {"run/config", "run/summary"} <= set(tags["tensors"])
 
     env_steps = steps(acc, "env/steps")
-    assert len(env_steps) >= 2
+    # One record per 0.5 s and one at the end: how many depends on how long
+    # 60k env steps take, so only the end's is certain.
+    assert len(env_steps) >= 1
     assert env_steps == sorted(env_steps) and len(set(env_steps)) == len(env_steps)
     # The step axis is env steps: each record's own env/steps value.
     assert all(e.step == int(e.value) for e in acc.Scalars("env/steps"))

@@ -4,14 +4,15 @@
 //! binaries ([`logging`]), and what both ends of a stream configure alike:
 //! HTTP/2 keepalive ([`keepalive`]), the PEM files of the TLS flags
 //! ([`tls`]) and a client's TLS flags ([`client_tls_flags`]), the shared
-//! secret ([`token`]); and how every binary prints an error with its
-//! causes ([`error_chain`]).
+//! secret ([`token`]); how every binary prints an error with its causes
+//! ([`error_chain`]); and a server's open-files limit ([`open_files`]).
 pub mod client_tls_flags;
 pub mod codec;
 pub mod error;
 pub mod error_chain;
 pub mod keepalive;
 pub mod logging;
+pub mod open_files;
 pub mod pb;
 pub mod server_tls;
 pub mod spec;

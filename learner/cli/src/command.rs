@@ -15,6 +15,11 @@ use tracing::{error, info};
 
 use crate::flags::{Cli, Command, TrainArgs};
 
+/// Actor streams the learner should have file descriptors for (the scale
+/// its stream benchmark goes to); fewer after raising the limit is a
+/// warning.
+const LEARNER_STREAMS: u64 = 10_000;
+
 /// The exit code of running the `learner` command line `args` (the first
 /// is the program name). `self_command`: how local actors run this program again when it
 /// is not this executable (`None`: the executable itself).
@@ -54,6 +59,9 @@ where
                 _ => LogFormat::Text,
             };
             seed_shared::logging::init_logging(log_format);
+            // Each actor stream is a socket: room for the scale the learner
+            // is measured at before the first one could be refused.
+            seed_shared::open_files::report_open_files_limit("learner", LEARNER_STREAMS);
             resolved.map_err(anyhow::Error::from).and_then(|mut r| {
                 r.config.run.self_command = self_command;
                 r.config.run.settings_toml = Some(to_toml(&r.settings));

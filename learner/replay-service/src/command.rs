@@ -59,7 +59,12 @@ where
     }
 }
 
+/// Clients the replay server should have file descriptors for; fewer after
+/// raising the limit is a warning.
+const REPLAY_CLIENTS: u64 = 1_000;
+
 fn serve(flags: Flags) -> anyhow::Result<()> {
+    seed_shared::open_files::report_open_files_limit("replay-server", REPLAY_CLIENTS);
     let mirror = mirror_options(&flags.mirror, flags.max_message_bytes)?;
     if mirror.is_some() && flags.restore {
         anyhow::bail!("--restore does not apply to a mirror: it copies its primary's tables");

@@ -33,7 +33,9 @@
 //! `samples_per_insert` and `error_buffer` (Reverb's `SampleToInsertRatio`).
 //! Lag cap: `action` `drop` or `down_weight` with `weight`. `storage_dir`:
 //! a memory-mapped table directory, created when absent and reopened with
-//! its items when present; without it the table lives in memory. `load`: a
+//! its items when present; without it the table lives in memory.
+//! `storage_order`: `records` (default) or `columns` (for large mapped
+//! tables of small items: half the bytes per slot). `load`: a
 //! list of mapped directories written by other servers, served together as
 //! this table, read-only (`server/sharded_table.rs`). Every key
 //! is checked: an unknown one is an error naming it, not a silent default.
@@ -47,7 +49,7 @@ use std::time::Duration;
 
 use seed_replay::{
     ItemLayout, LagAction, PolicyLagCap, PrioritizedConfig, RateLimiterConfig, ReplayConfig,
-    SamplerConfig, WriterPolicy,
+    SamplerConfig, StorageOrder, WriterPolicy,
 };
 
 use crate::error::ConfigError;
@@ -217,7 +219,19 @@ impl TableConfigFile {
                 format!("must be in 1..=4294967295, is {}", self.capacity),
             ));
         }
-        let mut replay = ReplayConfig::new(self.capacity, sampler).with_seed(self.seed);
+        let order = match self.storage_order.as_deref() {
+            None | Some("records") => StorageOrder::Records,
+            Some("columns") => StorageOrder::Columns,
+            Some(other) => {
+                return Err(err(
+                    "storage_order",
+                    format!("`{other}` is not `records` or `columns`"),
+                ))
+            }
+        };
+        let mut replay = ReplayConfig::new(self.capacity, sampler)
+            .with_seed(self.seed)
+            .with_storage_order(order);
         check(&replay, "sampler")?;
         replay = replay.with_writer_policy(writer_policy);
         check(&replay, "writer_policy")?;

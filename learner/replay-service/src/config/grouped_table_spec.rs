@@ -167,6 +167,12 @@ impl GroupedTableSpec {
         if t.insert_timeout_ms.is_some() {
             return refuse("insert_timeout_ms", "a submit never waits");
         }
+        if t.storage_order.is_some() {
+            return refuse(
+                "storage_order",
+                "a grouped table keeps its steps by trajectory",
+            );
+        }
         let (max_lag, keep_stale) = match &t.policy_lag {
             None => (None, false),
             Some(p) if p.weight.is_none() && p.action == "drop" => (Some(p.max_lag), false),

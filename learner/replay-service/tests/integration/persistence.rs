@@ -107,6 +107,56 @@ async fn a_mapped_table_reopens_with_its_items() {
     server.stop().await.unwrap();
 }
 
+/// `storage_order: columns` makes a mapped directory in columns (its
+/// header says so), which reopens with its items; a value that is no order
+/// is refused naming the setting and the value, and so is the setting on a
+/// grouped table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_in_columns_is_mapped_in_columns_and_a_bad_order_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dir.path().join("c");
+    let table = table_json(
+        "c",
+        64,
+        &format!(
+            r#""sampler": {{"kind": "uniform"}}, "storage_order": "columns", "storage_dir": {:?}"#,
+            storage.display().to_string()
+        ),
+    );
+    let server = serve(config(std::slice::from_ref(&table))).await;
+    let mut c = client(&server).await;
+    c.insert("c", items(5, 0, 40)).await.unwrap();
+    server.stop().await.unwrap();
+    let header = std::fs::read_to_string(storage.join("layout.json")).unwrap();
+    assert!(header.contains("\"Columns\""), "{header}");
+    let server = serve(config(&[table])).await;
+    let mut c = client(&server).await;
+    let b = c.sample("c", 64).await.unwrap();
+    for ((w, s), k) in verify(&b).into_iter().zip(b.keys()) {
+        assert_eq!((w, s), (5, *k));
+    }
+    server.stop().await.unwrap();
+
+    let bad = table_json(
+        "b",
+        8,
+        r#""sampler": {"kind": "uniform"}, "storage_order": "rows""#,
+    );
+    let e = ServiceConfig::from_json(&format!(r#"{{"tables": [{bad}]}}"#))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("storage_order") && e.contains("rows"), "{e}");
+    let grouped = table_json(
+        "g",
+        8,
+        r#""sampler": {"kind": "grouped", "group_size": 2}, "storage_order": "columns""#,
+    );
+    let e = ServiceConfig::from_json(&format!(r#"{{"tables": [{grouped}]}}"#))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("storage_order"), "{e}");
+}
+
 /// Three writers insert into a mapped FIFO table without pause while a
 /// sampler takes 50 batches of 4 (they complete while the writes go on:
 /// a slot copy never waits for a writer outside that slot); the server is

@@ -159,26 +159,32 @@ impl SumTree {
         }
     }
 
+    /// Block `b` of level `lvl` recomputed from the level below: the
+    /// prefix sums of its children's totals.
+    fn exact_block(&self, lvl: usize, b: usize) -> Block {
+        let below = if lvl == 0 {
+            self.leaves.len()
+        } else {
+            self.levels[lvl - 1].len()
+        };
+        let mut acc = [0.0; K];
+        let mut run = 0.0;
+        for (j, a) in acc.iter_mut().enumerate() {
+            let node = b * K + j;
+            if node < below {
+                run += self.children_sum(lvl, node);
+            }
+            *a = run;
+        }
+        Block(acc)
+    }
+
     /// Recomputes every internal node exactly (clears delta drift; the
     /// mins never drift).
     fn rebuild(&mut self) {
         for lvl in 0..self.levels.len() {
-            let below = if lvl == 0 {
-                self.leaves.len()
-            } else {
-                self.levels[lvl - 1].len()
-            };
             for b in 0..self.levels[lvl].len() {
-                let mut acc = [0.0; K];
-                let mut run = 0.0;
-                for (j, a) in acc.iter_mut().enumerate() {
-                    let node = b * K + j;
-                    if node < below {
-                        run += self.children_sum(lvl, node);
-                    }
-                    *a = run;
-                }
-                self.levels[lvl][b] = Block(acc);
+                self.levels[lvl][b] = self.exact_block(lvl, b);
             }
         }
         self.sweep = (0, 0);
@@ -191,25 +197,11 @@ impl SumTree {
     fn sweep_blocks(&mut self, n: usize) {
         for _ in 0..n {
             let (lvl, b) = self.sweep;
-            let below = if lvl == 0 {
-                self.leaves.len()
-            } else {
-                self.levels[lvl - 1].len()
-            };
-            let mut acc = [0.0; K];
-            let mut run = 0.0;
-            for (j, a) in acc.iter_mut().enumerate() {
-                let node = b * K + j;
-                if node < below {
-                    run += self.children_sum(lvl, node);
-                }
-                *a = run;
-            }
             // The parent's entry for this block keeps its old total (they
             // differ by drift, as any two levels do between recomputes)
             // until the sweep reaches the parent's level and recomputes it
             // from this one.
-            self.levels[lvl][b] = Block(acc);
+            self.levels[lvl][b] = self.exact_block(lvl, b);
             self.swept += 1;
             self.sweep = if b + 1 < self.levels[lvl].len() {
                 (lvl, b + 1)
