@@ -20,10 +20,11 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use seed_replay::{
-    DType, FieldRef, ItemLayout, ReplayBuffer, ReplayConfig, ReplayError, SamplerConfig,
-    StorageOrder, Values,
+    FieldRef, ReplayBuffer, ReplayConfig, ReplayError, SamplerConfig, StorageOrder, Values,
 };
 use serde::Serialize;
+
+use crate::replay_scale::item_layout;
 
 /// Rows per insert call of the child.
 const ROWS: usize = 1000;
@@ -64,12 +65,6 @@ pub fn table_dir(scale_dir: &Path, items: usize, bytes: usize) -> PathBuf {
     scale_dir.join(format!("kill_{items}x{bytes}"))
 }
 
-fn layout(bytes: usize) -> Result<ItemLayout, ReplayError> {
-    ItemLayout::builder()
-        .field("x", DType::U8, &[bytes])
-        .build()
-}
-
 /// The bytes of item `key`: its little-endian key, repeated.
 fn fill_item(key: u64, out: &mut [u8]) {
     let k = key.to_le_bytes();
@@ -93,7 +88,7 @@ pub fn child_main(
     let _ = std::fs::remove_dir_all(dir);
     let b = ReplayBuffer::create_mapped(
         dir,
-        layout(bytes)?,
+        item_layout(bytes)?,
         ReplayConfig::new(items, SamplerConfig::Uniform).with_storage_order(order),
     )?;
     let mut data = vec![0u8; ROWS * bytes];

@@ -118,7 +118,8 @@ pub fn run(plan: &ScalePlan) -> Result<Vec<ScaleRow>, ScaleError> {
     Ok(rows)
 }
 
-fn layout(bytes: usize) -> Result<ItemLayout, ReplayError> {
+/// Items of one `u8[bytes]` field `x` (also `replay_kill`'s).
+pub fn item_layout(bytes: usize) -> Result<ItemLayout, ReplayError> {
     ItemLayout::builder()
         .field("x", DType::U8, &[bytes])
         .build()
@@ -134,22 +135,17 @@ fn one_size(plan: &ScalePlan, items: usize, bytes: usize) -> Result<Vec<ScaleRow
     );
     let b = ReplayBuffer::create_mapped(
         &dir,
-        layout(bytes)?,
+        item_layout(bytes)?,
         ReplayConfig::new(items, SamplerConfig::Uniform).with_storage_order(plan.order),
     )?;
     let fill = fill(&b, items, bytes)?;
     let overwrite = overwrite(&b, items, bytes)?;
     let mem = ProcStats::read(std::process::id() as libc::pid_t);
     let disk_mb = dir_bytes(&dir) as f64 / (1 << 20) as f64;
-    let uniform = median_us(
-        plan.runs,
-        plan.sample_iters,
-        || {
-            let mut batch = b.new_batch(128);
-            move |b: &ReplayBuffer| b.sample_into(&mut batch, 128)
-        },
-        &b,
-    )?;
+    let mut batch = b.new_batch(128);
+    let uniform = median_us(plan.runs, plan.sample_iters, || {
+        b.sample_into(&mut batch, 128)
+    })?;
     eprintln!(
         "scale:   uniform sample(128) {uniform:.1} us, RSS {:.0} MiB (file {:.0})",
         mem.rss_mib, mem.rss_file_mib
@@ -190,24 +186,16 @@ fn one_size(plan: &ScalePlan, items: usize, bytes: usize) -> Result<Vec<ScaleRow
             });
         }
         spread_priorities(&b, items, overwrite_keys(items))?;
-        let prio = median_us(
-            plan.runs,
-            plan.prio_iters,
-            || {
-                let mut batch = b.new_batch(128);
-                let mut i = 0usize;
-                let mut prios = [0f32; 128];
-                move |b: &ReplayBuffer| {
-                    b.sample_into(&mut batch, 128)?;
-                    for (j, p) in prios.iter_mut().enumerate() {
-                        *p = ((i + j) % 97) as f32 * 0.1 + 0.01;
-                    }
-                    i += 1;
-                    b.update_priorities(batch.keys(), &prios).map(|_| ())
-                }
-            },
-            &b,
-        )?;
+        let mut batch = b.new_batch(128);
+        let (mut i, mut prios) = (0usize, [0f32; 128]);
+        let prio = median_us(plan.runs, plan.prio_iters, || {
+            b.sample_into(&mut batch, 128)?;
+            for (j, p) in prios.iter_mut().enumerate() {
+                *p = ((i + j) % 97) as f32 * 0.1 + 0.01;
+            }
+            i += 1;
+            b.update_priorities(batch.keys(), &prios).map(|_| ())
+        })?;
         eprintln!("scale:   reopen {reopen_s:.2} s, prioritized sample + update {prio:.1} us");
         out.push(row("prioritized", prio, Some(reopen_s)));
     }
@@ -222,18 +210,32 @@ struct FillRates {
     last_tenth: f64,
 }
 
-fn fill(b: &ReplayBuffer, n: usize, bytes: usize) -> Result<FillRates, ReplayError> {
+/// Inserts `n` items of `bytes` in batches of [`FILL_ROWS`], calling
+/// `after(done)` after each batch.
+fn insert_items(
+    b: &ReplayBuffer,
+    n: usize,
+    bytes: usize,
+    mut after: impl FnMut(usize),
+) -> Result<(), ReplayError> {
     let data: Vec<u8> = (0..FILL_ROWS * bytes).map(|i| i as u8).collect();
-    let tenth = (n / 10).max(1);
-    let start = Instant::now();
-    let (mut first_tenth, mut last_tenth_start) = (f64::NAN, None);
     let mut done = 0usize;
-    let mut next_report = tenth;
     while done < n {
         let r = (n - done).min(FILL_ROWS);
         let shape = [r, bytes];
         b.insert_batch(&[FieldRef::new(&shape, Values::U8(&data[..r * bytes]))], r)?;
         done += r;
+        after(done);
+    }
+    Ok(())
+}
+
+fn fill(b: &ReplayBuffer, n: usize, bytes: usize) -> Result<FillRates, ReplayError> {
+    let tenth = (n / 10).max(1);
+    let start = Instant::now();
+    let (mut first_tenth, mut last_tenth_start) = (f64::NAN, None);
+    let mut next_report = tenth;
+    insert_items(b, n, bytes, |done| {
         if done >= next_report || done == n {
             let s = start.elapsed().as_secs_f64();
             if first_tenth.is_nan() {
@@ -245,7 +247,7 @@ fn fill(b: &ReplayBuffer, n: usize, bytes: usize) -> Result<FillRates, ReplayErr
         if last_tenth_start.is_none() && done >= n - tenth {
             last_tenth_start = Some((done, start.elapsed().as_secs_f64()));
         }
-    }
+    })?;
     let total = start.elapsed().as_secs_f64();
     let (from, at) = last_tenth_start.unwrap_or((0, 0.0));
     Ok(FillRates {
@@ -262,16 +264,9 @@ fn overwrite_keys(n: usize) -> usize {
 
 /// Items per second inserting a tenth of the table more into a full one.
 fn overwrite(b: &ReplayBuffer, n: usize, bytes: usize) -> Result<f64, ReplayError> {
-    let data: Vec<u8> = (0..FILL_ROWS * bytes).map(|i| (i * 3) as u8).collect();
     let more = overwrite_keys(n);
     let start = Instant::now();
-    let mut done = 0usize;
-    while done < more {
-        let r = (more - done).min(FILL_ROWS);
-        let shape = [r, bytes];
-        b.insert_batch(&[FieldRef::new(&shape, Values::U8(&data[..r * bytes]))], r)?;
-        done += r;
-    }
+    insert_items(b, more, bytes, |_| {})?;
     let rate = more as f64 / start.elapsed().as_secs_f64();
     eprintln!("scale:   overwrote {more} at {:.2}M items/s", rate / 1e6);
     Ok(rate)
@@ -299,19 +294,13 @@ fn spread_priorities(b: &ReplayBuffer, n: usize, first: usize) -> Result<(), Rep
     Ok(())
 }
 
-/// Median over `runs` of microseconds per call of the op `make` builds.
-fn median_us<F, Op>(
+/// Median over `runs` of microseconds per call of `op`.
+fn median_us(
     runs: usize,
     iters: usize,
-    make: F,
-    b: &ReplayBuffer,
-) -> Result<f64, ReplayError>
-where
-    F: FnOnce() -> Op,
-    Op: FnMut(&ReplayBuffer) -> Result<(), ReplayError>,
-{
-    let mut op = make();
-    op(b)?; // warm
+    mut op: impl FnMut() -> Result<(), ReplayError>,
+) -> Result<f64, ReplayError> {
+    op()?; // warm
     let mut us = Vec::with_capacity(runs);
     for _ in 0..runs.max(1) {
         let t = Instant::now();
@@ -319,7 +308,7 @@ where
         // A table past RAM pays disk reads per call: a run also ends at
         // `RUN_SECONDS` (after at least `MIN_ITERS` calls).
         while done < iters.max(1) && (done < MIN_ITERS || t.elapsed().as_secs_f64() < RUN_SECONDS) {
-            op(b)?;
+            op()?;
             done += 1;
         }
         us.push(t.elapsed().as_secs_f64() * 1e6 / done as f64);
