@@ -9,7 +9,8 @@
 //! transport ([`echo_server`], [`echo_client`]). [`sweep`] runs a grid and
 //! [`plot`] draws it. [`frozen_actor`] is the `liveness_bench` scenario: a
 //! good actor's throughput beside an actor that freezes; [`soak`] its
-//! other scenario: actors killed under training and a learner restart.
+//! other scenario: actors killed under training and a learner restart;
+//! [`hour_soak`] is the hour under churn behind `scripts/soak.sh`.
 //! [`grouped_fetch`] is `replay_service_bench`'s grouped-table figure.
 //! [`mirror_lag`] is the replay service benchmark's mirror lag, and
 //! [`replay_echo`] the floor of its `sample(128)` round trip.
@@ -21,6 +22,7 @@ pub mod error;
 pub mod frozen_actor;
 pub mod gather_floor;
 pub mod grouped_fetch;
+pub mod hour_soak;
 pub mod machine;
 pub mod mirror_lag;
 pub mod plot;
