@@ -21,6 +21,15 @@ pub enum HarnessError {
         status: String,
         log: PathBuf,
     },
+    /// A `stream_load` load child failed or handed back no report; `tail`
+    /// is the end of its log (its stderr).
+    #[error("{name} {reason}; its log {} ends:\n{tail}", log.display())]
+    LoadChild {
+        name: String,
+        reason: String,
+        log: PathBuf,
+        tail: String,
+    },
     /// A child did not finish in time and was killed.
     #[error("{name} did not finish within {seconds:.0} s and was killed; its log: {}", log.display())]
     ChildTimeout {

@@ -1,13 +1,20 @@
-//! `stream_load`: one learner holding many actor streams (multiplexed in
-//! this process), at several counts: env steps/s, step p50/p99, the
-//! learner's RSS, file descriptors and CPU per step. See
+//! `stream_load`: one learner holding many actor streams, at several
+//! counts: env steps/s, step p50/p99 (the actors' round trip and the
+//! learner's own received-to-answered time), the learner's RSS (peak, and
+//! per stream), file descriptors, and CPU per env step and per message. See
 //! [`seed_benches::stream_load`]. Writes one JSON object per count.
+//!
+//! The streams run in this process (`--procs 1`) or split over `--procs`
+//! copies of this binary in a hidden child mode (`--child-learner` and
+//! friends), so that one load process (the bottleneck by 2,000 streams) is
+//! not what is measured. A child prints its streams' figures as one JSON
+//! line on stdout and exits.
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use seed_benches::stream_load::run_stream_load;
+use seed_benches::stream_load::{run_load_child, run_stream_load, LoadPoint};
 use tracing::error;
 use tracing_subscriber::EnvFilter;
 
@@ -21,6 +28,11 @@ struct Args {
     /// Stream counts, one run each, in this order.
     #[arg(long, value_delimiter = ',', default_value = "20,200,2000")]
     streams: Vec<usize>,
+    /// Processes the streams are split over (default 1: all in this
+    /// process; P > 1: P child processes of this binary, at most one per
+    /// stream).
+    #[arg(long, default_value_t = 1)]
+    procs: usize,
     /// CartPole envs per stream.
     #[arg(long, default_value_t = 2)]
     envs: usize,
@@ -30,6 +42,24 @@ struct Args {
     /// Where children log and the JSON goes.
     #[arg(long, default_value = "target/stream_load")]
     out: PathBuf,
+    /// Child mode (not for direct use): the learner's address; run this
+    /// process's share of the streams and print its report.
+    #[arg(long, hide = true)]
+    child_learner: Option<String>,
+    /// Child mode: how many streams.
+    #[arg(long, hide = true, default_value_t = 0)]
+    child_streams: usize,
+    /// Child mode: the first stream's id (ids and seeds follow on).
+    #[arg(long, hide = true, default_value_t = 0)]
+    child_first_id: usize,
+    /// Child mode: seconds the streams step.
+    #[arg(long, hide = true, default_value_t = 0.0)]
+    child_seconds: f64,
+}
+
+/// A run of `seconds` as a duration, or why not.
+fn duration(seconds: f64, flag: &str) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{flag} {seconds}: {e}"))
 }
 
 fn main() -> ExitCode {
@@ -38,6 +68,7 @@ fn main() -> ExitCode {
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
+        .with_ansi(args.child_learner.is_none())
         .with_writer(std::io::stderr)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -50,17 +81,57 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(addr) = &args.child_learner {
+        let seconds = match duration(args.child_seconds, "--child-seconds") {
+            Ok(d) => d,
+            Err(e) => {
+                error!("{e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let child = run_load_child(
+            addr,
+            args.child_first_id,
+            args.child_streams,
+            args.envs,
+            seconds,
+        );
+        let report = runtime.block_on(child);
+        return match serde_json::to_string(&report) {
+            Ok(line) => {
+                println!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                error!("cannot encode the report: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let seconds = match duration(args.seconds, "--seconds") {
+        Ok(d) => d,
+        Err(e) => {
+            error!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let load_bin = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            error!("cannot find this binary's own path (for load children): {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut results = Vec::new();
     for &n in &args.streams {
         let dir = args.out.join(format!("streams-{n}"));
-        let run = run_stream_load(
-            &args.learner,
-            &dir,
-            n,
-            args.envs,
-            Duration::from_secs_f64(args.seconds),
-        );
-        match runtime.block_on(run) {
+        let point = LoadPoint {
+            streams: n,
+            envs: args.envs,
+            duration: seconds,
+            procs: args.procs,
+        };
+        match runtime.block_on(run_stream_load(&args.learner, &load_bin, &dir, &point)) {
             Ok(r) => {
                 println!("{}", serde_json::to_string(&r).unwrap_or_default());
                 results.push(r);
