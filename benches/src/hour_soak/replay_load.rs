@@ -321,3 +321,64 @@ async fn sample(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acked(first_key: u64, count: u32, writer: u64, first_seq: u64) -> Acked {
+        Acked {
+            first_key,
+            count,
+            writer,
+            first_seq,
+        }
+    }
+
+    #[test]
+    fn a_key_maps_to_the_writer_and_sequence_number_acknowledged_for_it() {
+        // Two writers interleaved; keys 10..12 were never acknowledged.
+        let acks = [acked(0, 4, 0, 0), acked(4, 6, 1, 0), acked(12, 4, 0, 4)];
+        assert_eq!(expected(&acks, 0), Some((0, 0)));
+        assert_eq!(expected(&acks, 3), Some((0, 3)));
+        assert_eq!(expected(&acks, 4), Some((1, 0)));
+        assert_eq!(expected(&acks, 9), Some((1, 5)));
+        assert_eq!(expected(&acks, 10), None);
+        assert_eq!(expected(&acks, 13), Some((0, 5)));
+        assert_eq!(expected(&acks, 16), None);
+    }
+
+    #[test]
+    fn the_check_passes_only_with_the_whole_held_range_back_and_matching() {
+        let whole = ReplayCheck {
+            acked_items: 30,
+            end_key: 30,
+            oldest_expected: 10,
+            oldest_read: 10,
+            items_checked: 20,
+            mismatched: 0,
+            missing: 0,
+        };
+        assert!(whole.passed());
+        let short = ReplayCheck {
+            items_checked: 19,
+            ..whole.clone()
+        };
+        assert!(!short.passed());
+        let late = ReplayCheck {
+            oldest_read: 11,
+            ..whole.clone()
+        };
+        assert!(!late.passed());
+        let wrong = ReplayCheck {
+            mismatched: 1,
+            ..whole.clone()
+        };
+        assert!(!wrong.passed());
+        let gap = ReplayCheck {
+            missing: 1,
+            ..whole
+        };
+        assert!(!gap.passed());
+    }
+}

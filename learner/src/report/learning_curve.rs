@@ -9,12 +9,20 @@
 //! drawing text fails anyway, the panels are drawn without labels rather
 //! than not at all.
 //!
-//! Cost: one small struct per sample; drawing takes a few milliseconds.
+//! Cost: at most [`MAX_POINTS`] samples and [`MAX_EPISODES`] episodes,
+//! thinned evenly over the run however long it is
+//! ([`crate::report::thinned`]); drawing takes a few milliseconds.
 use std::path::Path;
 
 use plotters::prelude::*;
 
 use crate::error::LearnerError;
+use crate::report::thinned::Thinned;
+
+/// Samples of the mean the curve keeps (a PNG panel is 500 pixels wide).
+pub const MAX_POINTS: usize = 4096;
+/// Episode returns the curve keeps for its faint dots.
+pub const MAX_EPISODES: usize = 20_000;
 
 /// One sample of the curve.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -36,11 +44,11 @@ pub struct EpisodePoint {
     pub episode_return: f32,
 }
 
-/// Samples collected during a run.
-#[derive(Debug, Clone, Default)]
+/// Samples collected during a run, thinned to a bounded number.
+#[derive(Debug, Clone)]
 pub struct LearningCurve {
-    points: Vec<CurvePoint>,
-    episodes: Vec<EpisodePoint>,
+    points: Thinned<CurvePoint>,
+    episodes: Thinned<EpisodePoint>,
     /// A horizontal line at the target return, if any.
     target: Option<f64>,
 }
@@ -48,8 +56,8 @@ pub struct LearningCurve {
 impl LearningCurve {
     pub fn new(target: Option<f64>) -> Self {
         LearningCurve {
-            points: Vec::new(),
-            episodes: Vec::new(),
+            points: Thinned::new(MAX_POINTS),
+            episodes: Thinned::new(MAX_EPISODES),
             target,
         }
     }
@@ -69,7 +77,7 @@ impl LearningCurve {
     pub fn push_episodes(&mut self, now: CurvePoint, returns: &[f32]) {
         let (s0, t0) = self
             .points
-            .last()
+            .latest()
             .map_or((0.0, 0.0), |p| (p.env_steps as f64, p.seconds));
         let n = returns.len() as f64;
         for (i, &r) in returns.iter().enumerate() {
@@ -82,8 +90,9 @@ impl LearningCurve {
         }
     }
 
-    pub fn points(&self) -> &[CurvePoint] {
-        &self.points
+    /// The samples the curve draws: thinned evenly, ending at the latest.
+    pub fn points(&self) -> Vec<CurvePoint> {
+        self.points.iter().copied().collect()
     }
 
     /// Writes the PNG (800x360, two panels).
@@ -319,7 +328,7 @@ mod tests {
         };
         c.push(p(0, 0.0));
         c.push(p(5, -1200.0));
-        assert_eq!(c.points(), &[p(5, -1200.0)]);
+        assert_eq!(c.points(), vec![p(5, -1200.0)]);
     }
 
     #[test]
@@ -339,6 +348,24 @@ mod tests {
             .map(|e| (e.env_steps, e.seconds))
             .collect();
         assert_eq!(xs, vec![(2000.0, 1.5), (3000.0, 2.0)]);
+    }
+
+    #[test]
+    fn a_long_run_keeps_a_bounded_curve_that_ends_where_the_run_is() {
+        let mut c = LearningCurve::new(None);
+        for i in 0..50_000u64 {
+            let now = CurvePoint {
+                env_steps: i * 100,
+                seconds: i as f64 * 0.5,
+                mean_return: 1.0,
+                episodes: 4 * (i + 1),
+            };
+            c.push_episodes(now, &[1.0; 4]);
+            c.push(now);
+        }
+        assert!(c.points().len() <= MAX_POINTS + 1);
+        assert!(c.episodes.len() <= MAX_EPISODES + 1);
+        assert_eq!(c.points().last().map(|p| p.env_steps), Some(49_999 * 100));
     }
 
     #[test]

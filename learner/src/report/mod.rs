@@ -12,3 +12,4 @@ pub mod progress;
 pub mod prometheus;
 pub mod summary;
 pub mod tensorboard;
+pub mod thinned;
