@@ -68,6 +68,8 @@ pub struct LoadPoint {
     pub duration: Duration,
     /// Processes the streams are split over; 1 runs them in this process.
     pub procs: usize,
+    /// Extra learner flags (a setting under test).
+    pub learner_args: Vec<String>,
 }
 
 /// One load point's figures.
@@ -78,6 +80,8 @@ pub struct StreamLoadResult {
     /// Processes the streams ran in (1: the harness itself; at most one
     /// per stream).
     pub procs: usize,
+    /// Extra learner flags of the run.
+    pub learner_args: Vec<String>,
     pub seconds: f64,
     /// Streams that completed a session.
     pub connected: usize,
@@ -340,6 +344,7 @@ pub async fn run_stream_load(
     let mut cmd = Command::new(learner_bin);
     cmd.args(["--no-train", "--local-actors", "0", "--listen", &addr])
         .args(["--env", "cartpole", "--progress-secs", "0"])
+        .args(&point.learner_args)
         .env("RAYON_NUM_THREADS", "1");
     let mut learner = ChildProcess::spawn("learner", dir, &mut cmd)?;
     wait_ready(&mut learner, &addr).await?;
@@ -381,6 +386,7 @@ pub async fn run_stream_load(
         streams,
         envs_per_stream: envs,
         procs,
+        learner_args: point.learner_args.clone(),
         seconds,
         connected,
         env_steps_per_second: rate,

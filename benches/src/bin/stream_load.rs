@@ -42,6 +42,10 @@ struct Args {
     /// Where children log and the JSON goes.
     #[arg(long, default_value = "target/stream_load")]
     out: PathBuf,
+    /// An extra learner flag, e.g. `--learner-arg=--keepalive-secs=0`
+    /// (repeat for more) [default: none].
+    #[arg(long = "learner-arg", allow_hyphen_values = true)]
+    learner_args: Vec<String>,
     /// Child mode (not for direct use): the learner's address; run this
     /// process's share of the streams and print its report.
     #[arg(long, hide = true)]
@@ -130,6 +134,7 @@ fn main() -> ExitCode {
             envs: args.envs,
             duration: seconds,
             procs: args.procs,
+            learner_args: args.learner_args.clone(),
         };
         match runtime.block_on(run_stream_load(&args.learner, &load_bin, &dir, &point)) {
             Ok(r) => {
