@@ -67,7 +67,8 @@ struct Args {
     out: PathBuf,
 }
 
-fn main() -> ExitCode {
+#[tokio::main]
+async fn main() -> ExitCode {
     let a = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -100,17 +101,7 @@ fn main() -> ExitCode {
     let machine = Machine::detect();
     info!(%machine, out = %a.out.display(), "hour soak");
     let machine = serde_json::to_value(&machine).unwrap_or_default();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            error!("cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(&cfg, &bins, &a.out, machine)) {
+    match run(&cfg, &bins, &a.out, machine).await {
         Ok(report) => {
             let v = report.verdict.unwrap_or_default();
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
