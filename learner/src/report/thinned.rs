@@ -45,7 +45,7 @@ impl<T: Copy> Thinned<T> {
         let index = self.seen;
         self.seen += 1;
         self.latest = Some(item);
-        if index % self.stride != 0 {
+        if !index.is_multiple_of(self.stride) {
             return;
         }
         if self.kept.len() == self.cap {
@@ -57,7 +57,7 @@ impl<T: Copy> Thinned<T> {
                 position % 2 == 1
             });
             self.stride *= 2;
-            if index % self.stride != 0 {
+            if !index.is_multiple_of(self.stride) {
                 return;
             }
         }
@@ -77,7 +77,7 @@ impl<T: Copy> Thinned<T> {
     /// The kept items in push order, then the latest if it was not kept:
     /// what to draw.
     pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
-        let latest_kept = self.seen > 0 && (self.seen - 1) % self.stride == 0;
+        let latest_kept = self.seen > 0 && (self.seen - 1).is_multiple_of(self.stride);
         let tail = if latest_kept {
             None
         } else {
