@@ -119,11 +119,6 @@ impl ChurningStreams {
         self.cursor = (self.cursor + count) % n.max(1);
     }
 
-    /// Actors started so far, the first `n` included.
-    pub fn started(&self) -> usize {
-        self.started
-    }
-
     /// Streams whose actor task has ended (it should not have: they retry
     /// forever until stopped).
     pub fn ended_unasked(&self) -> usize {

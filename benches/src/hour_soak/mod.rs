@@ -40,6 +40,7 @@ use crate::child::ChildProcess;
 use crate::frozen_actor::StatusProbe;
 use crate::proc_stats::{slope, ProcStats};
 use crate::scenario::wait_ready;
+use crate::transport::Transport;
 use actors::{send_garbage, ChurningStreams, Garbage};
 use replay_load::{ReplayCheck, ReplayLoad};
 
@@ -166,11 +167,6 @@ pub struct HourSoakReport {
     pub verdict: Option<Verdict>,
 }
 
-fn free_addr() -> Result<String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(format!("127.0.0.1:{}", l.local_addr()?.port()))
-}
-
 async fn wait_replay_ready(server: &mut ChildProcess, addr: &str) -> Result<ReplayClient> {
     let started = Instant::now();
     loop {
@@ -197,7 +193,7 @@ pub async fn run(
     machine: serde_json::Value,
 ) -> Result<HourSoakReport> {
     std::fs::create_dir_all(dir)?;
-    let learner_addr = free_addr()?;
+    let learner_addr = Transport::Tcp.allocate(dir, "learner")?;
     let mut cmd = Command::new(&bins.learner);
     cmd.args(["--local-actors", "0", "--env", "cartpole"])
         .args(["--listen", &learner_addr, "--progress-secs", "60"])
@@ -215,7 +211,7 @@ pub async fn run(
         &config_path,
         replay_load::table_config(cfg.table_capacity, &table_dir),
     )?;
-    let replay_addr = free_addr()?;
+    let replay_addr = Transport::Tcp.allocate(dir, "replay-server")?;
     let mut cmd = Command::new(&bins.replay_server);
     cmd.arg("--config")
         .arg(&config_path)

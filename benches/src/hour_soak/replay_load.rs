@@ -8,12 +8,13 @@
 //! sequence number). At the end the table is read with `Follow` from key 0:
 //! the ring must hold exactly the newest `capacity` keys, consecutively,
 //! and each item's tag must be what the writer acknowledged for its key.
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use seed_replay_service::client::{ClientOptions, FollowEvent};
+use seed_replay_service::client::{ClientOptions, FollowEvent, InsertedKeys, Inserter};
 use seed_replay_service::{InsertBatch, ReplayClient};
 use serde::Serialize;
 use tokio::task::JoinHandle;
@@ -250,8 +251,8 @@ async fn write(
     let obs = vec![0.5f32; BATCH as usize * 4];
     let mut seq = 0u64;
     // First sequence number of each batch in flight, oldest first.
-    let mut in_flight = std::collections::VecDeque::new();
-    let record = |keys: seed_replay_service::client::InsertedKeys, first_seq: u64| -> Result<()> {
+    let mut in_flight = VecDeque::new();
+    let record = |keys: InsertedKeys, first_seq: u64| -> Result<()> {
         acked
             .lock()
             .map_err(|_| anyhow::anyhow!("the ack list's lock is poisoned"))?
@@ -270,11 +271,7 @@ async fn write(
     while !stop.load(Ordering::Relaxed) {
         tick.tick().await;
         if ins.pending() >= WINDOW {
-            let keys = ins.ack().await?;
-            let first = in_flight
-                .pop_front()
-                .context("an ack with no batch in flight")?;
-            record(keys, first)?;
+            ack_oldest(&mut ins, &mut in_flight, &record).await?;
         }
         let tags: Vec<u64> = (0..u64::from(BATCH))
             .flat_map(|r| [writer, seq + r])
@@ -287,13 +284,23 @@ async fn write(
         seq += u64::from(BATCH);
     }
     while ins.pending() > 0 {
-        let keys = ins.ack().await?;
-        let first = in_flight
-            .pop_front()
-            .context("an ack with no batch in flight")?;
-        record(keys, first)?;
+        ack_oldest(&mut ins, &mut in_flight, &record).await?;
     }
     Ok(())
+}
+
+/// Waits for the oldest batch in flight and records its keys beside its
+/// first sequence number.
+async fn ack_oldest(
+    ins: &mut Inserter,
+    in_flight: &mut VecDeque<u64>,
+    record: &impl Fn(InsertedKeys, u64) -> Result<()>,
+) -> Result<()> {
+    let keys = ins.ack().await?;
+    let first = in_flight
+        .pop_front()
+        .context("an ack with no batch in flight")?;
+    record(keys, first)
 }
 
 async fn sample(
