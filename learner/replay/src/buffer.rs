@@ -586,28 +586,31 @@ impl ReplayBuffer {
                 0
             };
             // The policy version is stored with the rows (its field's).
-            let outcome = slot::write(slots, slot, first + i as u64, group_id, |f, words| {
-                if let Some(r) = heap_refs.row_ref(i, f) {
-                    for (word, v) in words.iter().zip(r) {
-                        // Relaxed: published by the Release version store
-                        // in `slot::write`.
-                        word.store(v, crate::loom::atomic::Ordering::Relaxed);
+            let outcome = slot::write(
+                slots,
+                slot,
+                first + i as u64,
+                group_id,
+                |f, bytes, words| {
+                    if let Some(r) = heap_refs.row_ref(i, f) {
+                        for (word, v) in words.iter().zip(r) {
+                            // Relaxed: published by the Release version store
+                            // in `slot::write`.
+                            word.store(v, crate::loom::atomic::Ordering::Relaxed);
+                        }
+                        return;
                     }
-                    return;
-                }
-                // The field's bytes from the storage's geometry: computing
-                // them from the layout's shape per item showed in `perf`.
-                let bytes = slots.field(f).bytes;
-                let mut j = 0;
-                fields[f].values.for_each_word(i * bytes, bytes, |w| {
-                    if let Some(word) = words.get(j) {
-                        // Relaxed: published by the Release version store
-                        // in `slot::write`.
-                        word.store(w, crate::loom::atomic::Ordering::Relaxed);
-                    }
-                    j += 1;
-                });
-            });
+                    let mut j = 0;
+                    fields[f].values.for_each_word(i * bytes, bytes, |w| {
+                        if let Some(word) = words.get(j) {
+                            // Relaxed: published by the Release version store
+                            // in `slot::write`.
+                            word.store(w, crate::loom::atomic::Ordering::Relaxed);
+                        }
+                        j += 1;
+                    });
+                },
+            );
             match outcome {
                 WriteOutcome::Superseded => {
                     s.counters.superseded.fetch_add(1, Ordering::Relaxed);

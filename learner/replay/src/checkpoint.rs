@@ -373,7 +373,7 @@ impl ReplayBuffer {
             }
             let slot = slot as usize;
             let mut offset = 0;
-            slot::write(s.storage.slots(), slot, key, group, |f, words| {
+            slot::write(s.storage.slots(), slot, key, group, |f, _, words| {
                 for (w, &v) in words.iter().zip(&row[offset..offset + row_words[f]]) {
                     w.store(v, crate::loom::atomic::Ordering::Relaxed);
                 }
@@ -574,7 +574,7 @@ fn restore_variable(
             });
         }
         let slot = slot as usize;
-        slot::write(s.storage.slots(), slot, key, group, |f, words| {
+        slot::write(s.storage.slots(), slot, key, group, |f, _, words| {
             let src: &[u64] = match layout.fields()[f].is_variable() {
                 true => &refs[f],
                 false => &fixed[f],

@@ -182,7 +182,7 @@ impl ReplayBuffer {
         };
         for i in skip..rows {
             let key = first + i as u64;
-            let outcome = slot::write(slots, s.slot_of(key), key, NO_GROUP, |f, words| {
+            let outcome = slot::write(slots, s.slot_of(key), key, NO_GROUP, |f, bytes, words| {
                 if let Some(r) = staged.as_ref().and_then(|st| st.row_ref(i, f)) {
                     for (word, v) in words.iter().zip(r) {
                         // Relaxed: published by the Release sequence store
@@ -191,7 +191,6 @@ impl ReplayBuffer {
                     }
                     return;
                 }
-                let bytes = slots.field(f).bytes;
                 let mut j = 0;
                 fields[f].values.for_each_word(i * bytes, bytes, |w| {
                     if let Some(word) = words.get(j) {

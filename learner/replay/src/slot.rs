@@ -56,9 +56,10 @@ fn stamp(key: u64) -> u64 {
     (key + 1) << 1
 }
 
-/// Writes item `key` of `group` into `slot`. `fill(field, words)` stores
-/// the field's row with `Relaxed` stores (the policy version is one of
-/// those rows).
+/// Writes item `key` of `group` into `slot`. `fill(field, bytes, words)`
+/// stores the field's row with `Relaxed` stores (the policy version is one
+/// of those rows); `bytes` is the field's value size from the storage's
+/// geometry, read once per row here so the caller need not read it again.
 ///
 /// Inlined: it runs once per inserted item, and as a call its closure's
 /// state went through the stack.
@@ -68,7 +69,7 @@ pub(crate) fn write(
     slot: usize,
     key: u64,
     group: u64,
-    mut fill: impl FnMut(usize, &[AtomicU64]),
+    mut fill: impl FnMut(usize, usize, &[AtomicU64]),
 ) -> WriteOutcome {
     let seq = storage.seq(slot);
     let stamp = stamp(key);
@@ -106,7 +107,8 @@ pub(crate) fn write(
         storage.record_groups();
     }
     for field in 0..storage.num_fields() {
-        fill(field, storage.row(field, slot));
+        let g = storage.field(field);
+        fill(field, g.bytes, storage.row_at(g, slot));
     }
     // Publish: Release, pairs with the Acquire sequence loads in `read`,
     // `begin_read` and `Storage::published` (FIFO claims, stale-key checks).
@@ -242,7 +244,7 @@ mod tests {
             .build()
             .expect("layout");
         let s = Storage::memory(&layout, 1, StorageOrder::Records).expect("storage");
-        let w = |key: u64| write(s.slots(), 0, key, NO_GROUP, |_, _| {});
+        let w = |key: u64| write(s.slots(), 0, key, NO_GROUP, |_, _, _| {});
         assert_eq!(w(3), WriteOutcome::Written { previous: 0 });
         let word = s.slots().seq(0).load(Ordering::Relaxed);
         assert_eq!(word, stamp(3));

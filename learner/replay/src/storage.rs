@@ -705,7 +705,9 @@ impl Storage {
 
     /// The words resolved once, for a run of slot accesses (a sample call
     /// or an insert batch): the backing is matched here, not per access.
-    #[inline]
+    /// Always inlined: as a call (which LLVM chose for the insert path once
+    /// that grew) it copied the geometry through the stack per insert.
+    #[inline(always)]
     pub(crate) fn slots(&self) -> Slots<'_> {
         Slots {
             words: self.words(),

@@ -32,7 +32,7 @@ fn write(s: &Storage, key: u64, value: u64) -> WriteOutcome {
 }
 
 fn write_in_group(s: &Storage, key: u64, value: u64, group: u64) -> WriteOutcome {
-    slot::write(s.slots(), 0, key, group, |_, words| {
+    slot::write(s.slots(), 0, key, group, |_, _, words| {
         for w in words {
             w.store(value, Ordering::Relaxed);
         }
