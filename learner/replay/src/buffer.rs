@@ -592,23 +592,7 @@ impl ReplayBuffer {
                 first + i as u64,
                 group_id,
                 |f, bytes, words| {
-                    if let Some(r) = heap_refs.row_ref(i, f) {
-                        for (word, v) in words.iter().zip(r) {
-                            // Relaxed: published by the Release version store
-                            // in `slot::write`.
-                            word.store(v, crate::loom::atomic::Ordering::Relaxed);
-                        }
-                        return;
-                    }
-                    let mut j = 0;
-                    fields[f].values.for_each_word(i * bytes, bytes, |w| {
-                        if let Some(word) = words.get(j) {
-                            // Relaxed: published by the Release version store
-                            // in `slot::write`.
-                            word.store(w, crate::loom::atomic::Ordering::Relaxed);
-                        }
-                        j += 1;
-                    });
+                    slot::store_row!(words, fields[f], i, bytes, heap_refs.row_ref(i, f))
                 },
             );
             match outcome {

@@ -183,23 +183,8 @@ impl ReplayBuffer {
         for i in skip..rows {
             let key = first + i as u64;
             let outcome = slot::write(slots, s.slot_of(key), key, NO_GROUP, |f, bytes, words| {
-                if let Some(r) = staged.as_ref().and_then(|st| st.row_ref(i, f)) {
-                    for (word, v) in words.iter().zip(r) {
-                        // Relaxed: published by the Release sequence store
-                        // in `slot::write`.
-                        word.store(v, crate::loom::atomic::Ordering::Relaxed);
-                    }
-                    return;
-                }
-                let mut j = 0;
-                fields[f].values.for_each_word(i * bytes, bytes, |w| {
-                    if let Some(word) = words.get(j) {
-                        // Relaxed: published by the Release sequence store
-                        // in `slot::write`.
-                        word.store(w, crate::loom::atomic::Ordering::Relaxed);
-                    }
-                    j += 1;
-                });
+                let heap_ref = staged.as_ref().and_then(|st| st.row_ref(i, f));
+                slot::store_row!(words, fields[f], i, bytes, heap_ref)
             });
             match outcome {
                 WriteOutcome::Superseded => report.superseded += 1,

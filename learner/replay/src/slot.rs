@@ -56,6 +56,36 @@ fn stamp(key: u64) -> u64 {
     (key + 1) << 1
 }
 
+/// The body of a writer's `fill` in [`write`]: stores row `$row` of
+/// `$field` (a `FieldRef`) into `$words`, a variable-length field's heap
+/// reference `$heap_ref` if it has one, else the row's `$bytes` of values
+/// packed into native-endian words (the last zero padded). `Relaxed`
+/// stores: the Release sequence store in `write` publishes them.
+///
+/// Used as a closure's whole body: after a heap reference it `return`s
+/// from that closure. A macro, not a function: as an `#[inline(always)]` function the same
+/// body cost an insert 25 instructions more (593 against 568 per single
+/// insert), the closure's codegen changing around the call.
+macro_rules! store_row {
+    ($words:expr, $field:expr, $row:expr, $bytes:expr, $heap_ref:expr) => {{
+        let (words, row, bytes) = ($words, $row, $bytes);
+        if let Some(r) = $heap_ref {
+            for (word, v) in words.iter().zip(r) {
+                word.store(v, crate::loom::atomic::Ordering::Relaxed);
+            }
+            return;
+        }
+        let mut j = 0;
+        $field.values.for_each_word(row * bytes, bytes, |w| {
+            if let Some(word) = words.get(j) {
+                word.store(w, crate::loom::atomic::Ordering::Relaxed);
+            }
+            j += 1;
+        });
+    }};
+}
+pub(crate) use store_row;
+
 /// Writes item `key` of `group` into `slot`. `fill(field, bytes, words)`
 /// stores the field's row with `Relaxed` stores (the policy version is one
 /// of those rows); `bytes` is the field's value size from the storage's
