@@ -441,13 +441,14 @@ pub struct TrainArgs {
     pub learning_rate: Option<f64>,
     /// Decay the learning rate linearly over this many learner steps, to
     /// --lr-final-fraction of it, and keep it there; 0 keeps it constant.
-    /// V-trace's default lets CartPole solve at a high rate and then damps the
-    /// late updates that knocked a solved policy back down; give 0 for runs
-    /// tuned with a constant rate.
+    /// V-trace's default lets CartPole solve at a high rate and then stops
+    /// the late updates that knocked a solved policy back down; give 0 for
+    /// runs tuned with a constant rate.
     #[arg(help_heading = TRAIN, long)]
     pub lr_decay_steps: Option<u64>,
     /// With --lr-decay-steps: the learning rate it decays to, as a fraction of
-    /// --learning-rate.
+    /// --learning-rate (V-trace's 0 stops training there: CartPole is solved
+    /// by then, and any rate left on let a solved policy drift and fall).
     #[arg(help_heading = TRAIN, long)]
     pub lr_final_fraction: Option<f64>,
     /// Discount γ per step. V-trace's 0.98 is tuned on CartPole; tasks with
