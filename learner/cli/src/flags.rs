@@ -978,7 +978,7 @@ mod tests {
             LrSchedule::LinearDecay {
                 initial: 2e-3,
                 decay_steps: 5000,
-                last: 2e-3 * 0.01,
+                last: 0.0,
             }
         );
         assert_eq!(
