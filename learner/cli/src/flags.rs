@@ -447,8 +447,9 @@ pub struct TrainArgs {
     #[arg(help_heading = TRAIN, long)]
     pub lr_decay_steps: Option<u64>,
     /// With --lr-decay-steps: the learning rate it decays to, as a fraction of
-    /// --learning-rate (V-trace's 0 stops training there: CartPole is solved
-    /// by then, and any rate left on let a solved policy drift and fall).
+    /// --learning-rate (V-trace's default stops training there: CartPole is
+    /// solved by then, and any rate left on let a solved policy drift and
+    /// fall).
     #[arg(help_heading = TRAIN, long)]
     pub lr_final_fraction: Option<f64>,
     /// Discount γ per step. V-trace's 0.98 is tuned on CartPole; tasks with
