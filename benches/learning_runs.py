@@ -189,16 +189,20 @@ def process_ticks(pid: int) -> int | None:
 
 def wait_sampling_cpu(learner: subprocess.Popen, actor: subprocess.Popen | None, timeout: float) -> tuple[int, dict]:
     """Waits for the learner, sampling its threads' and the actor's CPU
-    time every 2 s; returns the exit code and the last sample in seconds."""
+    time every 2 s; returns the exit code and the CPU seconds per thread
+    name (each its largest sample)."""
     hz = os.sysconf("SC_CLK_TCK")
     deadline = time.monotonic() + timeout
     cpu: dict[str, float] = {}
     while True:
-        threads = cpu_ticks(learner.pid)
-        if threads:
-            cpu = {f"learner/{name}": ticks / hz for name, ticks in sorted(threads.items())}
-            if actor is not None and (ticks := process_ticks(actor.pid)) is not None:
-                cpu["actor"] = ticks / hz
+        # Each name keeps its largest sample: a thread's ticks only grow,
+        # and the trainer and inference threads end before the process
+        # does, so the last sample alone can lack them.
+        for name, ticks in sorted(cpu_ticks(learner.pid).items()):
+            key = f"learner/{name}"
+            cpu[key] = max(cpu.get(key, 0.0), ticks / hz)
+        if actor is not None and (ticks := process_ticks(actor.pid)) is not None:
+            cpu["actor"] = ticks / hz
         try:
             return learner.wait(timeout=2.0), cpu
         except subprocess.TimeoutExpired:

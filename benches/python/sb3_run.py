@@ -7,7 +7,10 @@ The hyperparameters are rl-zoo3's own file for the algorithm
 (``rl_zoo3/hyperparams/ALGO.yml``, the env's entry), applied as rl-zoo3's
 ``train.py`` applies them: ``n_envs`` Monitor-wrapped envs in a
 DummyVecEnv (rl-zoo3's default), the rest as keyword arguments of the
-algorithm; ``n_timesteps`` is ignored (the budget is ``--seconds``).
+algorithm; ``n_timesteps`` is ignored (the budget is ``--seconds``) unless
+``--zoo-timesteps`` is given: then it is the run's total as well, so
+schedules over the run (DQN's ε, ``lin_`` rates) span rl-zoo3's budget,
+and the run ends at whichever of it and ``--seconds`` comes first.
 Linear schedules (``lin_3e-4``) and ``policy_kwargs`` strings are read as
 rl-zoo3 reads them. PyTorch on the CPU with ``--threads`` threads.
 
@@ -59,6 +62,8 @@ def main() -> None:
     p.add_argument("--target", type=float, default=200.0)
     p.add_argument("--progress-secs", type=float, default=2.0)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--zoo-timesteps", action="store_true",
+                   help="train for rl-zoo3's n_timesteps (its schedules span them), within --seconds")
     p.add_argument("--out", type=pathlib.Path, required=True)
     args = p.parse_args()
 
@@ -71,7 +76,9 @@ def main() -> None:
 
     hp = zoo_hyperparams(args.algo, args.env)
     n_envs = hp.pop("n_envs", 1)
-    hp.pop("n_timesteps", None)
+    zoo_timesteps = int(float(hp.pop("n_timesteps", 0)))
+    if args.zoo_timesteps and zoo_timesteps <= 0:
+        raise SystemExit(f"--zoo-timesteps: rl-zoo3's {args.algo} entry for {args.env} has no n_timesteps")
     policy = hp.pop("policy")
     for key in ("normalize", "frame_stack", "env_wrapper", "callback"):
         if key in hp:
@@ -113,7 +120,7 @@ def main() -> None:
     env = make_vec_env(args.env, n_envs=n_envs, seed=args.seed)
     model = getattr(sb3, args.algo.upper())(policy, env, seed=args.seed, device="cpu", verbose=0, **hp)
     clock = Clock()
-    model.learn(total_timesteps=10**12, callback=clock)
+    model.learn(total_timesteps=zoo_timesteps if args.zoo_timesteps else 10**12, callback=clock)
     wall = time.perf_counter() - state["t0"]
     mean = sum(returns) / len(returns) if returns else 0.0
     metrics.write(json.dumps({"time/seconds": wall, "env/steps": model.num_timesteps,
@@ -122,7 +129,7 @@ def main() -> None:
     solved = state["solved"]
     summary = {
         "algo": args.algo, "env": args.env, "seed": args.seed, "hyperparams": {k: str(v) for k, v in hp.items()},
-        "n_envs": n_envs, "policy": policy, "torch_threads": args.threads, "torch": torch.__version__,
+        "n_envs": n_envs, "policy": policy, "total_timesteps": zoo_timesteps if args.zoo_timesteps else None, "torch_threads": args.threads, "torch": torch.__version__,
         "stable_baselines3": sb3.__version__,
         "wall_seconds": wall, "env_steps": model.num_timesteps, "env_steps_per_second": model.num_timesteps / wall,
         "episodes": state["episodes"], "final_mean_return": mean, "target_return": args.target,
