@@ -120,7 +120,8 @@ def main() -> None:
     env = make_vec_env(args.env, n_envs=n_envs, seed=args.seed)
     model = getattr(sb3, args.algo.upper())(policy, env, seed=args.seed, device="cpu", verbose=0, **hp)
     clock = Clock()
-    model.learn(total_timesteps=zoo_timesteps if args.zoo_timesteps else 10**12, callback=clock)
+    total = zoo_timesteps if args.zoo_timesteps else None
+    model.learn(total_timesteps=total or 10**12, callback=clock)
     wall = time.perf_counter() - state["t0"]
     mean = sum(returns) / len(returns) if returns else 0.0
     metrics.write(json.dumps({"time/seconds": wall, "env/steps": model.num_timesteps,
@@ -129,7 +130,7 @@ def main() -> None:
     solved = state["solved"]
     summary = {
         "algo": args.algo, "env": args.env, "seed": args.seed, "hyperparams": {k: str(v) for k, v in hp.items()},
-        "n_envs": n_envs, "policy": policy, "total_timesteps": zoo_timesteps if args.zoo_timesteps else None, "torch_threads": args.threads, "torch": torch.__version__,
+        "n_envs": n_envs, "policy": policy, "total_timesteps": total, "torch_threads": args.threads, "torch": torch.__version__,
         "stable_baselines3": sb3.__version__,
         "wall_seconds": wall, "env_steps": model.num_timesteps, "env_steps_per_second": model.num_timesteps / wall,
         "episodes": state["episodes"], "final_mean_return": mean, "target_return": args.target,
