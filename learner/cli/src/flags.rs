@@ -479,6 +479,12 @@ pub struct TrainArgs {
     /// variance, more bias, as GAE's λ); 1 is IMPALA's V-trace.
     #[arg(help_heading = TRAIN, long)]
     pub vtrace_lambda: Option<f64>,
+    /// ε of PPO's clipped surrogate, used in place of IMPALA's policy term:
+    /// the term stops pushing an action once π/μ has moved ε past 1 in its
+    /// advantage's direction, so an unroll sampled several times cannot
+    /// push one action ever further. 0 is IMPALA's term; PPO uses 0.1-0.3.
+    #[arg(help_heading = TRAIN, long)]
+    pub ratio_clip: Option<f64>,
 
     // ---- [r2d2] -----------------------------------------------------------
     /// R2D2: leading steps of each sequence that only refresh the stored recurrent state (no

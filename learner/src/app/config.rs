@@ -270,6 +270,8 @@ mod tests {
         assert!(with(&|c| train(c).trainer.max_grad_norm = f32::NAN).contains("--max-grad-norm"));
         assert!(with(&|c| train(c).trainer.loss.discount = 1.5).contains("--discount"));
         assert!(with(&|c| train(c).trainer.loss.clip.lambda = -0.1).contains("--vtrace-lambda"));
+        assert!(with(&|c| train(c).trainer.loss.ratio_clip = 1.0).contains("--ratio-clip"));
+        assert!(with(&|c| train(c).trainer.loss.ratio_clip = f32::NAN).contains("--ratio-clip"));
         assert!(with(&|c| c.model.hidden_sizes = vec![]).contains("--hidden-sizes"));
         assert!(with(&|c| c.model.lstm_size = Some(0)).contains("--lstm-size"));
         assert!(with(&|c| c.serve.keepalive = Keepalive::from_secs(5, 0))

@@ -291,6 +291,9 @@ impl TrainConfig {
         if !(0.0..=1.0).contains(&t.loss.clip.lambda) {
             return bad("--vtrace-lambda must be in [0, 1]");
         }
+        if !(0.0..1.0).contains(&t.loss.ratio_clip) {
+            return bad("--ratio-clip must be in [0, 1) (0 turns it off)");
+        }
         if !(t.loss.reward_scale.is_finite() && t.loss.reward_scale > 0.0) {
             return bad("--reward-scale must be positive");
         }

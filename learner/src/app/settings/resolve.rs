@@ -389,6 +389,7 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
                         pg_rho: clip,
                         lambda,
                     },
+                    ratio_clip: need(t.ratio_clip, "train.ratio_clip")? as f32,
                 },
                 optimizer: OptimizerConfig {
                     algorithm,

@@ -171,6 +171,7 @@ section!(
         max_grad_norm: f64,
         vtrace_clip: f64,
         vtrace_lambda: f64,
+        ratio_clip: f64,
     }
 );
 

@@ -19,12 +19,17 @@ pub struct ImpalaLossConfig {
     pub reward_scale: f32,
     /// V-trace's trace weights: the clipping thresholds ρ̄, c̄, ρ̄_pg and λ.
     pub clip: VTraceClip,
+    /// ε of PPO's clipped surrogate in place of IMPALA's policy term: the
+    /// term stops pushing an action once `π/μ` has moved ε past 1 in its
+    /// advantage's direction (`super::loss`'s docs). 0 turns it off, giving
+    /// IMPALA's `ρ̄_pg`-weighted policy gradient.
+    pub ratio_clip: f32,
 }
 
 impl ImpalaLossConfig {
     /// IMPALA's published values (γ 0.99, baseline 0.5, entropy 0.01, no
-    /// reward scaling, clips of 1): a fixed reference for tests and
-    /// benches, not the learner's defaults.
+    /// reward scaling, clips of 1, its own policy term): a fixed reference
+    /// for tests and benches, not the learner's defaults.
     pub fn impala_paper() -> Self {
         Self {
             discount: 0.99,
@@ -32,6 +37,7 @@ impl ImpalaLossConfig {
             entropy_cost: 0.01,
             reward_scale: 1.0,
             clip: VTraceClip::default(),
+            ratio_clip: 0.0,
         }
     }
 }

@@ -18,6 +18,22 @@
 //! of the logits and `−Σ_a π log π`; for a diagonal Gaussian the log-density
 //! of the (unclipped) sampled action and `Σ_i (½ + ½ log 2π + log σ_i)`.
 //!
+//! With `ratio_clip` ε > 0 the policy term is PPO's clipped surrogate
+//! (Schulman et al. 2017, eq. 7) on V-trace's targets, as IMPACT does
+//! (Luo et al. 2020, eq. 5), with μ as the reference policy:
+//!
+//! ```text
+//! r_t     = π(a_t|x_t) / μ(a_t|x_t)                        (gradient through π)
+//! Â_t     = r_t' + γ_t vs_{t+1} − V(x_t)                   (r_t' the reward; no ρ̄_pg weight)
+//! pg_loss = − mean_valid( min(r_t Â_t, clip(r_t, 1 − ε, 1 + ε) Â_t) )
+//! ```
+//!
+//! Its gradient is `r_t Â_t ∇ log π` (IMPALA's, with `ρ̄_pg = ∞`) until the
+//! ratio has moved ε past 1 in the advantage's direction, then 0: an
+//! unroll sampled several times from the replay cannot push one action
+//! ever further, which is how a policy's entropy collapses between two
+//! looks at the same data. The value targets keep V-trace's ρ̄ and c̄.
+//!
 //! with `vs` and `pg_advantages` from [`vtrace`] (no gradient
 //! through them; rewards are multiplied by `reward_scale` first) and
 //! `mean_valid(f) = Σ_{t,b} valid_t f_t / max(1, Σ_{t,b} valid_t)`:
@@ -140,7 +156,20 @@ pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> 
             .reshape(1)?
             .mul(&inverse_count)
     };
-    let pg_loss = mean_valid(&(&returns.pg_advantages * &target_log_probs)?)?.neg()?;
+    let pg_loss = if config.ratio_clip > 0.0 {
+        let surrogate = clipped_surrogate(
+            &target_log_probs,
+            &behaviour_log_probs,
+            &transitions,
+            &returns.vs,
+            &values.detach(),
+            &bootstrap_value,
+            config.ratio_clip,
+        )?;
+        mean_valid(&surrogate)?.neg()?
+    } else {
+        mean_valid(&(&returns.pg_advantages * &target_log_probs)?)?.neg()?
+    };
     let value_errors = (&returns.vs - &values)?;
     let value_loss = mean_valid(&value_errors.sqr()?)?.affine(0.5, 0.0)?;
     let entropy = mean_valid(&target_policy.entropy()?)?;
@@ -174,6 +203,40 @@ pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> 
         mean_clipped_rho,
         mean_pg_advantage,
     })
+}
+
+/// PPO's `min(r Â, clip(r, 1 − ε, 1 + ε) Â)` per transition, `[T, B]`, with
+/// gradient through `target_log_probs` only (the module docs). A masked
+/// transition's ratio is taken as 1, so a dummy action whose log-probability
+/// underflowed cannot make `∞ · 0` in [`impala_loss`]'s mean.
+fn clipped_surrogate(
+    target_log_probs: &Tensor,
+    behaviour_log_probs: &Tensor,
+    transitions: &Transitions,
+    vs: &Tensor,
+    values: &Tensor,
+    bootstrap_value: &Tensor,
+    epsilon: f32,
+) -> Result<Tensor> {
+    let t_len = vs.dim(0)?;
+    // vs_{t+1}: vs shifted up one step, the bootstrap value after the last.
+    let bootstrap = bootstrap_value.unsqueeze(0)?;
+    let next_vs = if t_len > 1 {
+        Tensor::cat(&[&vs.narrow(0, 1, t_len - 1)?, &bootstrap], 0)?
+    } else {
+        bootstrap
+    };
+    let advantages = ((&transitions.rewards + (&transitions.discounts * &next_vs)?)? - values)?;
+    let valid = transitions.valid.ne(0.0)?;
+    let log_ratio = valid.where_cond(
+        &(target_log_probs - behaviour_log_probs)?,
+        &target_log_probs.zeros_like()?,
+    )?;
+    let ratio = log_ratio.exp()?;
+    let eps = f64::from(epsilon);
+    let unclipped = (&ratio * &advantages)?;
+    let clipped = (ratio.clamp(1.0 - eps, 1.0 + eps)? * &advantages)?;
+    unclipped.minimum(&clipped)
 }
 
 /// The shapes and dtypes [`impala_loss`] needs (its doc's errors), each
@@ -416,6 +479,18 @@ mod tests {
 
     #[test]
     fn masked_steps_contribute_nothing() {
+        masked_steps_contribute_nothing_under(&ImpalaLossConfig::impala_paper());
+    }
+
+    #[test]
+    fn masked_steps_contribute_nothing_to_the_clipped_surrogate() {
+        masked_steps_contribute_nothing_under(&ImpalaLossConfig {
+            ratio_clip: 0.2,
+            ..ImpalaLossConfig::impala_paper()
+        });
+    }
+
+    fn masked_steps_contribute_nothing_under(config: &ImpalaLossConfig) {
         // T = 3, B = 2, A = 3. Env 0's step 1 is a truncated final observation:
         // its action is a dummy. Its logits and value get no gradient, and
         // changing the dummy action or its behaviour logits changes nothing.
@@ -435,8 +510,7 @@ mod tests {
         );
         let behaviour_data: Vec<f32> = logits.iter().map(|x| x * 0.5).collect();
         let behaviour = Tensor::from_slice(&behaviour_data, (4, 2, 3), &Device::Cpu).unwrap();
-        let config = ImpalaLossConfig::impala_paper();
-        let loss = unroll.loss_with_behaviour(&behaviour, &config);
+        let loss = unroll.loss_with_behaviour(&behaviour, config);
 
         let grads = loss.total.backward().unwrap();
         let logit_grads = grads
@@ -478,7 +552,7 @@ mod tests {
                 terminated: &unroll.terminated,
                 truncated: &unroll.truncated,
             },
-            &config,
+            config,
         )
         .unwrap();
         assert_eq!(
@@ -641,5 +715,79 @@ mod tests {
         };
         let err = impala_loss(&inputs, &config).unwrap_err();
         assert!(err.to_string().contains("rewards"), "{err}");
+    }
+
+    /// The gradient of the policy term on step 0's logits: T = 1, B = 1,
+    /// A = 2, action 0 taken under `behaviour` logits, scored by `target`,
+    /// reward `reward`, values 0 (so the advantage is the reward).
+    fn pg_gradient(
+        target: [f32; 2],
+        behaviour: [f32; 2],
+        reward: f32,
+        ratio_clip: f32,
+    ) -> Vec<f32> {
+        let unroll = Unroll::new(
+            &[target[0], target[1], 0.0, 0.0],
+            &[0.0, 0.0],
+            &[0, 0],
+            &[0.0, reward],
+            &[0, 0],
+            (2, 1, 2),
+        );
+        let behaviour = Tensor::new(
+            &[[[behaviour[0], behaviour[1]]], [[0f32, 0.0]]],
+            &Device::Cpu,
+        )
+        .unwrap();
+        let config = ImpalaLossConfig {
+            entropy_cost: 0.0,
+            baseline_cost: 0.0,
+            ratio_clip,
+            ..ImpalaLossConfig::impala_paper()
+        };
+        let loss = unroll.loss_with_behaviour(&behaviour, &config);
+        let grads = loss.total.backward().unwrap();
+        let logits = grads.get(unroll.logits.as_tensor()).unwrap();
+        logits.to_vec3::<f32>().unwrap()[0][0].clone()
+    }
+
+    fn assert_close(got: &[f32], want: &[f32]) {
+        assert!(
+            got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-5),
+            "got {got:?}, want {want:?}"
+        );
+    }
+
+    #[test]
+    fn ratio_clip_on_policy_is_impalas_gradient() {
+        // π = μ: the ratio is 1, inside any bound, so both terms give
+        // −A (onehot(a) − π) on the logits.
+        let clipped = pg_gradient([0.4, -0.3], [0.4, -0.3], 1.0, 0.2);
+        let impala = pg_gradient([0.4, -0.3], [0.4, -0.3], 1.0, 0.0);
+        assert_close(&clipped, &impala);
+        assert!(clipped[0] < 0.0, "descending raises action 0: {clipped:?}");
+    }
+
+    #[test]
+    fn ratio_clip_stops_pushing_an_action_past_its_bound() {
+        // π(a0) = σ(1) = 0.731 against μ(a0) = 0.5: the ratio is 1.46, past
+        // 1 + 0.2. A positive advantage would push it further: no gradient.
+        assert_eq!(pg_gradient([1.0, 0.0], [0.0, 0.0], 1.0, 0.2), [0.0, 0.0]);
+        // IMPALA's term still pushes (its weight clipped to ρ̄_pg = 1).
+        let impala = pg_gradient([1.0, 0.0], [0.0, 0.0], 1.0, 0.0);
+        assert!(impala[0] < 0.0, "{impala:?}");
+        // π(a0) = σ(−1) = 0.269, a ratio of 0.54, below 1 − 0.2: a negative
+        // advantage would push it lower still: no gradient.
+        assert_eq!(pg_gradient([-1.0, 0.0], [0.0, 0.0], -1.0, 0.2), [0.0, 0.0]);
+    }
+
+    #[test]
+    fn ratio_clip_lets_an_advantage_pull_an_action_back() {
+        // The ratio is 1.46 and the advantage −1: the surrogate's minimum is
+        // the unclipped r·A, whose gradient is −A·r·(onehot(a) − π).
+        let pi = 1.0 / (1.0 + (-1.0f32).exp());
+        let ratio = pi / 0.5;
+        let want = [ratio * (1.0 - pi), -ratio * (1.0 - pi)];
+        assert_close(&pg_gradient([1.0, 0.0], [0.0, 0.0], -1.0, 0.2), &want);
     }
 }
