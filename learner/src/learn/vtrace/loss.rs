@@ -18,9 +18,18 @@
 //! of the logits and `−Σ_a π log π`; for a diagonal Gaussian the log-density
 //! of the (unclipped) sampled action and `Σ_i (½ + ½ log 2π + log σ_i)`.
 //!
+//! with `vs` and `pg_advantages` from [`vtrace`] (no gradient
+//! through them; rewards are multiplied by `reward_scale` first) and
+//! `mean_valid(f) = Σ_{t,b} valid_t f_t / max(1, Σ_{t,b} valid_t)`:
+//! a mean over the transitions actually trained on. A mean rather than IMPALA's
+//! sum keeps the learning rate independent of `T` and `B`; dividing by the valid
+//! count rather than `T·B` makes every logged number a true per-transition mean.
+//! Masked transitions (a dummy action after a truncated final observation)
+//! contribute nothing to any term or gradient; see [`Transitions`].
+//!
 //! With `ratio_clip` ε > 0 the policy term is PPO's clipped surrogate
 //! (Schulman et al. 2017, eq. 7) on V-trace's targets, as IMPACT does
-//! (Luo et al. 2020, eq. 5), with μ as the reference policy:
+//! (Luo et al. 2020) with a target network, here with μ as the reference:
 //!
 //! ```text
 //! r_t     = π(a_t|x_t) / μ(a_t|x_t)                        (gradient through π)
@@ -31,20 +40,12 @@
 //! Its gradient is `r_t Â_t ∇ log π` (IMPALA's, with `ρ̄_pg = ∞`) until the
 //! ratio has moved ε past 1 in the advantage's direction, then 0: an
 //! unroll sampled several times from the replay cannot push one action
-//! ever further, which is how a policy's entropy collapses between two
-//! looks at the same data. The value targets keep V-trace's ρ̄ and c̄.
-//!
-//! with `vs` and `pg_advantages` from [`vtrace`] (no gradient
-//! through them; rewards are multiplied by `reward_scale` first) and
-//! `mean_valid(f) = Σ_{t,b} valid_t f_t / max(1, Σ_{t,b} valid_t)`:
-//! a mean over the transitions actually trained on. A mean rather than IMPALA's
-//! sum keeps the learning rate independent of `T` and `B`; dividing by the valid
-//! count rather than `T·B` makes every logged number a true per-transition mean.
-//! Masked transitions (a dummy action after a truncated final observation)
-//! contribute nothing to any term or gradient; see [`Transitions`].
+//! further at every look, one way a policy's entropy collapses. The value
+//! targets keep V-trace's ρ̄ and c̄.
 //!
 //! Cost: two log-probabilities over `[T, B, P]` (log-softmaxes for a
-//! categorical), V-trace (`O(T·B)`), a few reductions, and one
+//! categorical), V-trace (`O(T·B)`), a few reductions (the clipped
+//! surrogate adds a few elementwise ops over `[T, B]`), and one
 //! device-to-host copy of five scalars for the logged values.
 use candle_core::{DType, Error, Result, Tensor};
 
