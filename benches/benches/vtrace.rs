@@ -125,8 +125,8 @@ fn bench_vtrace(c: &mut Criterion) {
             let mut group = c.benchmark_group(format!("vtrace/T{t_len}_B{batch}"));
             group.throughput(Throughput::Elements(n as u64));
 
-            let (mut vs, mut pg_advantages, mut clipped_rhos) =
-                (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
+            let (mut vs, mut pg_advantages, mut advantages, mut clipped_rhos) =
+                (vec![0f32; n], vec![0f32; n], vec![0f32; n], vec![0f32; n]);
             group.bench_function(BenchmarkId::from_parameter("slices"), |bench| {
                 bench.iter(|| {
                     let result = vtrace_slices(
@@ -135,6 +135,7 @@ fn bench_vtrace(c: &mut Criterion) {
                         VTraceSlicesOut {
                             vs: &mut vs,
                             pg_advantages: &mut pg_advantages,
+                            advantages: &mut advantages,
                             clipped_rhos: &mut clipped_rhos,
                         },
                     );

@@ -33,7 +33,8 @@
 //!
 //! ```text
 //! r_t     = π(a_t|x_t) / μ(a_t|x_t)                        (gradient through π)
-//! Â_t     = r_t' + γ_t vs_{t+1} − V(x_t)                   (r_t' the reward; no ρ̄_pg weight)
+//! Â_t     = r_t' + γ_t vs_{t+1} − V(x_t)                   (r_t' the reward; no ρ̄_pg weight:
+//!                                                            V-trace's `advantages`)
 //! pg_loss = − mean_valid( min(r_t Â_t, clip(r_t, 1 − ε, 1 + ε) Â_t) )
 //! ```
 //!
@@ -133,7 +134,6 @@ pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> 
 
     // 3. V-trace targets and advantages, no gradient through them.
     let values = inputs.values.narrow(0, 0, t_len)?;
-    let bootstrap_value = inputs.values.get(t_len)?.detach();
     let returns = vtrace(
         &VTraceInputs {
             behaviour_log_probs: &behaviour_log_probs,
@@ -141,7 +141,7 @@ pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> 
             discounts: &transitions.discounts,
             rewards: &transitions.rewards,
             values: &values.detach(),
-            bootstrap_value: &bootstrap_value,
+            bootstrap_value: &inputs.values.get(t_len)?.detach(),
             valid: &transitions.valid,
         },
         &config.clip,
@@ -161,10 +161,8 @@ pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> 
         let surrogate = clipped_surrogate(
             &target_log_probs,
             &behaviour_log_probs,
-            &transitions,
-            &returns.vs,
-            &values.detach(),
-            &bootstrap_value,
+            &returns.advantages,
+            valid,
             config.ratio_clip,
         )?;
         mean_valid(&surrogate)?.neg()?
@@ -207,36 +205,25 @@ pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> 
 }
 
 /// PPO's `min(r Â, clip(r, 1 − ε, 1 + ε) Â)` per transition, `[T, B]`, with
-/// gradient through `target_log_probs` only (the module docs). A masked
-/// transition's ratio is taken as 1, so a dummy action whose log-probability
-/// underflowed cannot make `∞ · 0` in [`impala_loss`]'s mean.
+/// gradient through `target_log_probs` only (the module docs); `advantages`
+/// is V-trace's `Â`. A masked transition's ratio is taken as 1, so a dummy
+/// action whose log-probability underflowed cannot make `∞ · 0` in
+/// [`impala_loss`]'s mean.
 fn clipped_surrogate(
     target_log_probs: &Tensor,
     behaviour_log_probs: &Tensor,
-    transitions: &Transitions,
-    vs: &Tensor,
-    values: &Tensor,
-    bootstrap_value: &Tensor,
+    advantages: &Tensor,
+    valid: &Tensor,
     epsilon: f32,
 ) -> Result<Tensor> {
-    let t_len = vs.dim(0)?;
-    // vs_{t+1}: vs shifted up one step, the bootstrap value after the last.
-    let bootstrap = bootstrap_value.unsqueeze(0)?;
-    let next_vs = if t_len > 1 {
-        Tensor::cat(&[&vs.narrow(0, 1, t_len - 1)?, &bootstrap], 0)?
-    } else {
-        bootstrap
-    };
-    let advantages = ((&transitions.rewards + (&transitions.discounts * &next_vs)?)? - values)?;
-    let valid = transitions.valid.ne(0.0)?;
-    let log_ratio = valid.where_cond(
+    let log_ratio = valid.ne(0.0)?.where_cond(
         &(target_log_probs - behaviour_log_probs)?,
         &target_log_probs.zeros_like()?,
     )?;
     let ratio = log_ratio.exp()?;
     let eps = f64::from(epsilon);
-    let unclipped = (&ratio * &advantages)?;
-    let clipped = (ratio.clamp(1.0 - eps, 1.0 + eps)? * &advantages)?;
+    let unclipped = (&ratio * advantages)?;
+    let clipped = (ratio.clamp(1.0 - eps, 1.0 + eps)? * advantages)?;
     unclipped.minimum(&clipped)
 }
 

@@ -23,7 +23,8 @@
 //!
 //! which is what we compute. The policy-gradient advantage is
 //! `pg_advantages_t = ρ^pg_t (r_t + γ_t vs_{t+1} − V(x_t))` with
-//! `ρ^pg_t = min(ρ̄_pg, π/μ)`.
+//! `ρ^pg_t = min(ρ̄_pg, π/μ)`; the same advantage before `ρ^pg_t`'s weight
+//! is an output too, for a surrogate that weights it itself.
 //!
 //! Masking: `valid_t = 0` marks a transition whose action is a dummy (the step
 //! was the final observation of a truncated episode). Its `ρ_t = c_t = ρ^pg_t = 0`,
@@ -78,6 +79,10 @@ pub struct VTraceReturns {
     pub vs: Tensor,
     /// `ρ^pg_t (r_t + γ_t vs_{t+1} − V(x_t))`: advantages for the policy gradient.
     pub pg_advantages: Tensor,
+    /// `r_t + γ_t vs_{t+1} − V(x_t)`, 0 where invalid: the same advantage
+    /// before `ρ^pg`'s weight, for a surrogate that weights it itself (PPO's
+    /// clipped ratio in `super::loss`).
+    pub advantages: Tensor,
     /// `ρ_t = valid_t · min(ρ̄, π/μ)`, for logging how off-policy the data is.
     pub clipped_rhos: Tensor,
 }
@@ -106,8 +111,8 @@ pub fn vtrace(inputs: &VTraceInputs<'_>, clip: &VTraceClip) -> Result<VTraceRetu
             ],
             staged,
         )?;
-    let (mut vs, mut pg_advantages, mut clipped_rhos) =
-        (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
+    let (mut vs, mut pg_advantages, mut advantages, mut clipped_rhos) =
+        (vec![0f32; n], vec![0f32; n], vec![0f32; n], vec![0f32; n]);
     vtrace_slices(
         &VTraceSlices {
             batch,
@@ -123,11 +128,12 @@ pub fn vtrace(inputs: &VTraceInputs<'_>, clip: &VTraceClip) -> Result<VTraceRetu
         VTraceSlicesOut {
             vs: &mut vs,
             pg_advantages: &mut pg_advantages,
+            advantages: &mut advantages,
             clipped_rhos: &mut clipped_rhos,
         },
     )?;
-    let [vs, pg_advantages, clipped_rhos] = upload(
-        [vs, pg_advantages, clipped_rhos],
+    let [vs, pg_advantages, advantages, clipped_rhos] = upload(
+        [vs, pg_advantages, advantages, clipped_rhos],
         (t_len, batch),
         device,
         staged,
@@ -135,6 +141,7 @@ pub fn vtrace(inputs: &VTraceInputs<'_>, clip: &VTraceClip) -> Result<VTraceRetu
     Ok(VTraceReturns {
         vs,
         pg_advantages,
+        advantages,
         clipped_rhos,
     })
 }
@@ -168,22 +175,25 @@ fn download(columns: [&Tensor; 7], staged: bool) -> Result<[Vec<f32>; 7]> {
 /// The outputs as `shape` tensors on `device`. `staged`: uploaded as one
 /// buffer and split into views; else each buffer becomes its tensor (on a
 /// CPU without a copy).
-fn upload(
-    outputs: [Vec<f32>; 3],
+fn upload<const N: usize>(
+    outputs: [Vec<f32>; N],
     shape: (usize, usize),
     device: &Device,
     staged: bool,
-) -> Result<[Tensor; 3]> {
-    if !staged {
-        let [a, b, c] = outputs;
-        return Ok([
-            Tensor::from_vec(a, shape, device)?,
-            Tensor::from_vec(b, shape, device)?,
-            Tensor::from_vec(c, shape, device)?,
-        ]);
-    }
-    let all = Tensor::from_vec(outputs.concat(), (3, shape.0, shape.1), device)?;
-    Ok([all.get(0)?, all.get(1)?, all.get(2)?])
+) -> Result<[Tensor; N]> {
+    let tensors = if staged {
+        let all = Tensor::from_vec(outputs.concat(), (N, shape.0, shape.1), device)?;
+        (0..N)
+            .map(|i| all.get(i))
+            .collect::<Result<Vec<Tensor>>>()?
+    } else {
+        outputs
+            .into_iter()
+            .map(|column| Tensor::from_vec(column, shape, device))
+            .collect::<Result<Vec<Tensor>>>()?
+    };
+    <[Tensor; N]>::try_from(tensors)
+        .map_err(|_| Error::Msg("vtrace: upload split a wrong number of columns".to_string()))
 }
 
 /// Time-major `f32` slices for [`vtrace_slices`]: element `(t, b)` is at
@@ -215,6 +225,8 @@ pub struct VTraceSlicesOut<'a> {
     pub vs: &'a mut [f32],
     /// `pg_advantages_t`.
     pub pg_advantages: &'a mut [f32],
+    /// `advantages_t`: `pg_advantages_t` before `ρ^pg_t`'s weight.
+    pub advantages: &'a mut [f32],
     /// `ρ_t`, clipped and masked.
     pub clipped_rhos: &'a mut [f32],
 }
@@ -246,6 +258,7 @@ pub fn vtrace_slices(
         ("valid", inputs.valid.len()),
         ("out.vs", out.vs.len()),
         ("out.pg_advantages", out.pg_advantages.len()),
+        ("out.advantages", out.advantages.len()),
         ("out.clipped_rhos", out.clipped_rhos.len()),
     ] {
         if len != n {
@@ -275,6 +288,7 @@ pub fn vtrace_slices(
         let valid = &inputs.valid[row.clone()];
         let vs = &mut out.vs[row.clone()];
         let pg_advantages = &mut out.pg_advantages[row.clone()];
+        let advantages = &mut out.advantages[row.clone()];
         let clipped_rhos = &mut out.clipped_rhos[row];
         for b in 0..batch {
             // `if` rather than a product: 0 · ∞ would be NaN when a dummy action
@@ -298,7 +312,14 @@ pub fn vtrace_slices(
             let delta = rho * (rewards[b] + gamma * next_value[b] - values[b]);
             let correction = delta + gamma * c * (next_vs[b] - next_value[b]);
             let vs_t = values[b] + correction;
-            pg_advantages[b] = pg_rho * (rewards[b] + gamma * next_vs[b] - values[b]);
+            // Masked like the weights: a dummy transition's advantage is 0.
+            let advantage = if valid[b] > 0.0 {
+                rewards[b] + gamma * next_vs[b] - values[b]
+            } else {
+                0.0
+            };
+            advantages[b] = advantage;
+            pg_advantages[b] = pg_rho * advantage;
             clipped_rhos[b] = rho;
             vs[b] = vs_t;
             next_vs[b] = vs_t;
@@ -392,6 +413,7 @@ mod tests {
     struct Reference {
         vs: Vec<Vec<f64>>,
         pg_advantages: Vec<Vec<f64>>,
+        advantages: Vec<Vec<f64>>,
         clipped_rhos: Vec<Vec<f64>>,
     }
 
@@ -435,6 +457,7 @@ mod tests {
             }
         }
         let mut pg_advantages = vec![vec![0.0; batch]; t_len];
+        let mut advantages = vec![vec![0.0; batch]; t_len];
         for b in 0..batch {
             for s in 0..t_len {
                 let vs_next = if s + 1 == t_len {
@@ -442,13 +465,18 @@ mod tests {
                 } else {
                     vs[s + 1][b]
                 };
-                pg_advantages[s][b] = weight(s, b, clip.pg_rho)
-                    * (case.rewards[s][b] + case.discounts[s][b] * vs_next - value_at(s, b));
+                let advantage =
+                    case.rewards[s][b] + case.discounts[s][b] * vs_next - value_at(s, b);
+                pg_advantages[s][b] = weight(s, b, clip.pg_rho) * advantage;
+                if case.valid[s][b] > 0.0 {
+                    advantages[s][b] = advantage;
+                }
             }
         }
         Reference {
             vs,
             pg_advantages,
+            advantages,
             clipped_rhos,
         }
     }
@@ -551,6 +579,7 @@ mod tests {
             let got = run(&case, &clip);
             assert_close("vs", &got.vs, &want.vs);
             assert_close("pg_advantages", &got.pg_advantages, &want.pg_advantages);
+            assert_close("advantages", &got.advantages, &want.advantages);
             assert_close("clipped_rhos", &got.clipped_rhos, &want.clipped_rhos);
         }
 
@@ -696,6 +725,7 @@ mod tests {
         let want = reference(&case, &VTraceClip::NONE);
         assert_close("vs", &got.vs, &want.vs);
         assert_close("pg_advantages", &got.pg_advantages, &want.pg_advantages);
+        assert_close("advantages", &got.advantages, &want.advantages);
     }
 
     /// Inputs whose every `[T, B]` column is `tb`.
@@ -745,7 +775,8 @@ mod tests {
         };
         let bootstrap: Vec<f32> = case.bootstrap_value.iter().map(|&x| x as f32).collect();
         let n = 9 * 5;
-        let (mut vs, mut pg, mut rhos) = (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
+        let (mut vs, mut pg, mut adv, mut rhos) =
+            (vec![0f32; n], vec![0f32; n], vec![0f32; n], vec![0f32; n]);
         vtrace_slices(
             &VTraceSlices {
                 batch: 5,
@@ -761,6 +792,7 @@ mod tests {
             VTraceSlicesOut {
                 vs: &mut vs,
                 pg_advantages: &mut pg,
+                advantages: &mut adv,
                 clipped_rhos: &mut rhos,
             },
         )
@@ -769,6 +801,7 @@ mod tests {
         for (name, tensor, want) in [
             ("vs", &got.vs, &vs),
             ("pg_advantages", &got.pg_advantages, &pg),
+            ("advantages", &got.advantages, &adv),
             ("clipped_rhos", &got.clipped_rhos, &rhos),
         ] {
             assert_eq!(tensor.dims(), &[9, 5], "{name}");
@@ -798,6 +831,7 @@ mod tests {
             vec![1f32; 18],
             vec![2f32; 18],
             (0..18).map(|i| i as f32).collect(),
+            (0..18).map(|i| -(i as f32)).collect(),
         ];
         let staged = upload(outputs.clone(), (6, 3), &Device::Cpu, true).unwrap();
         let plain = upload(outputs, (6, 3), &Device::Cpu, false).unwrap();
