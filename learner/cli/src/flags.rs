@@ -485,6 +485,13 @@ pub struct TrainArgs {
     /// push one action ever further. 0 is IMPALA's term; PPO uses 0.1-0.3.
     #[arg(help_heading = TRAIN, long)]
     pub ratio_clip: Option<f64>,
+    /// Standardise the policy term's advantages over each batch's valid
+    /// transitions, (Â − mean) / (std + 1e-8), as PPO implementations do:
+    /// the policy gradient then has the same scale on every game whatever
+    /// its rewards, so one --entropy-cost weighs the same across a suite.
+    /// The value targets keep their units. `true` or `false`.
+    #[arg(help_heading = TRAIN, long, value_name = "BOOL")]
+    pub normalize_advantages: Option<bool>,
 
     // ---- [r2d2] -----------------------------------------------------------
     /// R2D2: leading steps of each sequence that only refresh the stored recurrent state (no
@@ -1315,6 +1322,34 @@ mod tests {
             1.0,
             "the default again"
         );
+    }
+
+    /// A switch that takes a value: a preset's `true` can be turned off
+    /// from the command line, which a bare `--flag` could not do.
+    #[test]
+    fn normalize_advantages_takes_true_or_false_over_a_preset() {
+        let normalize = |args: &[&str]| {
+            resolved(args)
+                .config
+                .train
+                .unwrap()
+                .trainer
+                .loss
+                .normalize_advantages
+        };
+        assert!(!normalize(&[]), "the default");
+        assert!(normalize(&["--preset", "minatar"]), "the preset");
+        assert!(!normalize(&[
+            "--preset",
+            "minatar",
+            "--normalize-advantages",
+            "false"
+        ]));
+        assert!(normalize(&["--normalize-advantages", "true"]));
+        let e = parse(&["--normalize-advantages", "yes"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--normalize-advantages"), "{e}");
     }
 
     /// Defaults that depend on the algorithm (or device) follow the final

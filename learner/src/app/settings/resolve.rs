@@ -390,6 +390,10 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
                         lambda,
                     },
                     ratio_clip: need(t.ratio_clip, "train.ratio_clip")? as f32,
+                    normalize_advantages: need(
+                        t.normalize_advantages,
+                        "train.normalize_advantages",
+                    )?,
                 },
                 optimizer: OptimizerConfig {
                     algorithm,

@@ -172,6 +172,7 @@ section!(
         vtrace_clip: f64,
         vtrace_lambda: f64,
         ratio_clip: f64,
+        normalize_advantages: bool,
     }
 );
 

@@ -24,6 +24,12 @@ pub struct ImpalaLossConfig {
     /// advantage's direction (`super::loss`'s docs). 0 turns it off, giving
     /// IMPALA's `ρ̄_pg`-weighted policy gradient.
     pub ratio_clip: f32,
+    /// Standardise the policy term's advantages over each batch's valid
+    /// transitions (`(Â − mean) / (std + 1e-8)`, as PPO implementations
+    /// do): the policy gradient's scale no longer follows each game's
+    /// reward scale, so one `entropy_cost` weighs the same against it
+    /// across a suite. The value targets are untouched.
+    pub normalize_advantages: bool,
 }
 
 impl ImpalaLossConfig {
@@ -38,6 +44,7 @@ impl ImpalaLossConfig {
             reward_scale: 1.0,
             clip: VTraceClip::default(),
             ratio_clip: 0.0,
+            normalize_advantages: false,
         }
     }
 }

@@ -44,9 +44,18 @@
 //! further at every look, one way a policy's entropy collapses. The value
 //! targets keep V-trace's ρ̄ and c̄.
 //!
+//! With `normalize_advantages` the policy term (either form) takes `Â`
+//! standardised over the batch's valid transitions, `(Â − mean) / (std +
+//! 1e-8)`, in place of `Â` (IMPALA's form keeps its `ρ^pg` weight on it),
+//! as PPO implementations do per minibatch: the policy gradient's scale
+//! then no longer follows the game's reward scale, so the same
+//! `entropy_cost` balances it on a game scoring 1 per episode and on one
+//! scoring 60. The value loss keeps V-trace's unnormalised targets.
+//!
 //! Cost: two log-probabilities over `[T, B, P]` (log-softmaxes for a
 //! categorical), V-trace (`O(T·B)`), a few reductions (the clipped
-//! surrogate adds a few elementwise ops over `[T, B]`), and one
+//! surrogate and the standardisation add a few elementwise ops and two
+//! reductions over `[T, B]`), and one
 //! device-to-host copy of five scalars for the logged values.
 use candle_core::{DType, Error, Result, Tensor};
 
@@ -157,17 +166,39 @@ pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> 
             .reshape(1)?
             .mul(&inverse_count)
     };
-    let pg_loss = if config.ratio_clip > 0.0 {
-        let surrogate = clipped_surrogate(
-            &target_log_probs,
-            &behaviour_log_probs,
-            &returns.advantages,
-            valid,
-            config.ratio_clip,
-        )?;
-        mean_valid(&surrogate)?.neg()?
-    } else {
-        mean_valid(&(&returns.pg_advantages * &target_log_probs)?)?.neg()?
+    let pg_loss = match (config.ratio_clip > 0.0, config.normalize_advantages) {
+        (true, normalize) => {
+            let standardised;
+            let advantages = if normalize {
+                standardised = standardise(&returns.advantages, valid, &mean_valid)?;
+                &standardised
+            } else {
+                &returns.advantages
+            };
+            let surrogate = clipped_surrogate(
+                &target_log_probs,
+                &behaviour_log_probs,
+                advantages,
+                valid,
+                config.ratio_clip,
+            )?;
+            mean_valid(&surrogate)?.neg()?
+        }
+        (false, true) => {
+            // IMPALA's term on the standardised Â, weighted by ρ^pg as
+            // V-trace weighs its own: min(ρ̄_pg, π/μ), 1 where masked.
+            let standardised = standardise(&returns.advantages, valid, &mean_valid)?;
+            let pg_rhos = valid
+                .ne(0.0)?
+                .where_cond(
+                    &(target_log_probs.detach() - &behaviour_log_probs)?,
+                    &target_log_probs.zeros_like()?,
+                )?
+                .exp()?
+                .clamp(0.0, f64::from(config.clip.pg_rho))?;
+            mean_valid(&((standardised * pg_rhos)? * &target_log_probs)?)?.neg()?
+        }
+        (false, false) => mean_valid(&(&returns.pg_advantages * &target_log_probs)?)?.neg()?,
     };
     let value_errors = (&returns.vs - &values)?;
     let value_loss = mean_valid(&value_errors.sqr()?)?.affine(0.5, 0.0)?;
@@ -202,6 +233,20 @@ pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> 
         mean_clipped_rho,
         mean_pg_advantage,
     })
+}
+
+/// `(Â − mean_valid Â) / (std_valid Â + 1e-8)` per transition, `[T, B]`,
+/// 0 where masked: the module docs' `normalize_advantages`. The std is the
+/// population one over the valid transitions; a batch whose advantages are
+/// all equal comes out 0, not NaN.
+fn standardise(
+    advantages: &Tensor,
+    valid: &Tensor,
+    mean_valid: &dyn Fn(&Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let centred = advantages.broadcast_sub(&mean_valid(advantages)?)?;
+    let std = mean_valid(&centred.sqr()?)?.sqrt()?;
+    centred.broadcast_div(&(std + 1e-8)?)? * valid
 }
 
 /// PPO's `min(r Â, clip(r, 1 − ε, 1 + ε) Â)` per transition, `[T, B]`, with
@@ -476,6 +521,152 @@ mod tests {
             ratio_clip: 0.2,
             ..ImpalaLossConfig::impala_paper()
         });
+    }
+
+    #[test]
+    fn masked_steps_contribute_nothing_to_standardised_advantages() {
+        for ratio_clip in [0.0, 0.2] {
+            masked_steps_contribute_nothing_under(&ImpalaLossConfig {
+                ratio_clip,
+                normalize_advantages: true,
+                ..ImpalaLossConfig::impala_paper()
+            });
+        }
+    }
+
+    /// The policy term's gradient on the logits of a `T = 3`, `B = 2`,
+    /// `A = 3` off-policy batch whose rewards and values are all
+    /// multiplied by `scale` (so every advantage is too).
+    fn scaled_pg_gradient(scale: f32, config: &ImpalaLossConfig) -> Vec<f32> {
+        let logits: Vec<f32> = (0..4 * 2 * 3)
+            .map(|i| ((i * 7) % 5) as f32 * 0.3 - 0.5)
+            .collect();
+        let values = [0.1, 0.2, 0.3, -0.4, 0.5, 0.6, 0.7, 0.8].map(|v| v * scale);
+        let rewards = [0.0, 0.0, 1.0, 0.5, 2.0, -1.0, 0.0, 1.0].map(|r| r * scale);
+        let unroll = Unroll::new(
+            &logits,
+            &values,
+            &[0, 1, 2, 0, 1, 2, 0, 1],
+            &rewards,
+            &[0; 8],
+            (4, 2, 3),
+        );
+        let behaviour: Vec<f32> = logits.iter().map(|x| x * 0.5).collect();
+        let behaviour = Tensor::from_slice(&behaviour, (4, 2, 3), &Device::Cpu).unwrap();
+        let config = ImpalaLossConfig {
+            entropy_cost: 0.0,
+            baseline_cost: 0.0,
+            ..*config
+        };
+        let loss = unroll.loss_with_behaviour(&behaviour, &config);
+        let grads = loss.total.backward().unwrap();
+        let grad = grads.get(unroll.logits.as_tensor()).unwrap();
+        grad.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    }
+
+    #[test]
+    fn standardised_advantages_make_the_policy_gradient_scale_free() {
+        for ratio_clip in [0.0, 0.2] {
+            let plain = ImpalaLossConfig {
+                ratio_clip,
+                ..ImpalaLossConfig::impala_paper()
+            };
+            let standardised = ImpalaLossConfig {
+                normalize_advantages: true,
+                ..plain
+            };
+            let small = scaled_pg_gradient(1.0, &standardised);
+            assert!(small.iter().any(|&g| g.abs() > 1e-3), "{small:?}");
+            assert_close(&scaled_pg_gradient(10.0, &standardised), &small);
+            // Without it the gradient follows the rewards' scale.
+            let plain_small = scaled_pg_gradient(1.0, &plain);
+            let plain_large: Vec<f32> = scaled_pg_gradient(10.0, &plain)
+                .iter()
+                .map(|g| g / 10.0)
+                .collect();
+            assert_close(&plain_large, &plain_small);
+            assert!(
+                small
+                    .iter()
+                    .zip(&plain_small)
+                    .any(|(a, b)| (a - b).abs() > 1e-3),
+                "ratio_clip {ratio_clip}: standardising changed nothing"
+            );
+        }
+    }
+
+    #[test]
+    fn impalas_term_weighs_standardised_advantages_by_clipped_rho() {
+        // T = 1, B = 2, A = 2, values 0, so Â = the rewards 2 and 0.5:
+        // standardised over two transitions they are +1 and −1. μ is
+        // uniform; π(a) is σ(1) for env 0 (ρ = 1.46, clipped to 1) and
+        // σ(−0.5) for env 1 (ρ = 0.76, kept).
+        let unroll = Unroll::new(
+            &[1.0, 0.0, 0.0, -0.5, 0.0, 0.0, 0.0, 0.0],
+            &[0.0; 4],
+            &[0, 1, 0, 0],
+            &[0.0, 0.0, 2.0, 0.5],
+            &[0; 4],
+            (2, 2, 2),
+        );
+        let behaviour = Tensor::zeros((2, 2, 2), DType::F32, &Device::Cpu).unwrap();
+        let loss = unroll.loss_with_behaviour(
+            &behaviour,
+            &ImpalaLossConfig {
+                normalize_advantages: true,
+                ..ImpalaLossConfig::impala_paper()
+            },
+        );
+        let sigmoid = |x: f32| 1.0 / (1.0 + (-x).exp());
+        let (pi0, pi1) = (sigmoid(1.0), sigmoid(-0.5));
+        let rho1 = pi1 / 0.5;
+        let want = -0.5 * (pi0.ln() - rho1 * pi1.ln());
+        assert!(
+            (loss.pg_loss - want).abs() < 1e-6,
+            "{} vs {want}",
+            loss.pg_loss
+        );
+    }
+
+    #[test]
+    fn standardised_advantages_have_mean_zero_on_policy() {
+        // π = μ: the surrogate is r·Â with r = 1, so pg_loss is −mean(Â):
+        // 0 once Â is standardised, not before.
+        let unroll = Unroll::new(
+            &[0.5, -0.2, 0.1, 0.9, 0.3, 0.0, 0.0, 0.0],
+            &[0.3, -0.1, 0.2, 0.0],
+            &[1, 0, 1, 0],
+            &[0.0, 1.0, -0.5, 2.0],
+            &[0; 4],
+            (4, 1, 2),
+        );
+        let plain = ImpalaLossConfig {
+            ratio_clip: 0.2,
+            ..ImpalaLossConfig::impala_paper()
+        };
+        assert!(unroll.loss(&plain).pg_loss.abs() > 0.1);
+        let standardised = unroll.loss(&ImpalaLossConfig {
+            normalize_advantages: true,
+            ..plain
+        });
+        assert!(standardised.pg_loss.abs() < 1e-6, "{standardised:?}");
+        // Equal advantages standardise to 0, not to NaN.
+        let flat = Unroll::new(
+            &[0.4, -0.3, 0.0, 0.0],
+            &[0.0; 2],
+            &[0, 0],
+            &[0.0; 2],
+            &[0; 2],
+            (2, 1, 2),
+        );
+        for ratio_clip in [0.0, 0.2] {
+            let loss = flat.loss(&ImpalaLossConfig {
+                ratio_clip,
+                normalize_advantages: true,
+                ..ImpalaLossConfig::impala_paper()
+            });
+            assert_eq!(loss.pg_loss, 0.0, "{loss:?}");
+        }
     }
 
     fn masked_steps_contribute_nothing_under(config: &ImpalaLossConfig) {
