@@ -188,13 +188,7 @@ pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> 
             // IMPALA's term on the standardised Â, weighted by ρ^pg as
             // V-trace weighs its own: min(ρ̄_pg, π/μ), 1 where masked.
             let standardised = standardise(&returns.advantages, valid, &mean_valid)?;
-            let pg_rhos = valid
-                .ne(0.0)?
-                .where_cond(
-                    &(target_log_probs.detach() - &behaviour_log_probs)?,
-                    &target_log_probs.zeros_like()?,
-                )?
-                .exp()?
+            let pg_rhos = masked_ratio(&target_log_probs.detach(), &behaviour_log_probs, valid)?
                 .clamp(0.0, f64::from(config.clip.pg_rho))?;
             mean_valid(&((standardised * pg_rhos)? * &target_log_probs)?)?.neg()?
         }
@@ -261,15 +255,28 @@ fn clipped_surrogate(
     valid: &Tensor,
     epsilon: f32,
 ) -> Result<Tensor> {
-    let log_ratio = valid.ne(0.0)?.where_cond(
-        &(target_log_probs - behaviour_log_probs)?,
-        &target_log_probs.zeros_like()?,
-    )?;
-    let ratio = log_ratio.exp()?;
+    let ratio = masked_ratio(target_log_probs, behaviour_log_probs, valid)?;
     let eps = f64::from(epsilon);
     let unclipped = (&ratio * advantages)?;
     let clipped = (ratio.clamp(1.0 - eps, 1.0 + eps)? * advantages)?;
     unclipped.minimum(&clipped)
+}
+
+/// `π/μ` per transition, `[T, B]`, taken as 1 where masked: a dummy
+/// action whose log-probability underflowed cannot make `∞ · 0` in a mean.
+/// Gradient through `target_log_probs` unless it is detached.
+fn masked_ratio(
+    target_log_probs: &Tensor,
+    behaviour_log_probs: &Tensor,
+    valid: &Tensor,
+) -> Result<Tensor> {
+    valid
+        .ne(0.0)?
+        .where_cond(
+            &(target_log_probs - behaviour_log_probs)?,
+            &target_log_probs.zeros_like()?,
+        )?
+        .exp()
 }
 
 /// The shapes and dtypes [`impala_loss`] needs (its doc's errors), each
