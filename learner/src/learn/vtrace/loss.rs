@@ -166,33 +166,30 @@ pub fn impala_loss(inputs: &ImpalaLossInputs<'_>, config: &ImpalaLossConfig) -> 
             .reshape(1)?
             .mul(&inverse_count)
     };
-    let pg_loss = match (config.ratio_clip > 0.0, config.normalize_advantages) {
-        (true, normalize) => {
-            let standardised;
-            let advantages = if normalize {
-                standardised = standardise(&returns.advantages, valid, &mean_valid)?;
-                &standardised
-            } else {
-                &returns.advantages
-            };
-            let surrogate = clipped_surrogate(
-                &target_log_probs,
-                &behaviour_log_probs,
-                advantages,
-                valid,
-                config.ratio_clip,
-            )?;
-            mean_valid(&surrogate)?.neg()?
-        }
-        (false, true) => {
-            // IMPALA's term on the standardised Â, weighted by ρ^pg as
-            // V-trace weighs its own: min(ρ̄_pg, π/μ), 1 where masked.
-            let standardised = standardise(&returns.advantages, valid, &mean_valid)?;
-            let pg_rhos = masked_ratio(&target_log_probs.detach(), &behaviour_log_probs, valid)?
-                .clamp(0.0, f64::from(config.clip.pg_rho))?;
-            mean_valid(&((standardised * pg_rhos)? * &target_log_probs)?)?.neg()?
-        }
-        (false, false) => mean_valid(&(&returns.pg_advantages * &target_log_probs)?)?.neg()?,
+    // Â for the policy term, standardised over the valid transitions when
+    // asked (a `Tensor` clone shares its storage: no copy).
+    let advantages = if config.normalize_advantages {
+        standardise(&returns.advantages, valid, &mean_valid)?
+    } else {
+        returns.advantages.clone()
+    };
+    let pg_loss = if config.ratio_clip > 0.0 {
+        let surrogate = clipped_surrogate(
+            &target_log_probs,
+            &behaviour_log_probs,
+            &advantages,
+            valid,
+            config.ratio_clip,
+        )?;
+        mean_valid(&surrogate)?.neg()?
+    } else if config.normalize_advantages {
+        // IMPALA's term on the standardised Â, weighted by ρ^pg as
+        // V-trace weighs its own: min(ρ̄_pg, π/μ), 1 where masked.
+        let pg_rhos = masked_ratio(&target_log_probs.detach(), &behaviour_log_probs, valid)?
+            .clamp(0.0, f64::from(config.clip.pg_rho))?;
+        mean_valid(&((advantages * pg_rhos)? * &target_log_probs)?)?.neg()?
+    } else {
+        mean_valid(&(&returns.pg_advantages * &target_log_probs)?)?.neg()?
     };
     let value_errors = (&returns.vs - &values)?;
     let value_loss = mean_valid(&value_errors.sqr()?)?.affine(0.5, 0.0)?;
