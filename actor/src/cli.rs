@@ -175,6 +175,7 @@ impl ActorArgs {
             max_message_bytes: self.max_message_bytes,
             keepalive: Keepalive::from_secs(self.keepalive_secs, self.keepalive_timeout_secs),
             tls,
+            connection: None,
         };
         cfg.validate()?;
         Ok(cfg)

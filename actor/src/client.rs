@@ -65,6 +65,7 @@ use crate::error::{ActorError, ProtocolViolation};
 use crate::learner_address::{error_chain, Dialer, LearnerAddress};
 use crate::pool::{EnvPool, HalfActions};
 use crate::round_trip::{RoundTripHistogram, RoundTripPercentiles};
+use crate::shared_connection::SharedConnectError;
 
 /// Messages queued for the request stream; two batches plus the hello fit.
 const OUTBOUND_CAPACITY: usize = 4;
@@ -397,13 +398,20 @@ async fn open_stream(
         }
         fatal => fatal,
     };
-    let channel = dialer.connect().await.map_err(|e| {
+    let dial_failed = |e: tonic::transport::Error| {
         with_hint(SessionError::Retry(format!(
             "connect to {}: {}",
             dialer.address(),
             error_chain(&e)
         )))
-    })?;
+    };
+    let channel = match &cfg.connection {
+        None => dialer.connect().await.map_err(dial_failed)?,
+        Some(shared) => shared.channel(dialer).await.map_err(|e| match e {
+            SharedConnectError::Mismatch(e) => SessionError::Fatal(e),
+            SharedConnectError::Dial(e) => dial_failed(e),
+        })?,
+    };
     let mut client = LearnerClient::new(channel)
         .max_decoding_message_size(cfg.max_message_bytes)
         .max_encoding_message_size(cfg.max_message_bytes);

@@ -11,6 +11,7 @@ use seed_shared::{EnvSpec, Keepalive, DEFAULT_MAX_MESSAGE_BYTES};
 
 use crate::error::ActorError;
 use crate::learner_address::Dialer;
+use crate::shared_connection::SharedConnection;
 use crate::tls::ClientTls;
 
 /// Envs one actor runs by default (`--envs`; the Python actor's default
@@ -72,6 +73,10 @@ pub struct ActorConfig {
     pub keepalive: Keepalive,
     /// TLS to the learner (`--tls-ca` and friends); `None`: plaintext.
     pub tls: Option<ClientTls>,
+    /// A connection shared with other actors of this process (their
+    /// streams multiplexed on one HTTP/2 connection); `None`: this actor
+    /// opens its own. See [`SharedConnection`].
+    pub connection: Option<SharedConnection>,
 }
 
 impl ActorConfig {
@@ -92,6 +97,7 @@ impl ActorConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             keepalive: Keepalive::default(),
             tls: None,
+            connection: None,
         }
     }
 

@@ -16,6 +16,7 @@ pub mod error;
 pub mod learner_address;
 pub mod pool;
 pub mod round_trip;
+pub mod shared_connection;
 pub mod tls;
 
 pub use client::{run_actor, run_actor_with_envs, ActorReport};
@@ -25,4 +26,5 @@ pub use pool::{EnvPool, HalfActions};
 pub use round_trip::{RoundTripHistogram, RoundTripPercentiles};
 pub use seed_env::{Action, Env, EnvError, Transition};
 pub use seed_shared::{ActionSpace, EnvSpec, Keepalive, ObsDType};
+pub use shared_connection::SharedConnection;
 pub use tls::{ClientIdentity, ClientTls};

@@ -5,9 +5,12 @@
 mod support;
 
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use seed_actor::{run_actor, ActorConfig, ActorError, ProtocolViolation, ReconnectPolicy};
+use seed_actor::{
+    run_actor, ActorConfig, ActorError, ProtocolViolation, ReconnectPolicy, SharedConnection,
+};
 use seed_env::{EnvConfig, SyntheticConfig};
 use seed_shared::{pb, EnvSpec, ObsDType};
 use support::{guarded, policy_version_for, Corruption, Event, FakeServer, Script};
@@ -284,6 +287,99 @@ async fn reconnects_after_the_learner_restarts_with_fresh_run_ids() {
         assert!(b.rewards.iter().all(|&r| r == 0.0));
         assert!(b.episodes.is_empty());
     }
+}
+
+#[tokio::test]
+async fn actors_given_one_shared_connection_stream_over_one_connection() {
+    let mut fake = FakeServer::tcp(loopback(), Script::Serve).await;
+    let run = |id: &str, seed: u64, connection: Option<SharedConnection>| {
+        let mut cfg = config(&fake.learner, EnvConfig::CartPole, 4);
+        cfg.actor_id = id.into();
+        cfg.seed = seed;
+        cfg.max_env_steps = Some(400);
+        cfg.connection = connection;
+        tokio::spawn(run_actor(cfg, std::future::pending()))
+    };
+    let shared = SharedConnection::new();
+    let actors: Vec<_> = (0..3)
+        .map(|i| run(&format!("shared-{i}"), i, Some(shared.clone())))
+        .collect();
+    let mut step_batches = 0;
+    for a in actors {
+        let report = guarded(a).await.unwrap().unwrap();
+        assert_eq!((report.env_steps, report.sessions), (400, 1));
+        step_batches += report.step_batches;
+    }
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 3);
+    assert_eq!(fake.connections.load(Ordering::SeqCst), 1);
+    // Every actor's batches arrived, each on its own stream.
+    let (hellos, batches) = split(support::drain(&mut fake.events));
+    let ids: HashSet<&str> = hellos.iter().map(|h| h.actor_id.as_str()).collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(batches.len() as u64, step_batches);
+    // Without one, each actor dials its own.
+    let own: Vec<_> = (0..2).map(|i| run(&format!("own-{i}"), i, None)).collect();
+    for a in own {
+        guarded(a).await.unwrap().unwrap();
+    }
+    assert_eq!(fake.connections.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_shared_connection_redials_after_the_learner_restarts() {
+    let first = FakeServer::tcp(
+        loopback(),
+        Script::EndAfter {
+            batches: 3,
+            code: Code::Unavailable,
+        },
+    )
+    .await;
+    let addr = first.addr();
+    let mut cfg = config(&first.learner, EnvConfig::CartPole, 2);
+    cfg.connection = Some(SharedConnection::new());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let actor = tokio::spawn(run_actor(cfg, async {
+        let _ = stopped.await;
+    }));
+    let mut first = first;
+    while !matches!(first.next_event().await, Event::Ended(_)) {}
+    first.shut_down().await;
+
+    let mut second = FakeServer::tcp(addr, Script::Serve).await;
+    let mut steps = 0;
+    while steps < 4 {
+        if let Event::Steps(_) = second.next_event().await {
+            steps += 1;
+        }
+    }
+    stop.send(()).unwrap();
+    let report = guarded(actor).await.unwrap().unwrap();
+    assert_eq!(report.sessions, 2);
+    assert_eq!(second.connections.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_shared_connection_refuses_an_actor_of_another_learner() {
+    let fake = FakeServer::tcp(loopback(), Script::Serve).await;
+    let other = FakeServer::tcp(loopback(), Script::Serve).await;
+    let shared = SharedConnection::new();
+    let mut cfg = config(&fake.learner, EnvConfig::CartPole, 2);
+    cfg.max_env_steps = Some(10);
+    cfg.connection = Some(shared.clone());
+    guarded(run_actor(cfg, std::future::pending()))
+        .await
+        .unwrap();
+    let mut cfg = config(&other.learner, EnvConfig::CartPole, 2);
+    cfg.connection = Some(shared);
+    match guarded(run_actor(cfg, std::future::pending())).await {
+        Err(ActorError::Config { field, reason }) => {
+            assert_eq!(field, "connection");
+            assert!(reason.contains(&other.learner), "{reason}");
+        }
+        other => panic!("expected a config error naming `connection`, got {other:?}"),
+    }
+    assert_eq!(other.calls.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]

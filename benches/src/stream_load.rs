@@ -4,7 +4,10 @@
 //! [`run_stream_load`] starts `learner --no-train --local-actors 0` and then
 //! `streams` actors, each the library's own actor ([`seed_actor::run_actor`]:
 //! its own connection, hello, pipelined halves) over `envs` CartPole envs,
-//! for `duration`. With `procs` = 1 they all run in this process on one
+//! for `duration`. With `streams_per_connection` = K > 1, each process's
+//! actors are grouped K to a [`SharedConnection`] (their streams
+//! multiplexed on one HTTP/2 connection, as the actors of one process may
+//! be), to measure what the learner's cost per connection is. With `procs` = 1 they all run in this process on one
 //! tokio runtime; with `procs` = P they are split over P child processes
 //! (this binary in its hidden child mode, [`run_load_child`]), each running
 //! its share the same way and handing back its streams' figures as one JSON
@@ -34,7 +37,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use seed_actor::{run_actor, ActorConfig, ActorError, ActorReport, ReconnectPolicy};
+use seed_actor::{
+    run_actor, ActorConfig, ActorError, ActorReport, ReconnectPolicy, SharedConnection,
+};
 use seed_env::EnvConfig;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
@@ -68,6 +73,10 @@ pub struct LoadPoint {
     pub duration: Duration,
     /// Processes the streams are split over; 1 runs them in this process.
     pub procs: usize,
+    /// Streams multiplexed on one HTTP/2 connection (a
+    /// [`SharedConnection`] per group, within a process); 1: each stream
+    /// its own connection, as separate actor processes would have.
+    pub streams_per_connection: usize,
     /// Extra learner flags (a setting under test).
     pub learner_args: Vec<String>,
 }
@@ -80,6 +89,10 @@ pub struct StreamLoadResult {
     /// Processes the streams ran in (1: the harness itself; at most one
     /// per stream).
     pub procs: usize,
+    /// Streams per HTTP/2 connection (1: one connection each).
+    pub streams_per_connection: usize,
+    /// Connections the streams were opened on.
+    pub connections: usize,
     /// Extra learner flags of the run.
     pub learner_args: Vec<String>,
     pub seconds: f64,
@@ -148,6 +161,7 @@ pub mod child_flags {
     pub const FIRST_ID: &str = "--child-first-id";
     pub const SECONDS: &str = "--child-seconds";
     pub const ENVS: &str = "--envs";
+    pub const PER_CONNECTION: &str = "--streams-per-connection";
 }
 
 /// A free TCP port on 127.0.0.1 (bound, then released for the learner).
@@ -157,16 +171,21 @@ fn free_port() -> Result<u16, HarnessError> {
 }
 
 /// Starts streams `first_id..first_id + count` against `addr` on the
-/// current runtime.
+/// current runtime, `per_connection` to a connection (1: each its own).
 fn spawn_streams(
     addr: &str,
     first_id: usize,
     count: usize,
     envs: usize,
+    per_connection: usize,
     duration: Duration,
 ) -> Vec<StreamTask> {
+    let mut shared = SharedConnection::new();
     (first_id..first_id + count)
         .map(|i| {
+            if (i - first_id).is_multiple_of(per_connection.max(1)) {
+                shared = SharedConnection::new();
+            }
             let mut cfg = ActorConfig::new(addr.to_owned(), EnvConfig::CartPole, envs);
             cfg.actor_id = format!("load-{i}");
             cfg.seed = i as u64;
@@ -175,6 +194,7 @@ fn spawn_streams(
                 max_attempts: Some(20),
                 ..ReconnectPolicy::default()
             };
+            cfg.connection = (per_connection > 1).then(|| shared.clone());
             tokio::spawn(run_actor(cfg, std::future::pending()))
         })
         .collect()
@@ -200,12 +220,22 @@ pub async fn run_load_child(
     first_id: usize,
     streams: usize,
     envs: usize,
+    per_connection: usize,
     duration: Duration,
 ) -> ChildReport {
-    let tasks = spawn_streams(addr, first_id, streams, envs, duration);
+    let tasks = spawn_streams(addr, first_id, streams, envs, per_connection, duration);
     ChildReport {
         streams: collect_streams(tasks).await,
     }
+}
+
+/// Connections `streams` split over `procs` processes open at
+/// `per_connection` streams each (groups do not cross processes).
+fn connections(streams: usize, procs: usize, per_connection: usize) -> usize {
+    let (base, extra) = (streams / procs, streams % procs);
+    (0..procs)
+        .map(|c| (base + usize::from(c < extra)).div_ceil(per_connection))
+        .sum()
 }
 
 /// Where the streams run while the learner is read.
@@ -229,6 +259,7 @@ impl Load {
                 0,
                 point.streams,
                 point.envs,
+                point.streams_per_connection,
                 point.duration,
             )));
         }
@@ -245,7 +276,11 @@ impl Load {
                     child_flags::SECONDS,
                     &point.duration.as_secs_f64().to_string(),
                 ])
-                .args([child_flags::ENVS, &point.envs.to_string()]);
+                .args([child_flags::ENVS, &point.envs.to_string()])
+                .args([
+                    child_flags::PER_CONNECTION,
+                    &point.streams_per_connection.to_string(),
+                ]);
             children.push(ChildProcess::spawn(&format!("load-{c}"), dir, &mut cmd)?);
             first_id += count;
         }
@@ -337,6 +372,11 @@ pub async fn run_stream_load(
     if point.procs == 0 {
         return Err(HarnessError::Config("procs must be at least 1".into()));
     }
+    if point.streams_per_connection == 0 {
+        return Err(HarnessError::Config(
+            "streams per connection must be at least 1".into(),
+        ));
+    }
     let (streams, envs, duration) = (point.streams, point.envs, point.duration);
     let procs = point.procs.min(streams).max(1);
     std::fs::create_dir_all(dir)?;
@@ -386,6 +426,8 @@ pub async fn run_stream_load(
         streams,
         envs_per_stream: envs,
         procs,
+        streams_per_connection: point.streams_per_connection,
+        connections: connections(streams, procs, point.streams_per_connection),
         learner_args: point.learner_args.clone(),
         seconds,
         connected,
@@ -424,6 +466,15 @@ mod tests {
         let line = serde_json::to_string(&report).unwrap();
         assert!(line.starts_with(REPORT_PREFIX), "{line}");
         assert_eq!(serde_json::from_str::<ChildReport>(&line).unwrap(), report);
+    }
+
+    #[test]
+    fn connection_groups_do_not_cross_processes() {
+        assert_eq!(connections(10_000, 2, 1), 10_000);
+        assert_eq!(connections(10_000, 2, 50), 200);
+        // 7 and 6 streams: groups of 4 make 2 connections in each process.
+        assert_eq!(connections(13, 2, 4), 4);
+        assert_eq!(connections(20, 1, 100), 1);
     }
 
     /// Runs `script` as the only load child and returns how finishing failed.

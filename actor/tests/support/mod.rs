@@ -23,6 +23,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream, UnixListenerStream};
+use tokio_stream::StreamExt;
 use tonic::{Code, Request, Response, Status, Streaming};
 
 /// How the fake answers a stream.
@@ -240,6 +241,9 @@ pub struct FakeServer {
     pub events: mpsc::UnboundedReceiver<Event>,
     /// Calls of `Learner.Act` so far (connection attempts that got through).
     pub calls: Arc<AtomicUsize>,
+    /// Connections accepted so far (one per HTTP/2 connection, however
+    /// many calls it carries).
+    pub connections: Arc<AtomicUsize>,
     shutdown: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
 }
@@ -274,6 +278,14 @@ impl FakeServer {
     {
         let (events_tx, events) = mpsc::unbounded_channel();
         let calls = Arc::new(AtomicUsize::new(0));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let accepted = connections.clone();
+        let incoming = incoming.map(move |c| {
+            if c.is_ok() {
+                accepted.fetch_add(1, Ordering::SeqCst);
+            }
+            c
+        });
         let fake = FakeLearner {
             script,
             events: events_tx,
@@ -294,6 +306,7 @@ impl FakeServer {
             learner,
             events,
             calls,
+            connections,
             shutdown: Some(shutdown),
             task,
         }

@@ -36,6 +36,11 @@ struct Args {
     /// CartPole envs per stream.
     #[arg(long, default_value_t = 2)]
     envs: usize,
+    /// Streams multiplexed on one HTTP/2 connection (grouped within each
+    /// process; 1: each stream its own connection, as separate actor
+    /// processes have).
+    #[arg(long, default_value_t = 1)]
+    streams_per_connection: usize,
     /// Seconds per count.
     #[arg(long, default_value_t = 20.0)]
     seconds: f64,
@@ -98,6 +103,7 @@ fn main() -> ExitCode {
             args.child_first_id,
             args.child_streams,
             args.envs,
+            args.streams_per_connection,
             seconds,
         );
         let report = runtime.block_on(child);
@@ -134,6 +140,7 @@ fn main() -> ExitCode {
             envs: args.envs,
             duration: seconds,
             procs: args.procs,
+            streams_per_connection: args.streams_per_connection,
             learner_args: args.learner_args.clone(),
         };
         match runtime.block_on(run_stream_load(&args.learner, &load_bin, &dir, &point)) {
