@@ -15,9 +15,10 @@
 //! packet holds all of them, and a connection that drops ends every stream
 //! on it at once (each reconnects through its own backoff as before; the
 //! channel redials on the first call after the drop). The first actor to
-//! connect dials, with its own endpoint settings (keepalive, TLS); actors
-//! that share must name the same learner and TLS, or they are refused with
-//! a config error naming `connection`.
+//! connect dials, with its own endpoint settings (keepalive, TLS identity),
+//! which then serve every actor on the connection; one whose learner
+//! address or TLS mode (on or off) differs is refused with a config error
+//! naming `connection`.
 
 use std::sync::Arc;
 
