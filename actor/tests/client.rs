@@ -214,16 +214,22 @@ async fn fatal_statuses_end_the_actor_without_reconnecting() {
     }
 }
 
-#[tokio::test]
-async fn reconnects_after_the_learner_restarts_with_fresh_run_ids() {
-    let mut first = FakeServer::tcp(
+/// A fake learner that answers 3 batches, ends the stream with
+/// `UNAVAILABLE` and refuses every later call: a learner going away.
+async fn ending_after_three_batches() -> FakeServer {
+    FakeServer::tcp(
         loopback(),
         Script::EndAfter {
             batches: 3,
             code: Code::Unavailable,
         },
     )
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn reconnects_after_the_learner_restarts_with_fresh_run_ids() {
+    let mut first = ending_after_three_batches().await;
     let addr = first.addr();
     let cfg = config(&first.learner, EnvConfig::CartPole, 6);
     let (stop, stopped) = oneshot::channel::<()>();
@@ -327,14 +333,7 @@ async fn actors_given_one_shared_connection_stream_over_one_connection() {
 
 #[tokio::test]
 async fn a_shared_connection_redials_after_the_learner_restarts() {
-    let first = FakeServer::tcp(
-        loopback(),
-        Script::EndAfter {
-            batches: 3,
-            code: Code::Unavailable,
-        },
-    )
-    .await;
+    let mut first = ending_after_three_batches().await;
     let addr = first.addr();
     let mut cfg = config(&first.learner, EnvConfig::CartPole, 2);
     cfg.connection = Some(SharedConnection::new());
@@ -342,7 +341,6 @@ async fn a_shared_connection_redials_after_the_learner_restarts() {
     let actor = tokio::spawn(run_actor(cfg, async {
         let _ = stopped.await;
     }));
-    let mut first = first;
     while !matches!(first.next_event().await, Event::Ended(_)) {}
     first.shut_down().await;
 
