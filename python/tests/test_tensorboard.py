@@ -33,11 +33,11 @@ EXPECTED_SCALARS = {
 }
 
 
-def train(args: Sequence[str], timeout: float = 120) -> subprocess.CompletedProcess:
+def train(args: Sequence[str], timeout: float = 120, progress_secs: float = 0.5) -> subprocess.CompletedProcess:
     if not LEARNER_BIN.exists():
         pytest.fail(f"no learner binary at {LEARNER_BIN} (cargo build --release -p seed-learner-cli)")
     done = subprocess.run(
-        [str(LEARNER_BIN), "--listen", "127.0.0.1:0", "--progress-secs", "0.5", *args],
+        [str(LEARNER_BIN), "--listen", "127.0.0.1:0", "--progress-secs", str(progress_secs), *args],
         capture_output=True, text=True, timeout=timeout,
         env={"RAYON_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
     )
@@ -93,9 +93,12 @@ def test_a_training_run_writes_what_tensorboard_reads(tmp_path):
 
 def test_a_resumed_run_continues_the_same_curve(tmp_path):
     run = tmp_path / "run"
-    train(["--run-dir", str(run), "--max-env-steps", "30000"])
+    # Progress points every 0.02 s: the first run must leave points before
+    # its last checkpoint (the resumed run drops those after it), and a
+    # CartPole run of 30k env steps can end within half a second.
+    train(["--run-dir", str(run), "--max-env-steps", "30000"], progress_secs=0.02)
     first = steps(read(run / "tensorboard"), "env/steps")
-    train(["--resume", str(run), "--max-env-steps", "60000"])
+    train(["--resume", str(run), "--max-env-steps", "60000"], progress_secs=0.02)
     files = sorted((run / "tensorboard").glob("events.out.tfevents.*"))
     assert len(files) == 2, files
     acc = read(run / "tensorboard")
