@@ -7,11 +7,12 @@
 //! for `duration`. With `streams_per_connection` = K > 1, each process's
 //! actors are grouped K to a [`SharedConnection`] (their streams
 //! multiplexed on one HTTP/2 connection, as the actors of one process may
-//! be), to measure what the learner's cost per connection is. With `procs` = 1 they all run in this process on one
-//! tokio runtime; with `procs` = P they are split over P child processes
-//! (this binary in its hidden child mode, [`run_load_child`]), each running
-//! its share the same way and handing back its streams' figures as one JSON
-//! line ([`ChildReport`]).
+//! be), to measure what the learner's cost per connection is. With
+//! `procs` = 1 they all run in this process on one tokio runtime; with
+//! `procs` = P they are split over P child processes (this binary in its
+//! hidden child mode, [`run_load_child`]), each running its share the same
+//! way and handing back its streams' figures as one JSON line
+//! ([`ChildReport`]).
 //!
 //! Reported per stream count ([`StreamLoadResult`]):
 //! - env steps/s: each stream's steps over its active time, summed;
@@ -180,11 +181,11 @@ fn spawn_streams(
     per_connection: usize,
     duration: Duration,
 ) -> Vec<StreamTask> {
-    let mut shared = SharedConnection::new();
+    let mut shared = None;
     (first_id..first_id + count)
         .map(|i| {
-            if (i - first_id).is_multiple_of(per_connection.max(1)) {
-                shared = SharedConnection::new();
+            if per_connection > 1 && (i - first_id).is_multiple_of(per_connection) {
+                shared = Some(SharedConnection::new());
             }
             let mut cfg = ActorConfig::new(addr.to_owned(), EnvConfig::CartPole, envs);
             cfg.actor_id = format!("load-{i}");
@@ -194,7 +195,7 @@ fn spawn_streams(
                 max_attempts: Some(20),
                 ..ReconnectPolicy::default()
             };
-            cfg.connection = (per_connection > 1).then(|| shared.clone());
+            cfg.connection = shared.clone();
             tokio::spawn(run_actor(cfg, std::future::pending()))
         })
         .collect()
