@@ -84,11 +84,6 @@ impl SharedConnection {
         });
         Ok(channel)
     }
-
-    /// Whether `self` and `other` are the same connection (clones of one).
-    pub fn same_as(&self, other: &SharedConnection) -> bool {
-        Arc::ptr_eq(&self.channel, &other.channel)
-    }
 }
 
 impl std::fmt::Debug for SharedConnection {
@@ -99,8 +94,9 @@ impl std::fmt::Debug for SharedConnection {
     }
 }
 
+/// Equal when they are the same connection (clones of one).
 impl PartialEq for SharedConnection {
     fn eq(&self, other: &Self) -> bool {
-        self.same_as(other)
+        Arc::ptr_eq(&self.channel, &other.channel)
     }
 }

@@ -230,12 +230,18 @@ pub async fn run_load_child(
     }
 }
 
+/// How many of `streams` each of `procs` processes runs: as even as can be,
+/// the first ones one more.
+fn shares(streams: usize, procs: usize) -> impl Iterator<Item = usize> {
+    let (base, extra) = (streams / procs, streams % procs);
+    (0..procs).map(move |c| base + usize::from(c < extra))
+}
+
 /// Connections `streams` split over `procs` processes open at
 /// `per_connection` streams each (groups do not cross processes).
 fn connections(streams: usize, procs: usize, per_connection: usize) -> usize {
-    let (base, extra) = (streams / procs, streams % procs);
-    (0..procs)
-        .map(|c| (base + usize::from(c < extra)).div_ceil(per_connection))
+    shares(streams, procs)
+        .map(|count| count.div_ceil(per_connection))
         .sum()
 }
 
@@ -264,11 +270,9 @@ impl Load {
                 point.duration,
             )));
         }
-        let (base, extra) = (point.streams / procs, point.streams % procs);
         let mut children = Vec::with_capacity(procs);
         let mut first_id = 0;
-        for c in 0..procs {
-            let count = base + usize::from(c < extra);
+        for (c, count) in shares(point.streams, procs).enumerate() {
             let mut cmd = Command::new(load_bin);
             cmd.args([child_flags::LEARNER, addr])
                 .args([child_flags::STREAMS, &count.to_string()])
