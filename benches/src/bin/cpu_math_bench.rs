@@ -206,6 +206,7 @@ fn train(name: &str, case: &Case, budget: Duration) -> Result<serde_json::Value>
             loss: ImpalaLossConfig::impala_paper(),
             optimizer: OptimizerConfig::constant_adam(6e-4),
             max_grad_norm: 40.0,
+            acting_average: 0.0,
         },
         weights,
         None,

@@ -492,6 +492,15 @@ pub struct TrainArgs {
     /// The value targets keep their units. `true` or `false`.
     #[arg(help_heading = TRAIN, long, value_name = "BOOL")]
     pub normalize_advantages: Option<bool>,
+    /// Inference acts with a moving average of the trained weights (Polyak
+    /// averaging), w̄ ← τ w̄ + (1 − τ) w after every update, instead of the
+    /// latest weights: the policy then moves with what it learns rather
+    /// than with each batch's gradient noise, about 1 / (1 − τ) updates
+    /// behind (V-trace and the clipped surrogate correct for the lag, as
+    /// for any behaviour policy). Checkpoints and --eval-every hold and play
+    /// the trained weights. 0 is off.
+    #[arg(help_heading = TRAIN, long, value_name = "TAU")]
+    pub acting_average: Option<f64>,
 
     // ---- [r2d2] -----------------------------------------------------------
     /// R2D2: leading steps of each sequence that only refresh the stored recurrent state (no

@@ -268,6 +268,8 @@ mod tests {
                 .contains("--learning-rate")
         );
         assert!(with(&|c| train(c).trainer.max_grad_norm = f32::NAN).contains("--max-grad-norm"));
+        assert!(with(&|c| train(c).trainer.acting_average = 1.0).contains("--acting-average"));
+        assert!(with(&|c| train(c).trainer.acting_average = -0.1).contains("--acting-average"));
         assert!(with(&|c| train(c).trainer.loss.discount = 1.5).contains("--discount"));
         assert!(with(&|c| train(c).trainer.loss.clip.lambda = -0.1).contains("--vtrace-lambda"));
         assert!(with(&|c| train(c).trainer.loss.ratio_clip = 1.0).contains("--ratio-clip"));

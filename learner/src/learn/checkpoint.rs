@@ -20,7 +20,8 @@
 //! snapshot (every item intact, counters a moment apart); the final one is
 //! taken after the buffer closed and the trainer stopped, so `--resume`
 //! continues sampling exactly where the run stopped. R2D2's target network
-//! is not saved: a resumed run starts it from the restored weights.
+//! and the acting average (`--acting-average`) are not saved: a resumed run
+//! starts them from the restored weights.
 //!
 //! A checkpoint belongs to its env's observation shape and action space: the
 //! model records its action distribution (categorical over `A` actions or a
@@ -553,6 +554,7 @@ mod tests {
                 loss: ImpalaLossConfig::impala_paper(),
                 optimizer: OptimizerConfig::constant_adam(6e-4),
                 max_grad_norm: 1.0,
+                acting_average: 0.0,
             },
             w,
             None,

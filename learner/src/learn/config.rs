@@ -285,6 +285,9 @@ impl TrainConfig {
         if !(t.max_grad_norm.is_finite() && t.max_grad_norm > 0.0) {
             return bad("--max-grad-norm must be positive");
         }
+        if !(0.0..1.0).contains(&t.acting_average) {
+            return bad("--acting-average must be in [0, 1) (0 turns it off)");
+        }
         if !(0.0..=1.0).contains(&t.loss.discount) {
             return bad("--discount must be in [0, 1]");
         }

@@ -10,12 +10,14 @@
 //!   choice between them, [`agent_step`] the interface the trainer calls
 //!   them through;
 //! - [`trainer`]: one training step, the same for every algorithm
-//!   (backward, clipping, the [`optimizer`], the weights publish);
+//!   (backward, clipping, the [`optimizer`], the weights publish, of
+//!   their [`acting_average`] when asked);
 //!   [`trainer_stats`], its figures; [`training_thread`], its thread;
 //! - [`checkpoint`]: atomic checkpoints of model, optimizer and counters;
 //! - [`config`]: the learning side's settings. Building, starting and
 //!   stopping it (periodic checkpoints included) is the composition root's
 //!   work: `crate::app::training`.
+pub mod acting_average;
 pub mod agent;
 pub mod agent_step;
 pub mod checkpoint;

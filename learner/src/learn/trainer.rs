@@ -12,8 +12,9 @@
 //! 4. Adam or RMSProp (optional LR schedule), then the algorithm's
 //!    [`AgentStep::after_update`] (R2D2's target network refresh);
 //! 5. a frozen snapshot published through the [`WeightsHandle`] (one
-//!    pointer swap: inference never waits for it), and the new version
-//!    told to the replay buffer (for its policy-lag cap).
+//!    pointer swap: inference never waits for it), of the weights or, with
+//!    `--acting-average`, of their moving average ([`ActingAverage`]), and
+//!    the new version told to the replay buffer (for its policy-lag cap).
 //!
 //! The trainer names no algorithm: it calls the chosen one through
 //! [`AgentStep`]. Its counters are in `learn/trainer_stats.rs`, its thread
@@ -26,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::LearnerError;
+use crate::learn::acting_average::ActingAverage;
 use crate::learn::agent::Agent;
 use crate::learn::agent_step::AgentStep;
 use crate::learn::optimizer::{Optimizer, OptimizerConfig, OptimizerError};
@@ -46,6 +48,9 @@ pub struct TrainerConfig {
     pub optimizer: OptimizerConfig,
     /// Global gradient norm bound.
     pub max_grad_norm: f32,
+    /// τ of the moving average of the weights that inference acts with
+    /// (`learn/acting_average.rs`); 0 publishes the latest weights.
+    pub acting_average: f32,
 }
 
 impl TrainerConfig {
@@ -106,6 +111,9 @@ pub struct Trainer {
     weights: Arc<WeightsHandle>,
     replay: Option<UnrollStore>,
     algorithm: Box<dyn AgentStep>,
+    /// What is published when `--acting-average` is on; `None` publishes
+    /// the latest weights.
+    acting_average: Option<ActingAverage>,
 }
 
 impl Trainer {
@@ -117,6 +125,14 @@ impl Trainer {
     ) -> Result<Self, TrainError> {
         let optimizer = Optimizer::new(&model.varmap, config.optimizer)?;
         let algorithm = config.agent.step(config.loss, &model, replay.as_ref())?;
+        let acting_average = if config.acting_average > 0.0 {
+            Some(ActingAverage::new(
+                &model,
+                f64::from(config.acting_average),
+            )?)
+        } else {
+            None
+        };
         Ok(Trainer {
             model,
             optimizer,
@@ -124,6 +140,7 @@ impl Trainer {
             weights,
             replay,
             algorithm,
+            acting_average,
         })
     }
 
@@ -162,9 +179,15 @@ impl Trainer {
             let applied = self.optimizer.step(&grads)?;
             self.algorithm
                 .after_update(&self.model, self.optimizer.step_count())?;
-            let version = self
-                .weights
-                .publish(self.model.snapshot_as(self.weights.dtype())?);
+            let dtype = self.weights.dtype();
+            let snapshot = match &mut self.acting_average {
+                Some(average) => {
+                    average.update(&self.model)?;
+                    average.snapshot_as(&self.model, dtype)?
+                }
+                None => self.model.snapshot_as(dtype)?,
+            };
+            let version = self.weights.publish(snapshot);
             if let Some(r) = &self.replay {
                 r.set_policy_version(version.0);
             }
@@ -210,6 +233,7 @@ mod tests {
                 loss: ImpalaLossConfig::impala_paper(),
                 optimizer: OptimizerConfig::constant_adam(6e-4),
                 max_grad_norm: 1.0,
+                acting_average: 0.0,
             },
             weights,
             None,

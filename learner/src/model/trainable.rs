@@ -34,7 +34,18 @@ impl TrainableModel {
     /// (one conversion per weight, on their device): the reduced-precision
     /// copy `--inference-dtype bf16` runs.
     pub fn snapshot_as(&self, dtype: DType) -> Result<ActorCritic> {
-        let tensors = self.named_tensors()?;
+        self.build_as(self.named_tensors()?, dtype)
+    }
+
+    /// This model's network with the weights `tensors` (keyed as
+    /// [`TrainableModel::named_tensors`] keys them) converted to `dtype`: a
+    /// frozen network of other weights of the same shapes, such as
+    /// the trainer's acting average (`--acting-average`).
+    pub fn build_as(
+        &self,
+        tensors: std::collections::HashMap<String, Tensor>,
+        dtype: DType,
+    ) -> Result<ActorCritic> {
         let device = self.device();
         ActorCritic::new(
             self.model.config(),

@@ -400,6 +400,7 @@ fn to_config(s: &Settings, derived: &Derived) -> Result<LearnerConfig, LearnerEr
                     schedule,
                 },
                 max_grad_norm: need(t.max_grad_norm, "train.max_grad_norm")? as f32,
+                acting_average: need(t.acting_average, "train.acting_average")? as f32,
             },
             replay: ReplaySettings {
                 sampler: derived.sampler,

@@ -173,6 +173,7 @@ section!(
         vtrace_lambda: f64,
         ratio_clip: f64,
         normalize_advantages: bool,
+        acting_average: f64,
     }
 );
 

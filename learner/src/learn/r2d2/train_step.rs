@@ -197,6 +197,7 @@ mod tests {
                 loss: ImpalaLossConfig::impala_paper(),
                 optimizer: OptimizerConfig::constant_adam(6e-4),
                 max_grad_norm: 40.0,
+                acting_average: 0.0,
             },
             Arc::clone(&weights),
             Some(UnrollStore::from(Arc::clone(&replay))),
