@@ -53,12 +53,7 @@ impl ActingAverage {
 
     /// `w̄ ← τ·w̄ + (1 − τ)·w` for every variable of `model`.
     pub fn update(&mut self, model: &TrainableModel) -> Result<()> {
-        let data = model
-            .varmap
-            .data()
-            .lock()
-            .map_err(|_| candle_core::Error::Msg("variable map lock poisoned".into()))?;
-        for (name, var) in data.iter() {
+        for (name, var) in model.variables()?.iter() {
             let Some(average) = self.average.get_mut(name) else {
                 return Err(candle_core::Error::Msg(format!(
                     "acting average: no average for weight {name}"

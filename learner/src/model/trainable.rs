@@ -55,14 +55,21 @@ impl TrainableModel {
 
     /// Deep copies of every variable, keyed by weight name.
     pub fn named_tensors(&self) -> Result<std::collections::HashMap<String, Tensor>> {
-        let data = self
-            .varmap
-            .data()
-            .lock()
-            .map_err(|_| candle_core::Error::Msg("variable map lock poisoned".into()))?;
-        data.iter()
+        self.variables()?
+            .iter()
             .map(|(name, var)| Ok((name.clone(), var.as_tensor().copy()?)))
             .collect()
+    }
+
+    /// The variables by weight name, locked for as long as the guard lives.
+    pub fn variables(
+        &self,
+    ) -> Result<std::sync::MutexGuard<'_, std::collections::HashMap<String, candle_core::Var>>>
+    {
+        self.varmap
+            .data()
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("variable map lock poisoned".into()))
     }
 
     fn device(&self) -> Device {
