@@ -85,8 +85,7 @@ mod tests {
     use seed_shared::EnvSpec;
 
     fn set_all(model: &TrainableModel, value: f64) {
-        let data = model.varmap.data().lock().unwrap();
-        for var in data.values() {
+        for var in model.variables().unwrap().values() {
             var.set(
                 &var.as_tensor()
                     .ones_like()
