@@ -1,7 +1,8 @@
 //! Per-env-slot ε-greedy exploration for value-based agents (R2D2), with
 //! the Ape-X schedule over env slots: slot `i` of `N` acts greedily on the
 //! Q-values except with probability `ε_i = ε^(1 + α·i/(N−1))` (ε = 0.4,
-//! α = 7 in Ape-X and R2D2), when it takes a uniformly random action.
+//! α = 7 in Ape-X and R2D2; the learner's default ε is 0.1, defaults.toml
+//! says why), when it takes a uniformly random action.
 //!
 //! Why here: the learner assigns each env slot its ε, and inference, which
 //! picks every action, applies it; the actors stay policy-agnostic. Why per
