@@ -17,8 +17,9 @@
 //!   before the flat buffers) and flat (now);
 //! - `lstm_core`: the LSTM core's unroll alone, forward and backward, in
 //!   candle's cell (what the core replaced) and in the core with each
-//!   input projection (`PerStep` on a CPU, `Batched` on a GPU). The model's
-//!   `forward` and `backward` above are the CPU's, `PerStep`.
+//!   input projection (`Batched` on a GPU, `Fused` on a CPU: one op for
+//!   the whole recurrence, `PerStep` candle's ops on a CPU before it). The
+//!   model's `forward` and `backward` above are the CPU's, `Fused`.
 //!
 //! `cargo run --release -p seed-benches --bin train_ops [-- --json FILE]`
 use anyhow::{Context, Result};
@@ -127,6 +128,15 @@ fn count_core(t1: usize, b: usize, input: usize, hidden: usize) -> Result<Vec<Co
                 &starts,
                 Some(&initial),
                 InputProjection::Batched,
+            )?,
+        )?,
+        measure(
+            "fused",
+            ours.unroll_with(
+                &source.as_tensor().tanh()?,
+                &starts,
+                Some(&initial),
+                InputProjection::Fused,
             )?,
         )?,
     ])

@@ -259,19 +259,11 @@ impl ActorCritic {
                     self.torso
                         .forward(&self.torso_input(&warm)?)?
                         .reshape((burn_in, b, ()))?;
-                let keep = episode_start.narrow(0, 0, burn_in)?.affine(-1.0, 1.0)?;
-                let mut state = match initial_state {
-                    Some(s) => s.clone(),
-                    None => core.zero_state(b, obs.device())?,
-                };
-                for t in 0..burn_in {
-                    let k = keep.get(t)?.unsqueeze(1)?;
-                    state = RecurrentState {
-                        h: state.h.broadcast_mul(&k)?,
-                        c: state.c.broadcast_mul(&k)?,
-                    };
-                    state = core.step(&features.get(t)?, &state)?;
-                }
+                let state = core.final_state(
+                    &features,
+                    &episode_start.narrow(0, 0, burn_in)?,
+                    initial_state,
+                )?;
                 Some(RecurrentState {
                     h: state.h.detach(),
                     c: state.c.detach(),

@@ -15,24 +15,30 @@
 //! whole unroll with one matmul and one bias add (`[T·B, in] x [in, 4H]`),
 //! leaving only the recurrent matmul inside the time loop.
 //!
-//! Why not batched on the CPU too: each step's slice of the projection is
-//! a `narrow`, whose gradient candle builds as a zero-padded copy of the
-//! whole `[T+1, B, 4H]` projection, added into its gradient: `O(T²·B·H)`
-//! memory traffic. On a GPU those are a few launches per step, like the
-//! per-step projection's; on a CPU the traffic made an unroll's forward and
-//! backward about 25% slower than candle's cell (T=16, B=16, H=64), while
-//! the per-step projection is within noise of it.
+//! On the CPU (f32) the whole unroll is one op instead
+//! ([`InputProjection::Fused`], [`crate::model::cpu::lstm_unroll`]): the
+//! input projection of every step as one dense layer, then the recurrence
+//! and its backward as plain loops, where candle's ops spent most of an
+//! R2D2 training step in elementwise kernels and the allocator. Batched
+//! candle ops on the CPU were slower still: each step's slice of the
+//! projection is a `narrow`, whose gradient candle builds as a zero-padded
+//! copy of the whole `[T+1, B, 4H]` projection (`O(T²·B·H)` traffic).
 //!
-//! Each element is computed with the same operations in the same order as
-//! candle's cell, so the results are the same (tested against it, values
-//! and gradients, both projections). Forward ops per step: 12 instead of
-//! 14 per step with the per-step projection; 10, plus 2 once per unroll,
-//! batched (plus 2 for the episode-start mask in an unroll; counted in the
-//! tests with `model::graph_ops`).
+//! The candle forms compute each element with the same operations in the
+//! same order as candle's cell, so their results are the same (tested
+//! against it, values and gradients). Forward ops per step: 12 instead of
+//! 14 with the per-step projection; 10, plus 2 once per unroll, batched
+//! (plus 2 for the episode-start mask in an unroll; counted in the tests
+//! with `model::graph_ops`); the fused op a handful per unroll, whatever
+//! its length. Its σ is `(1 + tanh(v/2)) / 2` through the vectorised tanh,
+//! as the learner's host inference step computes it: within 1e-6 of
+//! candle's cell (tested).
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::cpu::bias_add::bias_add;
+use super::cpu::dense_act::{dense_act, Activation};
+use super::cpu::lstm_unroll::{self, lstm_unroll};
 
 /// How [`LstmCore::unroll`] projects its inputs (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,13 +47,16 @@ pub enum InputProjection {
     PerStep,
     /// One matmul for all steps (an accelerator's choice).
     Batched,
+    /// One dense layer for all steps and the recurrence as one op, f32 on
+    /// the CPU ([`lstm_unroll`]); elsewhere [`InputProjection::PerStep`].
+    Fused,
 }
 
 impl InputProjection {
-    /// `Batched` on an accelerator, `PerStep` on the CPU.
+    /// `Batched` on an accelerator, `Fused` on the CPU.
     pub fn for_device(device: &Device) -> Self {
         if device.is_cpu() {
-            InputProjection::PerStep
+            InputProjection::Fused
         } else {
             InputProjection::Batched
         }
@@ -151,7 +160,23 @@ impl LstmCore {
         initial: Option<&RecurrentState>,
     ) -> Result<Tensor> {
         let projection = InputProjection::for_device(xs.device());
-        self.unroll_with(xs, episode_start, initial, projection)
+        Ok(self
+            .unroll_with_state(xs, episode_start, initial, projection)?
+            .0)
+    }
+
+    /// The state after an unroll (what [`LstmCore::unroll`] would pass to
+    /// a next step), for R2D2's burn-in.
+    pub fn final_state(
+        &self,
+        xs: &Tensor,
+        episode_start: &Tensor,
+        initial: Option<&RecurrentState>,
+    ) -> Result<RecurrentState> {
+        let projection = InputProjection::for_device(xs.device());
+        Ok(self
+            .unroll_with_state(xs, episode_start, initial, projection)?
+            .1)
     }
 
     /// [`LstmCore::unroll`] with the input projection chosen by the caller.
@@ -162,11 +187,45 @@ impl LstmCore {
         initial: Option<&RecurrentState>,
         projection: InputProjection,
     ) -> Result<Tensor> {
+        Ok(self
+            .unroll_with_state(xs, episode_start, initial, projection)?
+            .0)
+    }
+
+    /// The outputs `[T+1, B, H]` and the state after the last step.
+    fn unroll_with_state(
+        &self,
+        xs: &Tensor,
+        episode_start: &Tensor,
+        initial: Option<&RecurrentState>,
+        projection: InputProjection,
+    ) -> Result<(Tensor, RecurrentState)> {
         let (t1, b, _) = xs.dims3()?;
+        if t1 == 0 {
+            candle_core::bail!("an LSTM unroll of no steps");
+        }
         let mut state = match initial {
             Some(s) => s.clone(),
             None => self.zero_state_as(b, xs.dtype(), xs.device())?,
         };
+        let keep = episode_start.affine(-1.0, 1.0)?; // 1 - start
+        let fused = projection == InputProjection::Fused
+            && lstm_unroll::takes(&[
+                xs, &self.w_ih, &self.w_hh, &self.b_ih, &self.b_hh, &state.h, &state.c,
+            ]);
+        if fused {
+            let bias = (&self.b_ih + &self.b_hh)?;
+            let gx = dense_act(&xs.flatten(0, 1)?, &self.w_ih, &bias, Activation::None)?
+                .reshape((t1, b, 4 * self.hidden))?;
+            let h0c0 = Tensor::stack(&[&state.h, &state.c], 0)?;
+            let out = lstm_unroll(&gx, &self.w_hh, &h0c0, &keep)?;
+            let (hs, cs) = (out.get(0)?, out.get(1)?);
+            let last = RecurrentState {
+                h: hs.get(t1 - 1)?,
+                c: cs.get(t1 - 1)?,
+            };
+            return Ok((hs, last));
+        }
         // Batched: one projection for every step, [T+1, B, 4H].
         let all_gates = match projection {
             InputProjection::Batched => Some(self.input_gates(&xs.flatten(0, 1)?)?.reshape((
@@ -174,9 +233,8 @@ impl LstmCore {
                 b,
                 4 * self.hidden,
             ))?),
-            InputProjection::PerStep => None,
+            InputProjection::PerStep | InputProjection::Fused => None,
         };
-        let keep = episode_start.affine(-1.0, 1.0)?; // 1 - start
         let mut outs = Vec::with_capacity(t1);
         for t in 0..t1 {
             let k = keep.get(t)?.unsqueeze(1)?;
@@ -191,7 +249,7 @@ impl LstmCore {
             state = self.cell(&gx, &state)?;
             outs.push(state.h.clone());
         }
-        Tensor::stack(&outs, 0)
+        Ok((Tensor::stack(&outs, 0)?, state))
     }
 }
 
@@ -263,7 +321,25 @@ mod tests {
             4 * t1 - 2,
             "batched {batched}, candle's {candle}"
         );
-        assert_eq!(InputProjection::for_device(&dev), InputProjection::PerStep);
+        assert_eq!(InputProjection::for_device(&dev), InputProjection::Fused);
+        Ok(())
+    }
+
+    /// The fused unroll is a fixed number of ops whatever its length: the
+    /// recurrence is one op, not a dozen per step.
+    #[test]
+    fn the_fused_unroll_takes_the_same_ops_at_any_length() -> Result<()> {
+        let (ours, _, _) = both(16, 8)?;
+        let dev = Device::Cpu;
+        let count = |t1: usize| -> Result<usize> {
+            let xs = Tensor::randn(0f32, 1.0, (t1, 4, 16), &dev)?;
+            let starts = Tensor::zeros((t1, 4), DType::F32, &dev)?;
+            let out = ours.unroll_with(&xs, &starts, None, InputProjection::Fused)?;
+            Ok(crate::model::graph_ops::ops_in_graph([&out.sum_all()?]))
+        };
+        let (short, long) = (count(3)?, count(21)?);
+        assert_eq!(short, long, "ops at 3 steps and at 21");
+        assert!(long < 12, "{long} ops for the fused unroll");
         Ok(())
     }
 
@@ -306,7 +382,7 @@ mod tests {
         Ok(())
     }
 
-    /// The unroll (one input projection for all steps) gives candle's values
+    /// Each form of the unroll gives candle's values
     /// and gradients, episode resets included.
     #[test]
     fn unroll_matches_candles_cell_values_and_gradients() -> Result<()> {
@@ -323,7 +399,11 @@ mod tests {
         };
         let b = reference_unroll(&theirs, &xs, &starts, &init)?;
         let gb = b.sqr()?.sum_all()?.backward()?;
-        for projection in [InputProjection::PerStep, InputProjection::Batched] {
+        for projection in [
+            InputProjection::PerStep,
+            InputProjection::Batched,
+            InputProjection::Fused,
+        ] {
             let a = ours.unroll_with(&xs, &starts, Some(&init), projection)?;
             let diff = max_diff(&a, &b)?;
             assert!(diff <= 1e-6, "{projection:?}: values differ by {diff}");

@@ -11,6 +11,8 @@
 //!   and backward (every dense layer on the CPU);
 //! - [`bias_add`]: a bias whose gradient is one pass over the rows (the
 //!   LSTM core's, and dense layers off the CPU);
+//! - [`lstm_unroll`]: the LSTM core over a whole unroll, forward and
+//!   backward through time;
 //! - [`tanh`]: a vectorised tanh;
 //! - [`simd`]: loops compiled for AVX2 where the CPU has it.
 //!
@@ -27,6 +29,7 @@ pub mod conv_relu;
 pub mod dense_act;
 pub mod gemm;
 pub mod im2col;
+pub mod lstm_unroll;
 pub mod simd;
 pub mod tanh;
 
