@@ -37,8 +37,10 @@
 //! Forward: `T` products of `[B, H] x [H, 4H]` and `T·B·4H` gate values.
 //! Backward: two products over all `T·B` rows, `T` products of `[B, 4H] x
 //! [4H, H]`, and one pass over the gates. Products stay on the calling
-//! thread (at these sizes waking a second one costs more than it saves:
-//! [`super::gemm::PARALLEL_MIN_FLOPS`]).
+//! thread: with the all-steps products on candle's pool where
+//! [`Threads::for_product`] would put them (CartPole's, 8.9 MFLOP), the
+//! LSTM model's training step on two threads ran 0.95x (7 alternating
+//! rounds, `benches/results/cpu_math.md`).
 use candle_core::{CpuStorage, CustomOp3, DType, Layout, Result, Shape, Storage, Tensor};
 
 use super::contiguous_f32;
