@@ -382,8 +382,8 @@ mod tests {
         Ok(())
     }
 
-    /// Each form of the unroll gives candle's values
-    /// and gradients, episode resets included.
+    /// Each form of the unroll gives candle's values and gradients, episode
+    /// resets included.
     #[test]
     fn unroll_matches_candles_cell_values_and_gradients() -> Result<()> {
         let (ours, theirs, map) = both(5, 8)?;

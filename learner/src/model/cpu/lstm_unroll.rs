@@ -7,10 +7,10 @@
 //! the episode-start mask), and the backward as many again, each a
 //! separate pass over `[B, 4H]` or `[B, H]` values with its own allocation,
 //! and the sigmoid and tanh one libm call per element. R2D2 runs the core
-//! three times a training step (burn-in, online, target): on CartPole
-//! (B 16, T 16 + 4, H 64) `perf` put about 40% of the trainer's time in
-//! candle's elementwise kernels, libm's `expm1f` and `tanhf`, and the
-//! allocator. Here the recurrence is one loop: per step one small product
+//! four times a training step (a burn-in and the sequence, for the online
+//! and the target network): on CartPole (B 16, T 16 + 4, H 64) `perf` put
+//! about 40% of the trainer's time in candle's elementwise kernels, libm's
+//! `expm1f` and `tanhf`, and the allocator. Here the recurrence is one loop: per step one small product
 //! for the recurrent half of the gates and one vectorised pass for the
 //! cell; the input half of every step's gates is one product outside
 //! (`x W_ihᵀ + b`, by the caller), and so is the recurrent weight's
