@@ -138,7 +138,8 @@ async fn cartpole_return_rises_far_above_random_and_resumes() {
 
 /// R2D2 with its defaults, as `--algo r2d2` resolves them (ε over the 64
 /// env slots of two 32-env actors): runs of the learner binary reach 150
-/// in 47k-81k env steps (5 seeds, benches/results/r2d2/epsilon_cartpole_epyc).
+/// in 39k-111k env steps (20 runs, the mean sampled every second;
+/// benches/results/r2d2/target_period_cartpole_epyc).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r2d2_cartpole_return_rises_far_above_random() {
     support::init();
