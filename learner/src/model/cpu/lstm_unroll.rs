@@ -109,22 +109,36 @@ impl LstmUnroll {
         }
     }
 
+    /// The state before `step`, masked, into `hp`, `cp` (`[B, H]` each):
+    /// the initial state before step 0, else the previous step's outputs
+    /// (`hs`, `cs`: `[T, B, H]` each).
+    fn mask_previous(
+        &self,
+        step: usize,
+        h0c0: &[f32],
+        (hs, cs): (&[f32], &[f32]),
+        (hp, cp): (&mut [f32], &mut [f32]),
+    ) {
+        let bh = self.b * self.h;
+        let (h_src, c_src) = if step == 0 {
+            (&h0c0[..bh], &h0c0[bh..])
+        } else {
+            let r = (step - 1) * bh..step * bh;
+            (&hs[r.clone()], &cs[r])
+        };
+        self.masked(step, h_src, hp);
+        self.masked(step, c_src, cp);
+    }
+
     /// The masked state before each step, `[T, B, H]` each, from the
     /// initial state and the outputs.
     fn previous(&self, h0c0: &[f32], out: &[f32]) -> (Vec<f32>, Vec<f32>) {
         let (t, bh) = (self.t, self.b * self.h);
         let (mut hp, mut cp) = (vec![0f32; t * bh], vec![0f32; t * bh]);
-        let (hs, cs) = out.split_at(t * bh);
+        let outputs = out.split_at(t * bh);
         for step in 0..t {
-            let (h_src, c_src) = if step == 0 {
-                (&h0c0[..bh], &h0c0[bh..])
-            } else {
-                let r = (step - 1) * bh..step * bh;
-                (&hs[r.clone()], &cs[r])
-            };
             let r = step * bh..(step + 1) * bh;
-            self.masked(step, h_src, &mut hp[r.clone()]);
-            self.masked(step, c_src, &mut cp[r]);
+            self.mask_previous(step, h0c0, outputs, (&mut hp[r.clone()], &mut cp[r]));
         }
         (hp, cp)
     }
@@ -138,16 +152,7 @@ impl LstmUnroll {
         let (mut hp, mut cp) = (vec![0f32; bh], vec![0f32; bh]);
         let w_t = MatRef::row_major(w_hh, w4, h)?.t();
         for step in 0..t {
-            {
-                let (h_src, c_src) = if step == 0 {
-                    (&h0c0[..bh], &h0c0[bh..])
-                } else {
-                    let r = (step - 1) * bh..step * bh;
-                    (&hs[r.clone()], &cs[r])
-                };
-                self.masked(step, h_src, &mut hp);
-                self.masked(step, c_src, &mut cp);
-            }
+            self.mask_previous(step, h0c0, (hs, cs), (&mut hp, &mut cp));
             gates.copy_from_slice(&gx[step * b * w4..(step + 1) * b * w4]);
             matmul(
                 MatMut::row_major(&mut gates, b, w4)?,
