@@ -20,9 +20,9 @@ A record's fields, read from the run's ``metrics.jsonl`` and
 - ``min_mean_after_target``: the lowest 100-episode mean from then on
   (sampled at every progress line, ``--progress-secs``);
 - ``seconds_to_target_in_samples`` / ``min_mean_after_target_in_samples``:
-  the same two on the progress samples alone (the learner checks its
-  target every 50 ms, so its first crossing can be a moment's mean that
-  no sample shows; SB3's records have only samples);
+  the same two on the progress samples alone, the curve's points (the
+  learner checks its target every 50 ms and SB3's runner at every env
+  step, so a first crossing can be a moment's mean that no sample shows);
 - ``final_mean``, ``mean_at_300_s``, ``mean_at_600_s``, ``mean_at_900_s``,
   ``mean_at_1200_s`` (the last sample at or before that time; null past
   the run's end);
@@ -134,9 +134,9 @@ def record_from(records: list[dict], summary: dict, target: float, base: dict) -
         min_after = min(after)
     elif min_after is not None and after:
         min_after = min(min_after, min(after))
-    # The same two figures on the progress samples alone, the rule SB3's
-    # records are judged by: the learner's check runs every 50 ms and can
-    # catch a moment's mean over the target that no sample shows.
+    # The same two figures on the progress samples alone (the curve's
+    # points): the run's own check (every 50 ms for the learner, every env
+    # step for SB3) can catch a moment's mean that no sample shows.
     hit = next((r for r in full if r["env/mean_return_last_100"] >= target), None)
     in_samples = [r["env/mean_return_last_100"] for r in full if hit is not None and r["time/seconds"] >= hit["time/seconds"]]
     rec = dict(base)
