@@ -122,12 +122,12 @@ def record_from(records: list[dict], summary: dict, target: float, base: dict) -
     """The run's record from its progress samples and summary."""
     wall = summary.get("wall_seconds") or (records[-1]["time/seconds"] if records else 0.0)
     full = [r for r in records if r.get("env/episodes", 0) >= 100]
+    # The first progress sample at the target (the curve's first point there).
+    hit = next((r for r in full if r["env/mean_return_last_100"] >= target), None)
     reached = summary.get("seconds_to_solve")
     steps_reached = summary.get("env_steps_to_solve")
-    if reached is None:  # a record without the learner's own check (SB3's)
-        hit = next((r for r in full if r["env/mean_return_last_100"] >= target), None)
-        if hit is not None:
-            reached, steps_reached = hit["time/seconds"], hit["env/steps"]
+    if reached is None and hit is not None:  # a record without the run's own check
+        reached, steps_reached = hit["time/seconds"], hit["env/steps"]
     after = [r["env/mean_return_last_100"] for r in full if reached is not None and r["time/seconds"] >= reached]
     min_after = summary.get("min_mean_return_after_solve")
     if min_after is None and after:
@@ -137,7 +137,6 @@ def record_from(records: list[dict], summary: dict, target: float, base: dict) -
     # The same two figures on the progress samples alone (the curve's
     # points): the run's own check (every 50 ms for the learner, every env
     # step for SB3) can catch a moment's mean that no sample shows.
-    hit = next((r for r in full if r["env/mean_return_last_100"] >= target), None)
     in_samples = [r["env/mean_return_last_100"] for r in full if hit is not None and r["time/seconds"] >= hit["time/seconds"]]
     rec = dict(base)
     rec.update({
