@@ -100,6 +100,10 @@ pub struct ScaleRow {
     /// Of it, the mapped file's pages (`RssFile`) and the rest (`RssAnon`).
     pub rss_file_mb: f64,
     pub rss_anon_mb: f64,
+    /// Of the file's pages, those mapped with 2 MiB pages
+    /// (`FilePmdMapped` in `/proc/self/smaps_rollup`), MiB; `None` where
+    /// the kernel does not say.
+    pub rss_file_huge_mb: Option<f64>,
     /// The directory's blocks on disk, MiB.
     pub disk_mb: f64,
     /// Reopening the directory (slot scan and sampler rebuild), seconds;
@@ -116,6 +120,24 @@ pub fn run(plan: &ScalePlan) -> Result<Vec<ScaleRow>, ScaleError> {
         }
     }
     Ok(rows)
+}
+
+/// This process's file pages mapped with 2 MiB pages, MiB: the
+/// `FilePmdMapped` line of `/proc/self/smaps_rollup` (Linux 4.14+), which
+/// says whether the table's huge-page advice took.
+fn file_pmd_mapped_mib() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
+    parse_kib_line(&text, "FilePmdMapped:").map(|kib| kib / 1024.0)
+}
+
+/// The kB figure of the line starting with `key` in a `/proc` table.
+fn parse_kib_line(text: &str, key: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Items of one `u8[bytes]` field `x` (also `replay_kill`'s).
@@ -141,14 +163,17 @@ fn one_size(plan: &ScalePlan, items: usize, bytes: usize) -> Result<Vec<ScaleRow
     let fill = fill(&b, items, bytes)?;
     let overwrite = overwrite(&b, items, bytes)?;
     let mem = ProcStats::read(std::process::id() as libc::pid_t);
+    let huge_mb = file_pmd_mapped_mib();
     let disk_mb = dir_bytes(&dir) as f64 / (1 << 20) as f64;
     let mut batch = b.new_batch(128);
     let uniform = median_us(plan.runs, plan.sample_iters, || {
         b.sample_into(&mut batch, 128)
     })?;
     eprintln!(
-        "scale:   uniform sample(128) {uniform:.1} us, RSS {:.0} MiB (file {:.0})",
-        mem.rss_mib, mem.rss_file_mib
+        "scale:   uniform sample(128) {uniform:.1} us, RSS {:.0} MiB (file {:.0}, of it on 2 MiB pages {})",
+        mem.rss_mib,
+        mem.rss_file_mib,
+        huge_mb.map_or("unknown".to_string(), |m| format!("{m:.0}"))
     );
     let row = |sampler, sample128_us, reopen_s| ScaleRow {
         items,
@@ -163,6 +188,7 @@ fn one_size(plan: &ScalePlan, items: usize, bytes: usize) -> Result<Vec<ScaleRow
         rss_mb: mem.rss_mib,
         rss_file_mb: mem.rss_file_mib,
         rss_anon_mb: mem.rss_anon_mib,
+        rss_file_huge_mb: huge_mb,
         disk_mb,
         reopen_s,
     };
@@ -336,5 +362,19 @@ fn remove(dir: &Path) -> Result<(), ScaleError> {
             source: e,
         }),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_kib_line;
+
+    #[test]
+    fn the_huge_page_figure_is_read_from_its_own_line() {
+        let rollup = "Rss:             1048576 kB\nShmemPmdMapped:        0 kB\n\
+                      FilePmdMapped:    524288 kB\nShared_Hugetlb:        0 kB\n";
+        assert_eq!(parse_kib_line(rollup, "FilePmdMapped:"), Some(524288.0));
+        assert_eq!(parse_kib_line(rollup, "Rss:"), Some(1048576.0));
+        assert_eq!(parse_kib_line("Rss: 4 kB\n", "FilePmdMapped:"), None);
     }
 }

@@ -1,15 +1,16 @@
 //! The scan of a reopened mapped storage: slots a crash left mid-write are
-//! emptied, and the next key, the stored and retired counts and whether any
-//! item was stored in a group are read back from the slots.
+//! emptied, and the next key and the stored and retired counts are read
+//! back from the slots. Whether any item was stored in a group needs no
+//! scan: the storage's flag word says so (`storage.rs`).
 //!
 //! Why its own file: `ReplayBuffer::open_mapped` runs it before the storage
 //! is shared; it needs the storage's words and nothing of the buffer or of
 //! checkpoints. A layout with variable-length fields also has each stored
 //! item's heap references checked (a slot whose values' segment is gone is
 //! emptied) and the segments no item refers to deleted (`heap.rs`).
-//! Cost: one pass over the slots' sequence words (plus the cold columns of
-//! the stored ones, and their heap references).
-use crate::group_id::NO_GROUP;
+//! Cost: one pass over the slots' sequence words (plus the retire stamps of
+//! the stored ones if any stamp was ever stored, and their heap
+//! references).
 use crate::heap::HeapRef;
 use crate::loom::atomic::Ordering;
 use crate::storage::Storage;
@@ -22,19 +23,26 @@ pub(crate) struct Recovered {
     pub retired: u64,
 }
 
-/// Empties slots a crash left mid-write, finds the next key and notes
-/// whether any item was stored in a group. Runs before the storage is
-/// shared.
+/// Empties slots a crash left mid-write and finds the next key. Runs
+/// before the storage is shared.
 pub(crate) fn recover_slots(storage: &Storage) -> Recovered {
     let mut r = Recovered::default();
     let slots = storage.slots();
+    // Without a stamp ever stored the retire column is all zeros (in a
+    // sparse file, holes): neither read nor cleared, so not faulted in.
+    let retires = slots.retires_recorded();
+    let clear_retired = |slot: usize| {
+        if retires {
+            slots.retired(slot).store(0, Ordering::Relaxed);
+        }
+    };
     for slot in 0..storage.capacity() {
         let seq = slots.seq(slot);
         let s = seq.load(Ordering::Relaxed);
         if s & 1 == 1 {
             // Caught mid-write: the contents are not trustworthy.
             seq.store(0, Ordering::Relaxed);
-            slots.retired(slot).store(0, Ordering::Relaxed);
+            clear_retired(slot);
             tracing::warn!(slot, "replay: slot caught mid-write, emptied on reopen");
             continue;
         }
@@ -43,7 +51,7 @@ pub(crate) fn recover_slots(storage: &Storage) -> Recovered {
             // A reference into a segment that is gone or too short: the
             // item's values did not survive (or the slot is damaged).
             seq.store(0, Ordering::Relaxed);
-            slots.retired(slot).store(0, Ordering::Relaxed);
+            clear_retired(slot);
             tracing::warn!(
                 slot,
                 "replay: slot's variable-length values are missing, emptied on reopen"
@@ -53,11 +61,8 @@ pub(crate) fn recover_slots(storage: &Storage) -> Recovered {
         if published != 0 {
             r.claimed = r.claimed.max(published);
             r.stored += 1;
-            if slots.retired(slot).load(Ordering::Relaxed) == published {
+            if retires && slots.retired(slot).load(Ordering::Relaxed) == published {
                 r.retired += 1;
-            }
-            if slots.group(slot).load(Ordering::Relaxed) != NO_GROUP {
-                slots.record_groups();
             }
         }
     }

@@ -129,12 +129,22 @@ pub(crate) fn write(
     // Acquire fence (in `read`) then still sees the old even word. Pairs
     // with the Acquire fence in `read`.
     fence(Ordering::Release);
-    // Relaxed: we own the slot (odd word); these words are only ours.
-    storage.group(slot).store(group, Ordering::Relaxed);
+    // We own the slot (odd word); these words are only ours.
     if group != NO_GROUP {
-        // Before the publish below, so a reader that sees this item sees
-        // the flag too (`Slots::groups_recorded`).
+        // The flag before the publish below, so a reader that sees this
+        // item sees the flag too, and before the group word, so a crash
+        // never leaves a group word without the flag
+        // (`Slots::groups_recorded`).
         storage.record_groups();
+        storage.store_group(slot, group);
+    } else if storage.groups_recorded() {
+        // Clear what an earlier item in this slot may have stored. While
+        // the flag is unset no slot has stored a group (our Acquire
+        // exchange above saw every earlier writer of this slot, and they
+        // set the flag before publishing), so the column still reads
+        // `NO_GROUP` and is left unwritten: a mapped table without groups
+        // never faults its pages in.
+        storage.store_group(slot, NO_GROUP);
     }
     for field in 0..storage.num_fields() {
         let g = storage.field(field);
@@ -160,7 +170,7 @@ pub(crate) fn metadata(storage: Slots<'_>, slot: usize, v1: u64, groups: bool) -
             .policy(slot)
             .map_or(0, |w| w.load(Ordering::Relaxed)),
         group: if groups {
-            storage.group(slot).load(Ordering::Relaxed)
+            storage.load_group(slot)
         } else {
             NO_GROUP
         },

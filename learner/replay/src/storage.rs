@@ -18,8 +18,12 @@
 //! field, read from the row. The group id and the retire stamp live in
 //! cold columns (one word per slot each) because uniform and prioritized
 //! sampling never read them: a sample reads the group column only once a
-//! group id has been stored ([`Slots::groups_recorded`]), and only
-//! consuming samplers read or write retire stamps.
+//! group id has been stored ([`Slots::groups_recorded`], a flag word after
+//! the columns), and only consuming samplers read or write retire stamps.
+//! Until then inserts do not write the group column either (a zero word
+//! means no group), so a mapped table that never stores a group id never
+//! touches that column's pages: at 1B items of 16 bytes that is 8 of the
+//! 32 bytes per item a sample-and-insert workload keeps resident.
 //!
 //! Either way a sample gathers row `slot` of each field into row `i` of a
 //! contiguous per-field batch buffer, so a field of `B` items is uploaded
@@ -29,13 +33,17 @@
 //! x86-64 and aarch64 those accesses compile to plain loads and stores.
 //! Cost: `capacity * ((row bytes rounded up to 8 + 8) rounded up to 64 +
 //! 16)` bytes (records) or `capacity * (row bytes rounded up to 8 + 24)`
-//! (columns), allocated and first-touched at construction (about 3 s per
-//! GiB on our machines), never afterwards.
+//! (columns), plus one flag word; in memory allocated and first-touched
+//! at construction (about 3 s per GiB on our machines), never afterwards;
+//! mapped, a fresh file is sparse and its pages are faulted in as slots
+//! are first written.
 //!
 //! Backings: [`StorageKind::Memory`] (an anonymous map advised to use huge
 //! pages, the allocator as a fallback) and [`StorageKind::Mapped`] (a
 //! directory with `layout.json` and `storage.bin`, memory-mapped with
-//! `memmap2`, reopenable after a restart). One process maps a directory at a
+//! `memmap2`, reopenable after a restart, also advised to use huge pages:
+//! Linux maps a file's page cache with 2 MiB pages where the file system
+//! holds large folios, ext4 and xfs on recent kernels; see [`Storage::map`]). One process maps a directory at a
 //! time. A layout with variable-length fields also has a heap (`heap.rs`),
 //! in memory or in the directory's `heap/`, whose references the rows hold.
 use std::path::{Path, PathBuf};
@@ -43,7 +51,7 @@ use std::path::{Path, PathBuf};
 use crate::error::ReplayError;
 use crate::heap::Heap;
 use crate::layout::ItemLayout;
-use crate::loom::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::loom::atomic::{AtomicU64, Ordering};
 
 /// Words per cache line.
 const LINE_WORDS: usize = 8;
@@ -100,12 +108,20 @@ struct MappedHeader {
 #[cfg(not(loom))]
 const HEAP_DIR: &str = "heap";
 
-/// Format 3: one sequence word per slot and the cold columns. Formats 1
-/// and 2 (a six-word metadata record per slot) are refused with a
-/// `Mismatch` that says so; their contents move over through a checkpoint
+/// Format 4: one sequence word per slot, the cold columns (group ids
+/// stored complemented, so a zero word is no group) and the flag word
+/// (`MetaGeometry::flags`).
+/// Older formats are refused with a `Mismatch` that says why: 1 and 2 kept
+/// a six-word metadata record per slot, 3 stored group ids as they are and
+/// had no flag word. Their contents move over through a checkpoint
 /// (`ReplayBuffer::checkpoint`; an older version's format 1 checkpoints
 /// are still read).
-const MAPPED_FORMAT: u32 = 3;
+const MAPPED_FORMAT: u32 = 4;
+
+/// Flag-word bit: some slot stored a group id (see [`MetaGeometry::flags`]).
+const FLAG_GROUPS: u64 = 1;
+/// Flag-word bit: some slot stored a retire stamp.
+const FLAG_RETIRES: u64 = 2;
 
 /// One field's rows in the storage's words.
 #[derive(Debug, Clone, Copy)]
@@ -143,11 +159,6 @@ pub(crate) struct Storage {
     fields: Box<[FieldGeometry]>,
     /// Where the words that are not rows are.
     meta: MetaGeometry,
-    /// Whether any slot ever stored a group id other than `NO_GROUP`.
-    /// Written before the storing write's publish, read after a reader's
-    /// `Acquire` sequence load (`slot.rs`): a reader that sees an item
-    /// stored with a group also sees `true`.
-    groups: AtomicBool,
     /// The variable-length fields' values (`heap.rs`); `None` when the
     /// layout has none.
     heap: Option<Heap>,
@@ -168,6 +179,15 @@ struct MetaGeometry {
     group_offset: usize,
     /// Word offset of the retire-stamp column (one word per slot).
     retired_offset: usize,
+    /// Word offset of the flag word: [`FLAG_GROUPS`] once any slot stored
+    /// a group id other than `NO_GROUP`, [`FLAG_RETIRES`] once any retire
+    /// stamp was stored. A word of the storage rather than a field of it,
+    /// so a mapped table keeps it across a restart: while a bit is clear,
+    /// no word of its column was ever written, which is what lets inserts
+    /// without a group skip the group column (`slot::write`) and a reopen
+    /// skip reading the retire column (`recovery.rs`), so neither column's
+    /// pages are faulted in when unused.
+    flags: usize,
     /// The policy-version field's geometry (a `U64` scalar: one word).
     policy: Option<FieldGeometry>,
 }
@@ -189,7 +209,6 @@ pub(crate) struct Slots<'a> {
     words: &'a [AtomicU64],
     fields: &'a [FieldGeometry],
     meta: MetaGeometry,
-    groups: &'a AtomicBool,
     order: StorageOrder,
 }
 
@@ -243,26 +262,68 @@ impl<'a> Slots<'a> {
         self.meta.policy.and_then(|g| self.row_at(g, slot).first())
     }
 
-    /// The slot's word in the group column.
+    /// The slot's word in the group column: the group id complemented, so
+    /// the zero of a column never written (a fresh map, a sparse file's
+    /// hole) reads as `NO_GROUP`. Use [`Slots::load_group`] and
+    /// [`Slots::store_group`].
     #[inline]
-    pub(crate) fn group(&self, slot: usize) -> &'a AtomicU64 {
+    fn group(&self, slot: usize) -> &'a AtomicU64 {
         &self.words[self.meta.group_offset + slot]
     }
 
-    /// Whether a group id was ever stored. Relaxed: callers load it after
-    /// an `Acquire` sequence load (see `Storage::groups`).
-    #[inline(always)]
-    pub(crate) fn groups_recorded(&self) -> bool {
-        self.groups.load(Ordering::Relaxed)
+    /// The group id stored in `slot` (`NO_GROUP` if none). Relaxed: read
+    /// inside a reader's seqlock window or by the slot's owner.
+    #[inline]
+    pub(crate) fn load_group(&self, slot: usize) -> u64 {
+        !self.group(slot).load(Ordering::Relaxed)
     }
 
-    /// Notes that a group id is being stored. Relaxed: the storing write's
-    /// `Release` publish orders it (see `Storage::groups`).
+    /// Stores `slot`'s group id. Relaxed: by the slot's owner, before its
+    /// `Release` publish.
+    #[inline]
+    pub(crate) fn store_group(&self, slot: usize, group: u64) {
+        self.group(slot).store(!group, Ordering::Relaxed);
+    }
+
+    /// The flag word (see [`MetaGeometry::flags`]).
+    #[inline(always)]
+    fn flags(&self) -> &'a AtomicU64 {
+        &self.words[self.meta.flags]
+    }
+
+    /// Sets `bit` of the flag word if it is clear (an RMW: the other bit may
+    /// be set at the same time). Relaxed: see the callers.
+    #[inline]
+    fn set_flag(&self, bit: u64) {
+        let flags = self.flags();
+        if flags.load(Ordering::Relaxed) & bit == 0 {
+            flags.fetch_or(bit, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a group id was ever stored. Relaxed: a reader loads it after
+    /// an `Acquire` sequence load, and a writer after taking its slot with
+    /// an `Acquire` exchange; the flag is set before the storing write's
+    /// `Release` publish, so either sees `true` if the item it sees (or the
+    /// one it replaces, or any earlier one in its slot) was stored with a
+    /// group.
+    #[inline(always)]
+    pub(crate) fn groups_recorded(&self) -> bool {
+        self.flags().load(Ordering::Relaxed) & FLAG_GROUPS != 0
+    }
+
+    /// Notes that a group id is about to be stored. Relaxed: the storing
+    /// write's `Release` publish orders it (see `groups_recorded`).
     #[inline]
     pub(crate) fn record_groups(&self) {
-        if !self.groups.load(Ordering::Relaxed) {
-            self.groups.store(true, Ordering::Relaxed);
-        }
+        self.set_flag(FLAG_GROUPS);
+    }
+
+    /// Whether a retire stamp was ever stored. Read by the reopen scan
+    /// alone, before the storage is shared (so Relaxed).
+    #[inline]
+    pub(crate) fn retires_recorded(&self) -> bool {
+        self.flags().load(Ordering::Relaxed) & FLAG_RETIRES != 0
     }
 
     /// The slot's word in the retire-stamp column.
@@ -368,9 +429,11 @@ fn geometry(
             (vec![record; field_row_words.len()], 0, record, rows_end)
         }
     };
-    // The cold columns after the rows: groups, then retire stamps.
+    // The cold columns after the rows: groups, then retire stamps, then
+    // the flag word.
     let retired_offset = rows_end.checked_add(capacity).ok_or_else(overflow)?;
-    let total_words = retired_offset.checked_add(capacity).ok_or_else(overflow)?;
+    let flags = retired_offset.checked_add(capacity).ok_or_else(overflow)?;
+    let total_words = flags.checked_add(1).ok_or_else(overflow)?;
     let total_bytes = total_words.checked_mul(8).ok_or_else(overflow)?;
     let policy = match layout.policy_version_field() {
         None => None,
@@ -396,6 +459,7 @@ fn geometry(
             seq_stride,
             group_offset: rows_end,
             retired_offset,
+            flags,
             policy,
         },
         total_words,
@@ -475,7 +539,6 @@ impl Storage {
                 })
                 .collect(),
             meta: g.meta,
-            groups: AtomicBool::new(false),
             heap,
             variable_units: g.variable_units.into_boxed_slice(),
         }
@@ -541,10 +604,14 @@ impl Storage {
             })?;
         if header.format != MAPPED_FORMAT {
             let reason = if header.format < MAPPED_FORMAT {
+                let what = match header.format {
+                    3 => "group ids stored as they are, no flag word",
+                    _ => "six metadata words per slot",
+                };
                 format!(
-                    "format {} was written by an older version (six metadata words per \
-                     slot); this version reads format {MAPPED_FORMAT}. Take a checkpoint \
-                     with the older version and restore it, or delete the directory",
+                    "format {} was written by an older version ({what}); this version \
+                     reads format {MAPPED_FORMAT}. Take a checkpoint with the older \
+                     version and restore it, or delete the directory",
                     header.format
                 )
             } else {
@@ -618,6 +685,16 @@ impl Storage {
         // process per directory); concurrent access goes through atomics.
         let map = unsafe { memmap2::MmapMut::map_mut(&file) }
             .map_err(|e| ReplayError::io("mmap", data_path, e))?;
+        // Huge pages, as for memory (see `Storage::memory`): a random slot
+        // of a table of gigabytes costs a page walk per sample with 4 KiB
+        // pages. Where the file system keeps large folios in the page cache
+        // (ext4 and xfs on recent kernels) Linux then maps them with 2 MiB
+        // pages; elsewhere, or where THP is off, the advice does nothing
+        // (or is refused, ignored here) and the map keeps 4 KiB pages.
+        // Cost: the kernel writes a dirty large folio back whole; inserts
+        // fill a ring in order, so that is the same bytes.
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
         if map.len() != g.total_bytes {
             return Err(ReplayError::Corrupt {
                 path: data_path.to_owned(),
@@ -713,7 +790,6 @@ impl Storage {
             words: self.words(),
             fields: &self.fields,
             meta: self.meta,
-            groups: &self.groups,
             order: self.order,
         }
     }
@@ -737,9 +813,14 @@ impl Storage {
     /// Marks the item `key` in `slot` consumed. Release, pairs with the
     /// Acquire in `retired` (a blocked writer may reuse the slot only after
     /// the reader's copy is complete).
+    ///
+    /// The flag first, so the reopen scan never misses a stamp; Relaxed,
+    /// only that scan reads it (after the process that set it is gone).
     #[inline]
     pub(crate) fn retire(&self, slot: usize, key: u64) {
-        self.slots().retired(slot).store(key + 1, Ordering::Release);
+        let slots = self.slots();
+        slots.set_flag(FLAG_RETIRES);
+        slots.retired(slot).store(key + 1, Ordering::Release);
     }
 }
 
@@ -788,6 +869,7 @@ mod tests {
                     ranges.push(row);
                 }
             }
+            ranges.push(range(std::slice::from_ref(slots.flags())));
             ranges.sort_unstable();
             for pair in ranges.windows(2) {
                 assert!(pair[0].1 <= pair[1].0, "{order:?}: {pair:?} overlap");

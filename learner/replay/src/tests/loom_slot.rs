@@ -4,7 +4,8 @@
 //! must leave the newest key with its own data. The batched read's halves
 //! (`begin_read`, `metadata`, `end_reads`, `validate`) give the same
 //! guarantee, and a reader of an item stored with a group id sees that id
-//! (the groups-recorded flag), whole or in halves.
+//! (the groups-recorded flag), whole or in halves; an item without a group
+//! that replaces a grouped one has none.
 use std::sync::Arc;
 
 use loom::thread;
@@ -193,5 +194,28 @@ fn batched_reader_of_a_grouped_item_sees_its_group() {
             got.is_none() || got == Some((0, NO_GROUP)) || got == Some((1, 5)),
             "{got:?}"
         );
+    });
+}
+
+/// An item without a group writes the group word only once the flag is
+/// set, and it is set by any earlier grouped writer of the slot: racing a
+/// grouped key 0 and an ungrouped key 1 on one slot, key 1 always ends up
+/// with no group, whether it superseded key 0 (which then stored nothing)
+/// or replaced it (and so had to clear its group word).
+#[test]
+fn an_ungrouped_writer_after_a_grouped_one_leaves_no_group() {
+    loom::model(|| {
+        let s = storage();
+        let grouped = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || write_in_group(&s, 0, 1, 5))
+        };
+        write(&s, 1, 2);
+        grouped.join().expect("writer");
+        let got = match slot::read(s.slots(), 0, |_, _| {}) {
+            ReadOutcome::Item(m) => Some((m.key, m.group)),
+            ReadOutcome::Empty => None,
+        };
+        assert_eq!(got, Some((1, NO_GROUP)));
     });
 }

@@ -629,7 +629,8 @@ fn a_prioritized_reopen_weighs_every_stored_item_as_a_new_one() {
 /// was stored in a group: under a non-grouped sampler, rows inserted before
 /// and after the first grouped insert must each come back with their own
 /// group (`u64::MAX` for none) and policy version, also after the mapped
-/// directory is reopened (the reopen scan must notice the stored groups).
+/// directory is reopened (the storage's flag word must say groups were
+/// stored).
 #[test]
 fn groups_and_policy_versions_come_back_with_their_items_before_and_after_reopen() {
     let dir = tempfile::tempdir().unwrap();
@@ -668,6 +669,99 @@ fn groups_and_policy_versions_come_back_with_their_items_before_and_after_reopen
     }
     let b = ReplayBuffer::open_mapped(dir.path(), cfg).unwrap();
     check(&b);
+}
+
+/// Inserts without a group leave the group column unwritten until some
+/// item is stored in a group; from then on they clear the word an earlier
+/// item left. That must hold across a reopen: the ring (capacity 2) holds
+/// items in groups 5 and 7; after the reopen item 2 (no group) replaces
+/// the first and item 3 (group 9) the second. Were the flag lost with the
+/// process, item 1 would come back without its group and item 2 with
+/// group 5.
+#[test]
+fn an_item_without_a_group_replacing_a_grouped_one_after_reopen_has_no_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ReplayConfig::new(2, SamplerConfig::Uniform);
+    let put = |b: &ReplayBuffer, k: u64, group: Option<u64>| {
+        let x = [k as f32; 3];
+        let v = [k];
+        let item = [
+            FieldRef::new(&[3], Values::F32(&x)),
+            FieldRef::new(&[], Values::U64(&v)),
+        ];
+        match group {
+            Some(g) => b.insert_ref_in_group(&item, g).unwrap(),
+            None => b.insert_ref(&item).unwrap(),
+        };
+    };
+    let groups = |b: &ReplayBuffer| {
+        let mut batch = b.new_batch(64);
+        b.sample_into(&mut batch, 64).unwrap();
+        let mut seen: Vec<(u64, u64)> = batch
+            .keys()
+            .iter()
+            .zip(batch.groups())
+            .map(|(k, &g)| (k.0, g))
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        seen
+    };
+    {
+        let b = ReplayBuffer::create_mapped(dir.path(), layout(), cfg.clone()).unwrap();
+        put(&b, 0, Some(5));
+        put(&b, 1, Some(7));
+        b.flush().unwrap();
+    }
+    let b = ReplayBuffer::open_mapped(dir.path(), cfg).unwrap();
+    assert_eq!(groups(&b), [(0, 5), (1, 7)]);
+    put(&b, 2, None);
+    assert_eq!(groups(&b), [(1, 7), (2, u64::MAX)]);
+    put(&b, 3, Some(9));
+    assert_eq!(groups(&b), [(2, u64::MAX), (3, 9)]);
+}
+
+/// A mapped table whose items have no group never writes its group column,
+/// so a sparse file leaves those pages unallocated and never in memory: at
+/// 1B items of 16 bytes that is 8 GB of the 32 a columns table keeps
+/// resident. 256Ki items of a 16-byte field, filled twice over, in either
+/// order: the file is the slots (sequence words and rows), the group and
+/// retire columns (2 MiB each) and the flag word, and holds the slots but
+/// neither column. Unix only (allocated blocks).
+#[cfg(unix)]
+#[test]
+fn a_mapped_table_without_groups_never_writes_its_group_column() {
+    use std::os::unix::fs::MetadataExt;
+    let capacity = 1usize << 18;
+    let layout = ItemLayout::builder()
+        .field("x", DType::U8, &[16])
+        .build()
+        .unwrap();
+    // Bytes per slot of the sequence word and the row: one word and two
+    // (columns), one 64-byte line (records).
+    for (order, slot_bytes) in [(StorageOrder::Columns, 24), (StorageOrder::Records, 64)] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = ReplayConfig::new(capacity, SamplerConfig::Uniform).with_storage_order(order);
+        let b = ReplayBuffer::create_mapped(dir.path(), layout.clone(), cfg).unwrap();
+        for k in 0..2 * capacity as u64 {
+            let x = [k as u8; 16];
+            b.insert_ref(&[FieldRef::new(&[16], Values::U8(&x))])
+                .unwrap();
+        }
+        b.flush().unwrap();
+        let meta = std::fs::metadata(dir.path().join("storage.bin")).unwrap();
+        let (slots, column) = (slot_bytes * capacity as u64, 8 * capacity as u64);
+        assert_eq!(meta.len(), slots + 2 * column + 8, "{order:?}: file length");
+        let allocated = meta.blocks() * 512;
+        // The slots are allocated whole (the fill reached every one).
+        assert!(allocated >= slots, "{order:?}: {allocated} bytes allocated");
+        // Half a column of slack for the file system's own rounding; the
+        // group column written would add a whole one.
+        assert!(
+            allocated < slots + column / 2,
+            "{order:?}: {allocated} bytes allocated, more than the slots' {slots}"
+        );
+    }
 }
 
 /// A sample copies each field's row with a copy unrolled for its width
@@ -737,12 +831,18 @@ fn every_row_width_comes_back_whole_beside_its_key() {
     }
 }
 
-/// Formats 1 and 2 kept six metadata words per slot; reading their
-/// `storage.bin` with today's geometry would return garbage, so they are
-/// refused with a message that says what to do.
+/// Formats 1 and 2 kept six metadata words per slot, format 3 group ids
+/// as they are and no flag word; reading their `storage.bin` with today's
+/// geometry would return garbage, so they are refused with a message that
+/// says what to do.
 #[test]
 fn mapped_directories_of_older_formats_are_refused_with_a_clear_error() {
-    for (format, order) in [(1, None), (2, Some("Records")), (2, Some("Columns"))] {
+    for (format, order) in [
+        (1, None),
+        (2, Some("Records")),
+        (2, Some("Columns")),
+        (3, Some("Columns")),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let cfg = ReplayConfig::new(4, SamplerConfig::Fifo);
         {
