@@ -139,11 +139,11 @@ pub(crate) fn write(
         storage.store_group(slot, group);
     } else if storage.groups_recorded() {
         // Clear what an earlier item in this slot may have stored. While
-        // the flag is unset no slot has stored a group (our Acquire
-        // exchange above saw every earlier writer of this slot, and they
-        // set the flag before publishing), so the column still reads
-        // `NO_GROUP` and is left unwritten: a mapped table without groups
-        // never faults its pages in.
+        // the flag reads unset, no earlier writer of this slot stored a
+        // group (our Acquire exchange above saw each of them publish, and
+        // they set the flag before publishing), so this slot's word still
+        // reads `NO_GROUP` and is left unwritten: a mapped table without
+        // groups never faults the column's pages in.
         storage.store_group(slot, NO_GROUP);
     }
     for field in 0..storage.num_fields() {

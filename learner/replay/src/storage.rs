@@ -43,9 +43,10 @@
 //! directory with `layout.json` and `storage.bin`, memory-mapped with
 //! `memmap2`, reopenable after a restart, also advised to use huge pages:
 //! Linux maps a file's page cache with 2 MiB pages where the file system
-//! holds large folios, ext4 and xfs on recent kernels; see [`Storage::map`]). One process maps a directory at a
-//! time. A layout with variable-length fields also has a heap (`heap.rs`),
-//! in memory or in the directory's `heap/`, whose references the rows hold.
+//! holds large folios, ext4 and xfs on recent kernels; see `Storage::map`).
+//! One process maps a directory at a time. A layout with variable-length
+//! fields also has a heap (`heap.rs`), in memory or in the directory's
+//! `heap/`, whose references the rows hold.
 use std::path::{Path, PathBuf};
 
 use crate::error::ReplayError;
