@@ -1,5 +1,6 @@
 //! What `/proc` says of one process: resident memory (now and peak),
-//! threads, open file descriptors, CPU seconds.
+//! threads, open file descriptors, CPU seconds, and of its file pages
+//! those mapped with 2 MiB pages.
 //!
 //! The benchmarks read their children through this (the stream load's
 //! learner, the hour soak's learner and replay server) rather than each
@@ -29,14 +30,7 @@ impl ProcStats {
     /// Reads `pid` now.
     pub fn read(pid: libc::pid_t) -> Self {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
+        let field = |name: &str| kib_field(&status, name).unwrap_or(0.0);
         ProcStats {
             rss_mib: field("VmRSS:") / 1024.0,
             hwm_mib: field("VmHWM:") / 1024.0,
@@ -49,6 +43,24 @@ impl ProcStats {
             cpu_seconds: cpu_seconds(pid),
         }
     }
+}
+
+/// The kB figure of the line starting with `name` in a `/proc` table
+/// (`status`, `smaps_rollup`).
+fn kib_field(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+}
+
+/// Of `pid`'s file pages, those mapped with 2 MiB pages, MiB: the
+/// `FilePmdMapped` line of `/proc/<pid>/smaps_rollup` (Linux 4.14+), which
+/// says whether a memory-mapped table's huge-page advice took; `None`
+/// where the kernel does not say.
+pub fn file_huge_mib(pid: libc::pid_t) -> Option<f64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    kib_field(&text, "FilePmdMapped:").map(|kib| kib / 1024.0)
 }
 
 /// User + system CPU seconds of `pid` so far (`/proc/<pid>/stat`).
@@ -106,6 +118,15 @@ mod tests {
         let s = ProcStats::read(std::process::id() as libc::pid_t);
         assert!(s.rss_mib > 0.0 && s.hwm_mib >= s.rss_mib);
         assert!(s.threads >= 1 && s.fds >= 1);
+    }
+
+    #[test]
+    fn a_kib_figure_is_read_from_its_own_line() {
+        let rollup = "Rss:             1048576 kB\nShmemPmdMapped:        0 kB\n\
+                      FilePmdMapped:    524288 kB\nShared_Hugetlb:        0 kB\n";
+        assert_eq!(kib_field(rollup, "FilePmdMapped:"), Some(524288.0));
+        assert_eq!(kib_field(rollup, "Rss:"), Some(1048576.0));
+        assert_eq!(kib_field("Rss: 4 kB\n", "FilePmdMapped:"), None);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use seed_replay::{
 };
 use serde::Serialize;
 
-use crate::proc_stats::ProcStats;
+use crate::proc_stats::{file_huge_mib, ProcStats};
 
 /// Why a scale run stopped.
 #[derive(Debug, thiserror::Error)]
@@ -122,24 +122,6 @@ pub fn run(plan: &ScalePlan) -> Result<Vec<ScaleRow>, ScaleError> {
     Ok(rows)
 }
 
-/// This process's file pages mapped with 2 MiB pages, MiB: the
-/// `FilePmdMapped` line of `/proc/self/smaps_rollup` (Linux 4.14+), which
-/// says whether the table's huge-page advice took.
-fn file_pmd_mapped_mib() -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
-    parse_kib_line(&text, "FilePmdMapped:").map(|kib| kib / 1024.0)
-}
-
-/// The kB figure of the line starting with `key` in a `/proc` table.
-fn parse_kib_line(text: &str, key: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(key))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// Items of one `u8[bytes]` field `x` (also `replay_kill`'s).
 pub fn item_layout(bytes: usize) -> Result<ItemLayout, ReplayError> {
     ItemLayout::builder()
@@ -163,7 +145,7 @@ fn one_size(plan: &ScalePlan, items: usize, bytes: usize) -> Result<Vec<ScaleRow
     let fill = fill(&b, items, bytes)?;
     let overwrite = overwrite(&b, items, bytes)?;
     let mem = ProcStats::read(std::process::id() as libc::pid_t);
-    let huge_mb = file_pmd_mapped_mib();
+    let huge_mb = file_huge_mib(std::process::id() as libc::pid_t);
     let disk_mb = dir_bytes(&dir) as f64 / (1 << 20) as f64;
     let mut batch = b.new_batch(128);
     let uniform = median_us(plan.runs, plan.sample_iters, || {
@@ -362,19 +344,5 @@ fn remove(dir: &Path) -> Result<(), ScaleError> {
             source: e,
         }),
         _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_kib_line;
-
-    #[test]
-    fn the_huge_page_figure_is_read_from_its_own_line() {
-        let rollup = "Rss:             1048576 kB\nShmemPmdMapped:        0 kB\n\
-                      FilePmdMapped:    524288 kB\nShared_Hugetlb:        0 kB\n";
-        assert_eq!(parse_kib_line(rollup, "FilePmdMapped:"), Some(524288.0));
-        assert_eq!(parse_kib_line(rollup, "Rss:"), Some(1048576.0));
-        assert_eq!(parse_kib_line("Rss: 4 kB\n", "FilePmdMapped:"), None);
     }
 }
